@@ -1,0 +1,79 @@
+"""End-to-end fixtures: the real server (uvicorn on 127.0.0.1) and Debian's headless Chromium
+driven by Playwright (pytest-playwright's fixtures, pointed at /usr/bin/chromium)."""
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("WGATTN_CHROMIUM", "/usr/bin/chromium")
+# WebGPU needs --enable-unsafe-webgpu on Linux; no GPU here, so Chromium uses SwiftShader.
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--enable-unsafe-webgpu", "--disable-gpu-watchdog",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
+]
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "e2e" in str(item.fspath):
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"no Chromium at {CHROMIUM} (make setup installs Debian's chromium)")
+    return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def server():
+    """The demo server exactly as `make demo` starts it, on a free port; yields its base URL."""
+    if not (ROOT / ".cache" / "pyodide").is_dir():
+        pytest.skip("Pyodide is not installed (.cache/pyodide): run make setup")
+    port = _free_port()
+    log = open(ROOT / ".cache" / "e2e-server.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "app:main", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while True:
+        try:
+            urllib.request.urlopen(url + "/api/kernels", timeout=2)
+            break
+        except OSError:
+            if proc.poll() is not None or time.time() > deadline:
+                proc.kill()
+                raise RuntimeError(f"server did not start; see {log.name}")
+            time.sleep(0.2)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+    log.close()
+
+
+@pytest.fixture
+def console_errors(page):
+    """Console errors and uncaught exceptions of the page, collected for the test to assert on."""
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
+    return errors
+
+
+def wait_for_status(page, timeout_s: float = 180) -> str:
+    page.wait_for_function("['done', 'error'].includes(document.body.dataset.status)", timeout=timeout_s * 1000)
+    return page.evaluate("document.body.dataset.status")

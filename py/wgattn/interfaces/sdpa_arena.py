@@ -1,0 +1,127 @@
+"""The `sdpa_arena` interface (seed C's): q, k, v, an optional padding mask and out in one f32
+arena, addressed through per-tensor strides; 144 bytes of params.
+
+    q:    [B, H, Sq, D] (layout "bhsd") or [B, Sq, H, D] ("bshd"), float32
+    k, v: [B, H, Sk, D] or [B, Sk, H, D]
+    mask: padding only, boolean (True = attend), broadcastable to [B, H, Sq, Sk]
+    out:  q's shape
+
+mask_kind: "none"; "causal" (top-left, key j <= query i); "padding"; "window" (keys
+i - window .. i: window + 1 keys, seed C's count). The interface has no GQA.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import numpy as np
+
+from .. import reference
+from ..plan import Buffer, Dispatch, Output, Plan
+from ..registry import Kernel
+
+__all__ = ["MASK_KINDS", "plan", "reference_out"]
+
+MASK_KINDS = {"none": 0, "causal": 1, "padding": 2, "window": 3}
+LAYOUTS = ("bhsd", "bshd")
+
+
+def _dims(q: np.ndarray, k: np.ndarray, v: np.ndarray, layout: str):
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.ndim != 4:
+            raise ValueError(f"{name} must be 4-D ({layout}), got shape {t.shape}")
+    if layout == "bhsd":
+        (b, h, sq, d), (bk, hk, sk, dk) = q.shape, k.shape
+    else:
+        (b, sq, h, d), (bk, sk, hk, dk) = q.shape, k.shape
+    if (bk, hk, dk) != (b, h, d) or v.shape != k.shape:
+        raise ValueError(
+            f"sdpa_arena needs k and v of one shape with q's batch, heads and head_dim "
+            f"(no GQA); got q {q.shape}, k {k.shape}, v {v.shape} ({layout})")
+    return b, h, sq, sk, d
+
+
+def _strides(layout: str, h: int, s: int, d: int):
+    """(batch, head, seq) strides in elements for a contiguous tensor of that layout."""
+    return (h * s * d, s * d, d) if layout == "bhsd" else (s * h * d, d, h * d)
+
+
+def plan(kernel: Kernel, q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
+         mask_kind: str = "none", mask: Optional[np.ndarray] = None, window: int = 0,
+         scale: Optional[float] = None, layout: str = "bhsd", source: Optional[str] = None) -> Plan:
+    """The dispatch plan running `kernel` (or WGSL `source` on its interface) on these inputs."""
+    b, h, sq, sk, d = _dims(q, k, v, layout)
+    if mask_kind not in MASK_KINDS:
+        raise ValueError(f"mask_kind must be one of {sorted(MASK_KINDS)}, got {mask_kind!r}")
+    if (mask is not None) != (mask_kind == "padding"):
+        raise ValueError("mask must be given exactly when mask_kind is 'padding'")
+    if mask_kind == "window" and not 0 <= int(window) < 2**32:
+        raise ValueError(f"window must be a non-negative integer, got {window!r}")
+    scale = 1.0 / float(np.sqrt(d)) if scale is None else float(scale)
+    if not np.isfinite(scale):
+        raise ValueError(f"scale must be finite, got {scale}")
+
+    sections = [("q", q), ("k", k), ("v", v)]
+    mask_strides = (0, 0, 0, 0)
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.dtype != np.bool_:
+            raise ValueError(f"mask must be boolean (True = attend), got {mask.dtype}")
+        if mask.ndim != 4 or any(m not in (1, full) for m, full in zip(mask.shape, (b, h, sq, sk))):
+            raise ValueError(f"mask must have shape broadcastable to {(b, h, sq, sk)} with 4 dims, got {mask.shape}")
+        dense = np.ascontiguousarray(mask, dtype=np.float32)
+        el = [int(s) // 4 for s in dense.strides]
+        mask_strides = tuple(0 if n == 1 else s for n, s in zip(mask.shape, el))
+        sections.append(("mask", dense))
+    offsets: Dict[str, int] = {}
+    cursor = 0
+    for name, t in sections:
+        offsets[name] = cursor
+        cursor += t.size
+    offsets["out"] = cursor
+    total = cursor + q.size
+
+    arena = np.zeros(total, dtype=np.float32)
+    for name, t in sections:
+        arena[offsets[name]:offsets[name] + t.size] = np.asarray(t, dtype=np.float32).ravel()
+
+    qs, ks = _strides(layout, h, sq, d), _strides(layout, h, sk, d)
+    values = {
+        "batch": b, "heads": h, "seq_q": sq, "seq_k": sk, "head_dim": d,
+        "q_off": offsets["q"], "k_off": offsets["k"], "v_off": offsets["v"],
+        "out_off": offsets["out"], "mask_off": offsets.get("mask", 0),
+        "mask_kind": MASK_KINDS[mask_kind], "scale": scale,
+        "window": int(window) if mask_kind == "window" else 0,
+        "mask_b_stride": mask_strides[0], "mask_h_stride": mask_strides[1],
+        "mask_sq_stride": mask_strides[2], "mask_sk_stride": mask_strides[3],
+        "q_b": qs[0], "q_h": qs[1], "q_s": qs[2],
+        "k_b": ks[0], "k_h": ks[1], "k_s": ks[2],
+        "v_b": ks[0], "v_h": ks[1], "v_s": ks[2],
+        "o_b": qs[0], "o_h": qs[1], "o_s": qs[2],
+    }
+    iface = kernel.interface
+    return Plan(
+        buffers=[
+            Buffer("arena", arena.nbytes, "storage", arena.tobytes(), read=True),
+            Buffer("params", iface.params_size, "uniform", iface.pack_params(values)),
+        ],
+        dispatches=[Dispatch(
+            label=kernel.id,
+            source=kernel.source() if source is None else source,
+            entry_point=kernel.entry_point,
+            constants=dict(kernel.overrides),
+            bindings={0: "arena", 1: "params"},
+            workgroups=iface.workgroups(values, kernel.overrides),
+            requires=kernel.requires,
+        )],
+        outputs=[Output("out", "arena", offsets["out"], tuple(q.shape))],
+    )
+
+
+def reference_out(q, k, v, *, mask_kind="none", mask=None, window=0, scale=None, layout="bhsd",
+                  dtype=np.float64) -> np.ndarray:
+    """wgattn.reference.sdpa with this interface's knobs mapped onto its keywords."""
+    kwargs = {"none": {}, "causal": {"causal": True}, "padding": {"mask": mask},
+              "window": {"window": (int(window), 0)}}[mask_kind]
+    return reference.sdpa(q, k, v, scale=scale, layout=layout, dtype=dtype, **kwargs)

@@ -1,0 +1,122 @@
+"""What the page's JavaScript calls under Pyodide (Python 3.8, numpy 1.17).
+
+The page's JS only moves bytes: it asks `prepare` for a dispatch plan, runs it in WebGPU, hands the
+read-back buffers to `add_buffer`, fetches the server's native run, and asks `finish` to compare
+every pair of runtimes against the float64 reference computed here.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from . import registry, tolerance, wire
+from .cases import SdpaCase, digest
+
+__all__ = ["prepare", "add_buffer", "finish"]
+
+_RUNS: Dict[int, Dict[str, object]] = {}
+RUNTIME_ORDER = ("browser", "pyodide", "native")
+
+
+def prepare(request_json: str) -> str:
+    """{"kernel", "config"} -> JSON {"run", "plan", "digest", "config"}; ValueError on bad input.
+    The plan's buffer bytes are fetched separately with `plan_bytes` (JSON carries no bytes)."""
+    request = json.loads(request_json)
+    kernel = registry.load().kernel(request.get("kernel", "sdpa_arena.seed"))
+    config = request.get("config") or {}
+    if not isinstance(config, dict):
+        raise ValueError("config must be an object")
+    case = SdpaCase(**config)
+    inputs = case.inputs()
+    plan = case.plan(kernel, inputs)
+    run = len(_RUNS) + 1
+    _RUNS[run] = {"kernel": kernel, "case": case, "inputs": inputs, "plan": plan, "raw": {}}
+    js = plan.to_js()
+    for b in js["buffers"]:
+        b["has_data"] = b.pop("data") is not None
+    return json.dumps({"run": run, "plan": js, "digest": digest(inputs), "config": case.to_dict()})
+
+
+def plan_bytes(run: int, buffer: str) -> bytes:
+    """The initial bytes of one buffer of a prepared plan (becomes a Uint8Array in JS)."""
+    for b in _RUNS[run]["plan"].buffers:
+        if b.name == buffer:
+            return b.data or b""
+    raise ValueError(f"run {run} has no buffer {buffer!r}")
+
+
+def add_buffer(run: int, name: str, data) -> None:
+    """Store the browser's read-back bytes of one buffer (a JS Uint8Array or bytes)."""
+    raw = bytes(data.to_py()) if hasattr(data, "to_py") else bytes(data)
+    _RUNS[run]["raw"][name] = raw
+
+
+def finish(run: int, browser_json: str, native_json: Optional[str]) -> str:
+    """Compare every pair of runtimes; JSON {kernel, config, pairs, runtimes, ...}."""
+    state = _RUNS.pop(run)
+    case, inputs, plan = state["case"], state["inputs"], state["plan"]
+    # Each side is {"timings": ...} when it ran, {"skipped": why} when it cannot run here (no
+    # WebGPU in this browser), or {"error": what went wrong}.
+    browser = json.loads(browser_json) if browser_json else {"skipped": "not run"}
+    native = json.loads(native_json) if native_json else {"error": "not run"}
+    mine = digest(inputs)
+
+    t0 = time.perf_counter()
+    ref = case.reference(inputs)
+    reference_ms = (time.perf_counter() - t0) * 1e3
+    naive = case.reference(inputs, dtype=np.float32)
+    naive_err = {name: tolerance.max_abs_err(naive[name], ref[name]) for name in ref}
+
+    outputs = {"pyodide": ref}
+    runtimes = {"pyodide": {"ok": True, "timings": {"reference_ms": reference_ms}}}
+    if "skipped" in browser:
+        runtimes["browser"] = {"ok": False, "skipped": browser["skipped"]}
+    elif browser.get("error"):
+        runtimes["browser"] = {"ok": False, "error": browser["error"]}
+    else:
+        outputs["browser"] = plan.unpack(state["raw"])
+        runtimes["browser"] = {"ok": True, "timings": browser.get("timings", {})}
+    if not native.get("error"):
+        if native.get("digest") != mine:
+            runtimes["native"] = {"ok": False, "error": "server inputs differ from the page's (digest mismatch)"}
+        else:
+            outputs["native"] = {k: wire.decode(v, k) for k, v in native["outputs"].items()}
+            runtimes["native"] = {"ok": True, "timings": native.get("timings", {}),
+                                  "adapter": native.get("adapter")}
+    else:
+        runtimes["native"] = {"ok": False, "error": native["error"]}
+
+    present = [r for r in RUNTIME_ORDER if r in outputs]
+    pairs: List[Dict[str, object]] = []
+    for i, a in enumerate(present):
+        for b in present[i + 1:]:
+            for name in ref:
+                row = tolerance.pair(a, b, outputs[a][name], outputs[b][name], ref[name], naive_err[name])
+                row["output"] = name
+                pairs.append(row)
+    result = {
+        "kernel": state["kernel"].id,
+        "config": case.to_dict(),
+        "digest": mine,
+        "naive_f32_err": naive_err,
+        "runtimes": runtimes,
+        "pairs": pairs,
+        # A skipped runtime is reported, not failed; an errored one fails the run.
+        "pass": bool(pairs) and all(p["pass"] for p in pairs) and not any("error" in r for r in runtimes.values()),
+    }
+    return json.dumps(_finite(result))
+
+
+def _finite(obj):
+    """JSON has no inf/NaN: send them as strings the page shows as they are."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj

@@ -1,0 +1,821 @@
+"""NumPy reference implementations of the attention that wgattn's kernels compute.
+
+These functions define the project's contract (see ``docs/contract.md``).  They
+are written for clarity and exactness, not speed: everything is computed in
+float64 unless ``dtype=np.float32`` is passed, in which case the *same*
+algorithm runs with every input cast to float32 and every intermediate kept in
+float32.  That float32 run is the "naive float32 implementation" against which
+the project's tolerance rule measures kernel error.
+
+Public functions
+----------------
+``varlen_attention_fwd``
+    Variable-length (packed) multi-head attention forward, FlashAttention
+    varlen style: returns the output and the log-sum-exp of every row.
+``varlen_attention_bwd``
+    Gradients of ``sum(out * dout)`` with respect to q, k and v, using the
+    FlashAttention-2 backward formulas.
+``attention_probs``
+    The softmax probabilities of one decoding step over a key history
+    (Gemma-style sliding window, un-scaled scores by default).
+``sdpa``
+    PyTorch-shaped scaled dot-product attention on padded [B, H, S, D] or
+    [B, S, H, D] tensors, with a boolean mask, causal mask and window.
+
+One contract holds everywhere:
+
+* a masked score is *excluded* from the softmax (it is not replaced by a large
+  negative number);
+* a query row with no visible key produces an output of exactly 0 (and an
+  LSE of -inf in ``varlen_attention_fwd``), never NaN;
+* finite inputs never produce NaN or floating-point warnings: the softmax
+  subtracts the row maximum and handles rows with no visible key explicitly;
+* grouped-query attention (GQA): with ``Hq`` query heads and ``Hkv`` key/value
+  heads (``Hq % Hkv == 0``), query head ``h`` reads key/value head
+  ``h // (Hq // Hkv)``;
+* every bad argument raises ``ValueError`` with a message that names the
+  argument and says what is allowed.
+
+The module only needs NumPy >= 1.17 and Python >= 3.8.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+from typing import Any, Optional, Tuple
+
+import numpy as np
+
+__all__ = [
+    "varlen_attention_fwd",
+    "varlen_attention_bwd",
+    "attention_probs",
+    "sdpa",
+]
+
+_CAUSAL_ALIGNS = ("bottom_right", "top_left")
+_LAYOUTS = ("bhsd", "bshd")
+
+
+# ---------------------------------------------------------------------------
+# argument checking
+# ---------------------------------------------------------------------------
+
+
+def _check_dtype(dtype: Any) -> np.dtype:
+    """The compute dtype: float32 or float64 (anything else is an error)."""
+    if dtype is None:
+        raise ValueError("dtype must be np.float32 or np.float64, got None")
+    try:
+        dt = np.dtype(dtype)
+    except (TypeError, ValueError):
+        raise ValueError(
+            "dtype must be np.float32 or np.float64, got %r" % (dtype,)
+        ) from None
+    if dt != np.dtype(np.float32) and dt != np.dtype(np.float64):
+        raise ValueError("dtype must be np.float32 or np.float64, got %s" % (dt,))
+    return dt
+
+
+def _float_array(x: Any, name: str, ndim: int, shape_doc: str) -> np.ndarray:
+    """``x`` as an ndarray of float16/32/64 with ``ndim`` dimensions."""
+    a = np.asarray(x)
+    if a.dtype.kind != "f" or a.dtype.itemsize not in (2, 4, 8):
+        raise ValueError(
+            "%s must be a float16, float32 or float64 array, got dtype %s"
+            % (name, a.dtype)
+        )
+    if a.ndim != ndim:
+        raise ValueError(
+            "%s must be %d-D with shape %s, got shape %s"
+            % (name, ndim, shape_doc, tuple(a.shape))
+        )
+    return a
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_))
+
+
+def _is_real(x: Any) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
+
+
+def _check_bool(x: Any, name: str) -> bool:
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if _is_int(x) and int(x) in (0, 1):
+        return bool(x)
+    raise ValueError("%s must be True or False, got %r" % (name, x))
+
+
+def _check_scale(scale: Any, head_dim: int, dt: np.dtype) -> Any:
+    """The score scale as a scalar of the compute dtype.
+
+    ``None`` means ``1 / sqrt(head_dim)``; otherwise any finite nonzero real.
+    """
+    if scale is None:
+        value = 1.0 / math.sqrt(head_dim)
+    else:
+        if not _is_real(scale):
+            raise ValueError(
+                "scale must be None or a finite nonzero real number, got %r" % (scale,)
+            )
+        value = float(scale)
+        if not math.isfinite(value) or value == 0.0:
+            raise ValueError(
+                "scale must be None or a finite nonzero real number, got %r" % (scale,)
+            )
+    return dt.type(value)
+
+
+def _check_softcap(softcap: Any) -> float:
+    if not _is_real(softcap):
+        raise ValueError(
+            "softcap must be a finite real number >= 0 (0 = off), got %r" % (softcap,)
+        )
+    value = float(softcap)
+    if not math.isfinite(value) or value < 0.0:
+        raise ValueError(
+            "softcap must be a finite real number >= 0 (0 = off), got %r" % (softcap,)
+        )
+    return value
+
+
+def _check_window_pair(window: Any, name: str = "window") -> Tuple[int, int]:
+    """``(left, right)``, each an integer >= -1 (-1 = unbounded)."""
+    try:
+        items = tuple(window)
+    except TypeError:
+        raise ValueError(
+            "%s must be a pair (left, right) of integers >= -1, got %r" % (name, window)
+        ) from None
+    if len(items) != 2 or not all(_is_int(w) for w in items):
+        raise ValueError(
+            "%s must be a pair (left, right) of integers >= -1, got %r" % (name, window)
+        )
+    left, right = int(items[0]), int(items[1])
+    if left < -1 or right < -1:
+        raise ValueError(
+            "%s must be (left, right) with each >= -1, got (%d, %d)"
+            % (name, left, right)
+        )
+    return left, right
+
+
+def _check_cu_seqlens(cu: Any, name: str, total: int, total_name: str) -> np.ndarray:
+    """Validated prefix sums as a 1-D array of Python-int-safe int64 values."""
+    a = np.asarray(cu)
+    if a.ndim != 1:
+        raise ValueError(
+            "%s must be a 1-D integer array of length batch+1, got shape %s"
+            % (name, tuple(a.shape))
+        )
+    if a.shape[0] == 0:
+        raise ValueError(
+            "%s must be a 1-D integer array of length batch+1 (at least 1), got length 0"
+            % (name,)
+        )
+    if a.dtype.kind not in "iu":
+        raise ValueError(
+            "%s must be a 1-D integer array, got dtype %s" % (name, a.dtype)
+        )
+    vals = [int(x) for x in a.tolist()]
+    if vals[0] != 0:
+        raise ValueError("%s must start at 0, got %d" % (name, vals[0]))
+    for b in range(len(vals) - 1):
+        if vals[b + 1] < vals[b]:
+            raise ValueError(
+                "%s must be non-decreasing, got %d after %d at index %d"
+                % (name, vals[b + 1], vals[b], b + 1)
+            )
+    if vals[-1] != total:
+        raise ValueError(
+            "%s must end at %s = %d, got %d" % (name, total_name, total, vals[-1])
+        )
+    return np.array(vals, dtype=np.int64)
+
+
+def _check_gqa(hq: int, hkv: int, q_name: str, kv_name: str) -> int:
+    if hq < 1 or hkv < 1:
+        raise ValueError(
+            "head counts must be >= 1, got %s heads %d and %s heads %d"
+            % (q_name, hq, kv_name, hkv)
+        )
+    if hq % hkv != 0:
+        raise ValueError(
+            "%s heads (%d) must be a multiple of %s heads (%d) for grouped-query attention"
+            % (q_name, hq, kv_name, hkv)
+        )
+    return hq // hkv
+
+
+# ---------------------------------------------------------------------------
+# shared maths
+# ---------------------------------------------------------------------------
+
+
+def _band_mask(len_q: int, len_k: int, offset: int, left: int, right: int) -> np.ndarray:
+    """Boolean [len_q, len_k]: key j visible to query i when
+    ``i + offset - left <= j <= i + offset + right`` (a bound of -1 is open)."""
+    i = np.arange(len_q, dtype=np.int64).reshape(len_q, 1) + offset
+    j = np.arange(len_k, dtype=np.int64).reshape(1, len_k)
+    mask = np.ones((len_q, len_k), dtype=bool)
+    if left >= 0:
+        mask &= j >= i - left
+    if right >= 0:
+        mask &= j <= i + right
+    return mask
+
+
+def _effective_right(causal: bool, right: int) -> int:
+    """Causal means right = 0; a window's right bound is intersected with it."""
+    if not causal:
+        return right
+    return 0 if right == -1 else min(right, 0)
+
+
+def _masked_softmax(s: np.ndarray, mask: np.ndarray, dt: np.dtype) -> Tuple[np.ndarray, np.ndarray]:
+    """Softmax of ``s`` over its last axis, restricted to ``mask``.
+
+    ``mask`` broadcasts against ``s``.  Returns ``(p, lse)``: ``p`` has ``s``'s
+    shape, is 0 wherever ``mask`` is False and 0 on rows with no visible entry;
+    ``lse`` has ``s.shape[:-1]`` and is -inf on rows with no visible entry.
+    No invalid operation is ever evaluated for finite ``s``.
+    """
+    neg_inf = dt.type(-np.inf)
+    zero = dt.type(0.0)
+    one = dt.type(1.0)
+    masked = np.where(mask, s, neg_inf).astype(dt, copy=False)
+    if masked.shape[-1] == 0:
+        return (
+            np.zeros(masked.shape, dtype=dt),
+            np.full(masked.shape[:-1], neg_inf, dtype=dt),
+        )
+    row_max = masked.max(axis=-1, keepdims=True)
+    has_key = row_max > neg_inf
+    safe_max = np.where(has_key, row_max, zero)
+    # masked entries are -inf - finite = -inf, and exp(-inf) = 0 exactly.
+    e = np.exp(masked - safe_max)
+    denom = e.sum(axis=-1, keepdims=True)
+    safe_denom = np.where(has_key, denom, one)
+    p = e / safe_denom
+    lse = np.where(has_key, safe_max + np.log(safe_denom), neg_inf)
+    return p.astype(dt, copy=False), lse[..., 0].astype(dt, copy=False)
+
+
+def _check_varlen_common(
+    q: Any,
+    k: Any,
+    v: Any,
+    cu_seqlens_q: Any,
+    cu_seqlens_k: Any,
+    causal: Any,
+    scale: Any,
+    window: Any,
+    softcap: Any,
+    causal_align: Any,
+    dtype: Any,
+):
+    dt = _check_dtype(dtype)
+    q = _float_array(q, "q", 3, "[total_q, Hq, D]")
+    k = _float_array(k, "k", 3, "[total_k, Hkv, D]")
+    v = _float_array(v, "v", 3, "[total_k, Hkv, D]")
+    total_q, hq, d = q.shape
+    total_k, hkv, dk = k.shape
+    if d < 1:
+        raise ValueError("q head dim D must be >= 1, got shape %s" % (tuple(q.shape),))
+    if dk != d:
+        raise ValueError(
+            "k head dim must equal q head dim %d, got k shape %s" % (d, tuple(k.shape))
+        )
+    if tuple(v.shape) != tuple(k.shape):
+        raise ValueError(
+            "v must have k's shape %s [total_k, Hkv, D], got %s"
+            % (tuple(k.shape), tuple(v.shape))
+        )
+    group = _check_gqa(hq, hkv, "q", "k/v")
+    cu_q = _check_cu_seqlens(cu_seqlens_q, "cu_seqlens_q", total_q, "total_q (q.shape[0])")
+    cu_k = _check_cu_seqlens(cu_seqlens_k, "cu_seqlens_k", total_k, "total_k (k.shape[0])")
+    if cu_q.shape[0] != cu_k.shape[0]:
+        raise ValueError(
+            "cu_seqlens_q and cu_seqlens_k must have the same length (batch+1), got %d and %d"
+            % (cu_q.shape[0], cu_k.shape[0])
+        )
+    causal = _check_bool(causal, "causal")
+    left, right = _check_window_pair(window, "window")
+    cap = _check_softcap(softcap)
+    if not isinstance(causal_align, str) or causal_align not in _CAUSAL_ALIGNS:
+        raise ValueError(
+            "causal_align must be 'bottom_right' or 'top_left', got %r" % (causal_align,)
+        )
+    sc = _check_scale(scale, d, dt)
+    right = _effective_right(causal, right)
+    return dt, q, k, v, cu_q, cu_k, group, left, right, cap, sc
+
+
+def _seq_mask(len_q: int, len_k: int, align: str, left: int, right: int) -> np.ndarray:
+    offset = len_k - len_q if align == "bottom_right" else 0
+    return _band_mask(len_q, len_k, offset, left, right)
+
+
+def _group_rows(x: np.ndarray, hkv: int, group: int) -> np.ndarray:
+    """[L, Hq, D] -> [Hkv, group*L, D]; row g*L + i holds head kv*group + g."""
+    length, _, d = x.shape
+    return x.reshape(length, hkv, group, d).transpose(1, 2, 0, 3).reshape(hkv, group * length, d)
+
+
+def _ungroup_rows(x: np.ndarray, length: int) -> np.ndarray:
+    """Inverse of ``_group_rows`` for [Hkv, group*L, ...] -> [L, Hq, ...]."""
+    hkv = x.shape[0]
+    group = x.shape[1] // length if length else 0
+    rest = x.shape[2:]
+    y = x.reshape((hkv, group, length) + rest)
+    axes = (2, 0, 1) + tuple(range(3, y.ndim))
+    return y.transpose(axes).reshape((length, hkv * group) + rest)
+
+
+def _capped_scores(qg: np.ndarray, kg: np.ndarray, sc: Any, cap: float, dt: np.dtype):
+    """Scaled (and soft-capped) scores [Hkv, R, Lk] plus tanh for the chain rule."""
+    s = np.matmul(qg, kg.transpose(0, 2, 1)) * sc
+    if cap > 0.0:
+        c = dt.type(cap)
+        t = np.tanh(s / c)
+        return (c * t).astype(dt, copy=False), t.astype(dt, copy=False)
+    return s.astype(dt, copy=False), None
+
+
+def _quiet_underflow(fn):
+    """Run ``fn`` with floating-point underflow ignored.
+
+    Underflow to a subnormal or 0 (e.g. exp of a very negative score) is the
+    expected behaviour of a softmax and is not an error, even when the caller
+    runs under ``np.errstate(all="raise")``; overflow, invalid and divide
+    keep the caller's settings (and never occur for finite inputs).
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with np.errstate(under="ignore"):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+# ---------------------------------------------------------------------------
+# public API
+# ---------------------------------------------------------------------------
+
+
+@_quiet_underflow
+def varlen_attention_fwd(
+    q: Any,
+    k: Any,
+    v: Any,
+    cu_seqlens_q: Any,
+    cu_seqlens_k: Any,
+    *,
+    causal: bool = False,
+    scale: Optional[float] = None,
+    window: Tuple[int, int] = (-1, -1),
+    softcap: float = 0.0,
+    causal_align: str = "bottom_right",
+    dtype: Any = np.float64,
+) -> Tuple[np.ndarray, np.ndarray]:
+    """Packed variable-length attention forward (FlashAttention varlen style).
+
+    Arguments:
+        q: [total_q, Hq, D] float16/32/64, the queries of all sequences packed
+            one after another along axis 0.
+        k: [total_k, Hkv, D], the keys, packed the same way.
+        v: [total_k, Hkv, D], the values.
+        cu_seqlens_q: [batch + 1] integers, prefix sums of the query lengths:
+            sequence b owns rows cu_seqlens_q[b] : cu_seqlens_q[b + 1] of q.
+            Starts at 0, non-decreasing (empty sequences allowed), ends at
+            total_q.
+        cu_seqlens_k: [batch + 1] integers, the same for k and v (ends at
+            total_k).  Both prefix-sum arrays must have the same length.
+        causal: apply a causal mask (equivalent to right = 0 in the window).
+        scale: score scale; None means 1 / sqrt(D).  Any finite nonzero real.
+        window: (left, right), inclusive bounds of the visible key band around
+            the aligned diagonal; -1 leaves that side unbounded.  With causal,
+            right becomes min(right, 0) (and -1 becomes 0).
+        softcap: if > 0, scores become softcap * tanh(score / softcap) after
+            scaling and before masking; 0 turns it off.
+        causal_align: where the causal diagonal (and the window band) sits
+            when len_q != len_k for a sequence:
+            "bottom_right" (FlashAttention >= 2.1): offset = len_k - len_q;
+            "top_left" (PyTorch is_causal, seed A): offset = 0.
+        dtype: np.float64 (default) or np.float32; every input is cast to it
+            and every intermediate is kept in it.
+
+    With the offset above, query i of a sequence sees key j when
+    ``i + offset - left <= j <= i + offset + right`` (a bound of -1 drops that
+    side).  Grouped-query attention: query head h reads k/v head
+    ``h // (Hq // Hkv)``; Hq must be a multiple of Hkv.
+
+    Returns:
+        out: [total_q, Hq, D] of dtype; softmax(masked scores) @ v per row, and
+            exactly 0 on a row with no visible key.
+        lse: [total_q, Hq] of dtype (token-major), natural log of the sum of
+            exp of the visible (scaled, soft-capped) scores; -inf on a row with
+            no visible key.
+
+    Masks (1 = visible), causal=True, 3 queries x 5 keys and 5 queries x 3 keys::
+
+        mask: len_q=3 len_k=5 causal=True window=(-1, -1) align=bottom_right
+             k0 k1 k2 k3 k4
+        q0    1  1  1  .  .
+        q1    1  1  1  1  .
+        q2    1  1  1  1  1
+
+        mask: len_q=3 len_k=5 causal=True window=(-1, -1) align=top_left
+             k0 k1 k2 k3 k4
+        q0    1  .  .  .  .
+        q1    1  1  .  .  .
+        q2    1  1  1  .  .
+
+        mask: len_q=5 len_k=3 causal=True window=(-1, -1) align=bottom_right
+             k0 k1 k2
+        q0    .  .  .
+        q1    .  .  .
+        q2    1  .  .
+        q3    1  1  .
+        q4    1  1  1
+
+        mask: len_q=5 len_k=3 causal=True window=(-1, -1) align=top_left
+             k0 k1 k2
+        q0    1  .  .
+        q1    1  1  .
+        q2    1  1  1
+        q3    1  1  1
+        q4    1  1  1
+
+    Rows q0 and q1 of the bottom-right 5x3 mask see no key: out 0, lse -inf.
+    A window, e.g. window=(1, 1) without causal, and window=(1, -1) with::
+
+        mask: len_q=5 len_k=3 causal=False window=(1, 1) align=bottom_right
+             k0 k1 k2
+        q0    .  .  .
+        q1    1  .  .
+        q2    1  1  .
+        q3    1  1  1
+        q4    .  1  1
+
+        mask: len_q=3 len_k=5 causal=True window=(1, -1) align=bottom_right
+             k0 k1 k2 k3 k4
+        q0    .  1  1  .  .
+        q1    .  .  1  1  .
+        q2    .  .  .  1  1
+    """
+    dt, q, k, v, cu_q, cu_k, group, left, right, cap, sc = _check_varlen_common(
+        q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, window, softcap,
+        causal_align, dtype,
+    )
+    total_q, hq, d = q.shape
+    hkv = k.shape[1]
+    q = q.astype(dt, copy=False)
+    k = k.astype(dt, copy=False)
+    v = v.astype(dt, copy=False)
+    out = np.zeros((total_q, hq, d), dtype=dt)
+    lse = np.full((total_q, hq), -np.inf, dtype=dt)
+    for b in range(cu_q.shape[0] - 1):
+        q0, q1 = int(cu_q[b]), int(cu_q[b + 1])
+        k0, k1 = int(cu_k[b]), int(cu_k[b + 1])
+        len_q, len_k = q1 - q0, k1 - k0
+        if len_q == 0 or len_k == 0:
+            continue
+        mask = _seq_mask(len_q, len_k, causal_align, left, right)
+        if not mask.any():
+            continue
+        qg = _group_rows(q[q0:q1], hkv, group)  # [Hkv, G*Lq, D]
+        kg = k[k0:k1].transpose(1, 0, 2)  # [Hkv, Lk, D]
+        vg = v[k0:k1].transpose(1, 0, 2)
+        s, _ = _capped_scores(qg, kg, sc, cap, dt)  # [Hkv, G*Lq, Lk]
+        s = s.reshape(hkv, group, len_q, len_k)
+        p, row_lse = _masked_softmax(s, mask, dt)
+        o = np.matmul(p.reshape(hkv, group * len_q, len_k), vg)
+        out[q0:q1] = _ungroup_rows(o, len_q)
+        lse[q0:q1] = _ungroup_rows(row_lse.reshape(hkv, group * len_q), len_q)
+    return out, lse
+
+
+@_quiet_underflow
+def varlen_attention_bwd(
+    dout: Any,
+    q: Any,
+    k: Any,
+    v: Any,
+    out: Any,
+    lse: Any,
+    cu_seqlens_q: Any,
+    cu_seqlens_k: Any,
+    *,
+    causal: bool = False,
+    scale: Optional[float] = None,
+    window: Tuple[int, int] = (-1, -1),
+    softcap: float = 0.0,
+    causal_align: str = "bottom_right",
+    dtype: Any = np.float64,
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Backward of ``varlen_attention_fwd``: gradients of ``sum(out * dout)``.
+
+    Arguments:
+        dout: [total_q, Hq, D], the gradient flowing into out.
+        q: [total_q, Hq, D]; k, v: [total_k, Hkv, D]: the forward inputs.
+        out: [total_q, Hq, D], the forward output.
+        lse: [total_q, Hq], the forward log-sum-exp (token-major); a row whose
+            lse is not finite (-inf: no visible key) contributes nothing.
+        cu_seqlens_q, cu_seqlens_k, causal, scale, window, softcap,
+        causal_align, dtype: exactly as in ``varlen_attention_fwd`` (the
+            masks are the same; see its docstring for drawings).
+
+    FlashAttention-2 formulas, per sequence and query head h (kv head
+    ``h // (Hq // Hkv)``), with S0 = scale * q k^T, S = softcap * tanh(S0 /
+    softcap) if softcap > 0 else S0::
+
+        P     = exp(S - lse)        on visible entries, 0 elsewhere
+        dV    = P^T dout            (summed over the query heads of a group)
+        dP    = dout V^T
+        delta = rowsum(dout * out)
+        dS    = P * (dP - delta)
+        dS0   = dS * (1 - tanh(S0 / softcap)^2)  if softcap > 0 else dS
+        dQ    = scale * dS0 K
+        dK    = scale * dS0^T Q     (summed over the query heads of a group)
+
+    Returns:
+        dq: [total_q, Hq, D], dk: [total_k, Hkv, D], dv: [total_k, Hkv, D],
+        all of dtype.  Keys no query sees get dk = dv = 0; rows with no
+        visible key get dq = 0.
+    """
+    dt, q, k, v, cu_q, cu_k, group, left, right, cap, sc = _check_varlen_common(
+        q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, window, softcap,
+        causal_align, dtype,
+    )
+    total_q, hq, d = q.shape
+    total_k, hkv, _ = k.shape
+    dout = _float_array(dout, "dout", 3, "[total_q, Hq, D]")
+    out = _float_array(out, "out", 3, "[total_q, Hq, D]")
+    lse = _float_array(lse, "lse", 2, "[total_q, Hq]")
+    if tuple(dout.shape) != tuple(q.shape):
+        raise ValueError(
+            "dout must have q's shape %s [total_q, Hq, D], got %s"
+            % (tuple(q.shape), tuple(dout.shape))
+        )
+    if tuple(out.shape) != tuple(q.shape):
+        raise ValueError(
+            "out must have q's shape %s [total_q, Hq, D], got %s"
+            % (tuple(q.shape), tuple(out.shape))
+        )
+    if tuple(lse.shape) != (total_q, hq):
+        raise ValueError(
+            "lse must have shape %s [total_q, Hq], got %s"
+            % ((total_q, hq), tuple(lse.shape))
+        )
+    q = q.astype(dt, copy=False)
+    k = k.astype(dt, copy=False)
+    v = v.astype(dt, copy=False)
+    dout = dout.astype(dt, copy=False)
+    out = out.astype(dt, copy=False)
+    lse = lse.astype(dt, copy=False)
+    neg_inf = dt.type(-np.inf)
+    zero = dt.type(0.0)
+    one = dt.type(1.0)
+    dq = np.zeros((total_q, hq, d), dtype=dt)
+    dk = np.zeros((total_k, hkv, d), dtype=dt)
+    dv = np.zeros((total_k, hkv, d), dtype=dt)
+    for b in range(cu_q.shape[0] - 1):
+        q0, q1 = int(cu_q[b]), int(cu_q[b + 1])
+        k0, k1 = int(cu_k[b]), int(cu_k[b + 1])
+        len_q, len_k = q1 - q0, k1 - k0
+        if len_q == 0 or len_k == 0:
+            continue
+        mask = _seq_mask(len_q, len_k, causal_align, left, right)
+        if not mask.any():
+            continue
+        qg = _group_rows(q[q0:q1], hkv, group)  # [Hkv, R, D], R = G*Lq
+        dog = _group_rows(dout[q0:q1], hkv, group)
+        og = _group_rows(out[q0:q1], hkv, group)
+        lg = _group_rows(lse[q0:q1].reshape(len_q, hq, 1), hkv, group)  # [Hkv, R, 1]
+        kg = k[k0:k1].transpose(1, 0, 2)  # [Hkv, Lk, D]
+        vg = v[k0:k1].transpose(1, 0, 2)
+        s, t = _capped_scores(qg, kg, sc, cap, dt)  # [Hkv, R, Lk]
+        row_ok = np.isfinite(lg)
+        safe_lse = np.where(row_ok, lg, zero)
+        full_mask = np.tile(mask, (group, 1)).reshape(1, group * len_q, len_k)
+        p = np.exp(np.where(full_mask & row_ok, s - safe_lse, neg_inf))
+        dv[k0:k1] = np.matmul(p.transpose(0, 2, 1), dog).transpose(1, 0, 2)
+        dp = np.matmul(dog, vg.transpose(0, 2, 1))
+        delta = np.sum(dog * og, axis=-1, keepdims=True)
+        ds = p * (dp - delta)
+        if t is not None:
+            ds = ds * (one - t * t)
+        dq[q0:q1] = _ungroup_rows(np.matmul(ds, kg) * sc, len_q)
+        dk[k0:k1] = (np.matmul(ds.transpose(0, 2, 1), qg) * sc).transpose(1, 0, 2)
+    return dq, dk, dv
+
+
+@_quiet_underflow
+def attention_probs(
+    q: Any,
+    k_hist: Any,
+    *,
+    pos: int,
+    window: int = 0,
+    scale: Optional[float] = 1.0,
+    dtype: Any = np.float64,
+) -> np.ndarray:
+    """Softmax probabilities of one decoding step over a key history.
+
+    Arguments:
+        q: [Hq, D], the current token's query heads.
+        k_hist: [history_len, Hkv, D], the key cache (the sequence is the slow
+            axis); any history_len >= 1.  Hq must be a multiple of Hkv; query
+            head h reads key head ``h // (Hq // Hkv)``.
+        pos: position of the current token, 0 <= pos < history_len; keys after
+            pos are never visible.
+        window: number of visible keys *including the current one*; 0 means
+            unbounded.  earliest = pos + 1 - window if window != 0 and
+            pos + 1 >= window, else 0.  Keys earliest <= t <= pos are visible.
+        scale: scores are ``scale * dot(q[h], k_hist[t, kv(h)])``.  Default 1.0
+            (un-scaled, Gemma style); None means 1 / sqrt(D).
+        dtype: np.float64 (default) or np.float32 compute dtype.
+
+    Returns:
+        probs: [Hq, history_len] of dtype; each row sums to 1 over the visible
+            keys and is exactly 0 on every invisible key.  Key pos is always
+            visible, so no row is empty.
+
+    Visible keys (1), history_len=8::
+
+        visible: history_len=8 pos=5 window=3
+        t     0  1  2  3  4  5  6  7
+        vis   .  .  .  1  1  1  .  .
+
+        visible: history_len=8 pos=1 window=3
+        t     0  1  2  3  4  5  6  7
+        vis   1  1  .  .  .  .  .  .
+
+        visible: history_len=8 pos=6 window=0
+        t     0  1  2  3  4  5  6  7
+        vis   1  1  1  1  1  1  1  .
+    """
+    dt = _check_dtype(dtype)
+    q = _float_array(q, "q", 2, "[Hq, D]")
+    k_hist = _float_array(k_hist, "k_hist", 3, "[history_len, Hkv, D]")
+    hq, d = q.shape
+    history_len, hkv, dk = k_hist.shape
+    if d < 1:
+        raise ValueError("q head dim D must be >= 1, got shape %s" % (tuple(q.shape),))
+    if dk != d:
+        raise ValueError(
+            "k_hist head dim must equal q head dim %d, got k_hist shape %s"
+            % (d, tuple(k_hist.shape))
+        )
+    group = _check_gqa(hq, hkv, "q", "k_hist")
+    if history_len < 1:
+        raise ValueError(
+            "k_hist must hold at least one key (history_len >= 1), got shape %s"
+            % (tuple(k_hist.shape),)
+        )
+    if not _is_int(pos):
+        raise ValueError("pos must be an integer in [0, history_len), got %r" % (pos,))
+    pos = int(pos)
+    if pos < 0 or pos >= history_len:
+        raise ValueError(
+            "pos must be in [0, history_len) = [0, %d), got %d" % (history_len, pos)
+        )
+    if not _is_int(window) or int(window) < 0:
+        raise ValueError(
+            "window must be an integer >= 0 (0 = unbounded), got %r" % (window,)
+        )
+    window = int(window)
+    sc = _check_scale(scale, d, dt)
+    earliest = pos + 1 - window if (window != 0 and pos + 1 >= window) else 0
+    n = pos + 1 - earliest
+    qg = q.astype(dt, copy=False).reshape(hkv, group, d)
+    kg = k_hist[earliest:pos + 1].astype(dt, copy=False).transpose(1, 2, 0)  # [Hkv, D, n]
+    s = (np.matmul(qg, kg) * sc).astype(dt, copy=False)  # [Hkv, G, n]
+    p, _ = _masked_softmax(s, np.ones((1, 1, n), dtype=bool), dt)
+    probs = np.zeros((hq, history_len), dtype=dt)
+    probs[:, earliest:pos + 1] = p.reshape(hq, n)
+    return probs
+
+
+@_quiet_underflow
+def sdpa(
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    mask: Any = None,
+    causal: bool = False,
+    window: Optional[Tuple[int, int]] = None,
+    scale: Optional[float] = None,
+    layout: str = "bhsd",
+    dtype: Any = np.float64,
+) -> np.ndarray:
+    """PyTorch-shaped scaled dot-product attention on padded tensors.
+
+    Arguments:
+        q: layout "bhsd": [B, H, Sq, D]; layout "bshd": [B, Sq, H, D].
+        k, v: layout "bhsd": [B, Hkv, Sk, D]; "bshd": [B, Sk, Hkv, D].  H must
+            be a multiple of Hkv; query head h reads k/v head ``h // (H // Hkv)``.
+        mask: None or a boolean array (True = attend) broadcastable to
+            [B, H, Sq, Sk] whatever the layout.  Non-boolean masks are refused.
+        causal: top-left aligned like PyTorch's is_causal: key j is visible
+            to query i when j <= i.
+        window: None or (left, right), inclusive, -1 = unbounded, top-left
+            aligned: i - left <= j <= i + right.  Intersected with causal.
+        scale: score scale; None means 1 / sqrt(D).
+        layout: "bhsd" or "bshd".
+        dtype: np.float64 (default) or np.float32 compute dtype.
+
+    A key must pass every mask (mask, causal, window) to be visible.  A query
+    row with no visible key gives an output of exactly 0 (PyTorch gives NaN).
+
+    Returns:
+        out: q's layout and shape, of dtype.
+
+    Masks (1 = visible), causal=True, and window=(2, 0), which is seed C's
+    sliding window 2 (keys row-2 .. row; adding causal=True changes nothing)::
+
+        mask: len_q=3 len_k=5 causal=True window=(-1, -1) align=top_left
+             k0 k1 k2 k3 k4
+        q0    1  .  .  .  .
+        q1    1  1  .  .  .
+        q2    1  1  1  .  .
+
+        mask: len_q=5 len_k=5 causal=False window=(2, 0) align=top_left
+             k0 k1 k2 k3 k4
+        q0    1  .  .  .  .
+        q1    1  1  .  .  .
+        q2    1  1  1  .  .
+        q3    .  1  1  1  .
+        q4    .  .  1  1  1
+    """
+    dt = _check_dtype(dtype)
+    if not isinstance(layout, str) or layout not in _LAYOUTS:
+        raise ValueError("layout must be 'bhsd' or 'bshd', got %r" % (layout,))
+    if layout == "bhsd":
+        q_doc, kv_doc = "[B, H, Sq, D]", "[B, Hkv, Sk, D]"
+    else:
+        q_doc, kv_doc = "[B, Sq, H, D]", "[B, Sk, Hkv, D]"
+    q = _float_array(q, "q", 4, q_doc)
+    k = _float_array(k, "k", 4, kv_doc)
+    v = _float_array(v, "v", 4, kv_doc)
+    if tuple(v.shape) != tuple(k.shape):
+        raise ValueError(
+            "v must have k's shape %s %s, got %s" % (tuple(k.shape), kv_doc, tuple(v.shape))
+        )
+    if layout == "bshd":
+        q = q.transpose(0, 2, 1, 3)
+        k = k.transpose(0, 2, 1, 3)
+        v = v.transpose(0, 2, 1, 3)
+    bsz, hq, sq, d = q.shape
+    bk, hkv, sk, dk = k.shape
+    if d < 1:
+        raise ValueError("q head dim D must be >= 1, got q shape %s" % (tuple(q.shape),))
+    if bk != bsz:
+        raise ValueError("k batch size must equal q batch size %d, got %d" % (bsz, bk))
+    if dk != d:
+        raise ValueError("k head dim must equal q head dim %d, got %d" % (d, dk))
+    group = _check_gqa(hq, hkv, "q", "k/v")
+    causal = _check_bool(causal, "causal")
+    if window is None:
+        left, right = -1, -1
+    else:
+        left, right = _check_window_pair(window, "window")
+    right = _effective_right(causal, right)
+    sc = _check_scale(scale, d, dt)
+    visible = _band_mask(sq, sk, 0, left, right).reshape(1, 1, sq, sk)
+    if mask is not None:
+        m = np.asarray(mask)
+        if m.dtype != np.dtype(bool):
+            raise ValueError(
+                "mask must be a boolean array (True = attend), got dtype %s" % (m.dtype,)
+            )
+        target = (bsz, hq, sq, sk)
+        try:
+            if m.ndim > 4:
+                raise ValueError
+            m = np.broadcast_to(m, target)
+        except ValueError:
+            raise ValueError(
+                "mask must be broadcastable to [B, H, Sq, Sk] = %s, got shape %s"
+                % (target, tuple(m.shape))
+            ) from None
+        visible = visible & m
+    visible = np.broadcast_to(visible, (bsz, hq, sq, sk)).reshape(bsz, hkv, group, sq, sk)
+    qg = q.astype(dt, copy=False).reshape(bsz, hkv, group * sq, d)
+    kt = k.astype(dt, copy=False).transpose(0, 1, 3, 2)  # [B, Hkv, D, Sk]
+    vg = v.astype(dt, copy=False)
+    s = (np.matmul(qg, kt) * sc).astype(dt, copy=False).reshape(bsz, hkv, group, sq, sk)
+    p, _ = _masked_softmax(s, visible, dt)
+    out = np.matmul(p.reshape(bsz, hkv, group * sq, sk), vg).reshape(bsz, hq, sq, d)
+    out = out.astype(dt, copy=False)
+    if layout == "bshd":
+        out = np.ascontiguousarray(out.transpose(0, 2, 1, 3))
+    return out

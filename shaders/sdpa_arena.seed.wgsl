@@ -1,0 +1,132 @@
+// sdpa_arena.seed: masked scaled-dot-product attention on seed C's interface, wgattn's contract.
+//
+//   out[b,h,i,:] = sum_j p_ij v[b,h,j,:],  p_ij = softmax over visible j of scale * q[b,h,i,:].k[b,h,j,:]
+//   visible j (mask_kind): 0 every key; 1 causal, j <= i (top-left); 2 padding, mask value >= 0.5;
+//                          3 sliding window, i - window <= j <= i (window + 1 keys).
+//   A row with no visible key gets out = 0 (seed C's -1e9 trick gave a uniform average instead).
+//
+// Layout: every tensor lives in one f32 arena at an element offset, addressed through
+// (batch, head, seq) strides with a contiguous head_dim, so [B,H,S,D] and [B,S,H,D] both work;
+// the mask has its own strides, a zero stride broadcasts.
+// Grid: one invocation per (b, h, i) query row, WG rows per workgroup; the workgroup count is
+// folded into x and y so that more than 65535 workgroups can be used.
+// Reference: wgattn.reference.sdpa, keywords mapped in wgattn/interfaces/sdpa_arena.py.
+// Baseline by design (one thread per row, no reuse between threads); fast kernels are separate.
+
+override WG: u32;            // invocations (query rows) per workgroup
+const CHUNK: u32 = 64u;      // output columns one sweep over the keys accumulates (any head_dim works)
+const LOG2E: f32 = 1.4426950408889634;
+const LOWEST: f32 = -3.4028234663852886e38;  // finite "minus infinity": WGSL may assume no infinities
+
+struct Params {
+  batch: u32,          // B
+  heads: u32,          // H (query and key/value heads alike: the interface has no GQA)
+  seq_q: u32,          // Sq
+  seq_k: u32,          // Sk
+  head_dim: u32,       // D
+  q_off: u32,          // element offset of q in the arena
+  k_off: u32,          // ... of k
+  v_off: u32,          // ... of v
+  out_off: u32,        // ... of out
+  mask_off: u32,       // ... of the padding mask (mask_kind 2)
+  mask_kind: u32,      // 0 none, 1 causal, 2 padding, 3 sliding window
+  scale: f32,          // score scale (seed C passes it as the f32's bits in a u32: same bytes)
+  window: u32,         // mask_kind 3: keys i - window .. i are visible
+  mask_sq_stride: u32, // mask strides in elements; 0 broadcasts that axis
+  mask_sk_stride: u32,
+  mask_b_stride: u32,
+  mask_h_stride: u32,
+  _pad0: u32,
+  _pad1: u32,
+  _pad2: u32,
+  q_b: u32,            // q strides (batch, head, seq); head_dim is contiguous
+  q_h: u32,
+  q_s: u32,
+  _q_pad: u32,
+  k_b: u32,            // k strides
+  k_h: u32,
+  k_s: u32,
+  _k_pad: u32,
+  v_b: u32,            // v strides
+  v_h: u32,
+  v_s: u32,
+  _v_pad: u32,
+  o_b: u32,            // out strides
+  o_h: u32,
+  o_s: u32,
+  _o_pad: u32,
+}
+
+@group(0) @binding(0) var<storage, read_write> arena: array<f32>;  // q, k, v, mask and out
+@group(0) @binding(1) var<uniform> p: Params;
+
+fn key_visible(b: u32, h: u32, i: u32, j: u32) -> bool {
+  if (p.mask_kind == 2u) {
+    let m = p.mask_off + b * p.mask_b_stride + h * p.mask_h_stride + i * p.mask_sq_stride + j * p.mask_sk_stride;
+    return arena[m] >= 0.5;
+  }
+  return true;  // kinds 1 and 3 are handled by the key range
+}
+
+@compute @workgroup_size(WG)
+fn attention(@builtin(workgroup_id) wid: vec3<u32>,
+             @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) lid: u32) {
+  let row = (wid.y * nwg.x + wid.x) * WG + lid;
+  if (row >= p.batch * p.heads * p.seq_q) {
+    return;
+  }
+  let i = row % p.seq_q;
+  let h = (row / p.seq_q) % p.heads;
+  let b = row / (p.seq_q * p.heads);
+
+  // Visible keys form the range [lo, hi) for the causal and window kinds: skip the rest.
+  var lo: u32 = 0u;
+  var hi: u32 = p.seq_k;
+  if (p.mask_kind == 1u || p.mask_kind == 3u) {
+    hi = min(i + 1u, p.seq_k);
+  }
+  if (p.mask_kind == 3u && i > p.window) {
+    lo = i - p.window;
+  }
+
+  let q_base = p.q_off + b * p.q_b + h * p.q_h + i * p.q_s;
+  let o_base = p.out_off + b * p.o_b + h * p.o_h + i * p.o_s;
+  // Scores are kept in log2 units so that exp2 does the exponentials.
+  let scale2 = p.scale * LOG2E;
+
+  for (var c0: u32 = 0u; c0 < p.head_dim; c0 += CHUNK) {
+    let width = min(CHUNK, p.head_dim - c0);
+    var acc: array<f32, CHUNK>;
+    var m: f32 = LOWEST;   // running maximum of the scores seen (log2 units)
+    var l: f32 = 0.0;      // running sum of exp2(score - m)
+    for (var c: u32 = 0u; c < width; c++) {
+      acc[c] = 0.0;
+    }
+    for (var j: u32 = lo; j < hi; j++) {
+      if (!key_visible(b, h, i, j)) {
+        continue;
+      }
+      let k_base = p.k_off + b * p.k_b + h * p.k_h + j * p.k_s;
+      var dot: f32 = 0.0;
+      for (var d: u32 = 0u; d < p.head_dim; d++) {
+        dot += arena[q_base + d] * arena[k_base + d];
+      }
+      let s = dot * scale2;
+      let m_new = max(m, s);
+      let correction = exp2(m - m_new);  // 0 on the first visible key: m was LOWEST
+      let w = exp2(s - m_new);
+      l = l * correction + w;
+      let v_base = p.v_off + b * p.v_b + h * p.v_h + j * p.v_s + c0;
+      for (var c: u32 = 0u; c < width; c++) {
+        acc[c] = acc[c] * correction + w * arena[v_base + c];
+      }
+      m = m_new;
+    }
+    // l == 0 exactly when no key was visible: the contract's empty row is 0, not NaN.
+    let inv_l = select(0.0, 1.0 / l, l > 0.0);
+    for (var c: u32 = 0u; c < width; c++) {
+      arena[o_base + c0 + c] = acc[c] * inv_l;
+    }
+  }
+}

@@ -1,0 +1,129 @@
+// WebGPU executor: runs a wgattn dispatch plan (built by Python, wgattn/plan.py) and returns the
+// bytes of the buffers it reads back. It makes no numerical decision of its own.
+
+const FEATURES = ["shader-f16", "subgroups", "timestamp-query"];
+const LIMITS = [
+  "maxStorageBufferBindingSize", "maxBufferSize", "maxComputeWorkgroupStorageSize",
+  "maxComputeInvocationsPerWorkgroup", "maxComputeWorkgroupSizeX",
+  "maxComputeWorkgroupsPerDimension", "maxStorageBuffersPerShaderStage",
+];
+
+/** Kebab-case limit names, as wgpu-py and wgattn.plan use them. */
+const kebab = (name) => name.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase());
+
+/** Open the browser's WebGPU device; {error} says plainly why when there is none. */
+export async function openDevice(onLost) {
+  if (!navigator.gpu) {
+    return { error: "WebGPU is not available here (navigator.gpu is missing). Use a browser with WebGPU " +
+      "(Chrome or Edge 113+, Safari 26, Firefox 141+ on Windows) over http://127.0.0.1 or https." };
+  }
+  const adapter = await navigator.gpu.requestAdapter({ powerPreference: "high-performance" });
+  if (!adapter) return { error: "WebGPU is present but no adapter was found (GPU blocklisted or disabled)." };
+  const requiredFeatures = FEATURES.filter((f) => adapter.features.has(f));
+  const requiredLimits = Object.fromEntries(LIMITS.map((k) => [k, adapter.limits[k]]));
+  const device = await adapter.requestDevice({ label: "wgattn", requiredFeatures, requiredLimits });
+  device.lost.then((info) => onLost && onLost(`WebGPU device lost (${info.reason}): ${info.message}`));
+  const i = adapter.info || {};
+  return {
+    device,
+    info: {
+      runtime: "browser", vendor: i.vendor || "", architecture: i.architecture || "",
+      device: i.device || "", description: i.description || "", features: requiredFeatures,
+    },
+    limits: Object.fromEntries(LIMITS.map((k) => [kebab(k), device.limits[k]])),
+  };
+}
+
+/** Runs plans on one device, caching pipelines by (source, entry point, constants). */
+export class Executor {
+  constructor(device) {
+    this.device = device;
+    this.pipelines = new Map();
+    this.timed = device.features.has("timestamp-query");
+  }
+
+  async pipeline(d) {
+    const key = JSON.stringify([d.source, d.entry_point, d.constants]);
+    if (!this.pipelines.has(key)) {
+      const module = this.device.createShaderModule({ label: d.label, code: d.source });
+      const info = await module.getCompilationInfo();
+      const errors = info.messages.filter((m) => m.type === "error");
+      if (errors.length) {
+        throw new Error(`${d.label}: WGSL does not compile: ` +
+          errors.map((m) => `line ${m.lineNum}:${m.linePos} ${m.message}`).join("; "));
+      }
+      const p = await this.device.createComputePipelineAsync({
+        label: d.label, layout: "auto",
+        compute: { module, entryPoint: d.entry_point, constants: d.constants },
+      });
+      this.pipelines.set(key, p);
+    }
+    return this.pipelines.get(key);
+  }
+
+  /**
+   * Run `plan` ({buffers, dispatches}); `initial(name)` gives a buffer's initial bytes.
+   * Returns {raw: {name: Uint8Array}, timings: {wall_ms, gpu_ms?}}.
+   */
+  async run(plan, initial) {
+    const dev = this.device;
+    const pipelines = [];
+    for (const d of plan.dispatches) pipelines.push(await this.pipeline(d));
+    dev.pushErrorScope("validation");
+    dev.pushErrorScope("out-of-memory");
+    const t0 = performance.now();
+    const buffers = {};
+    for (const b of plan.buffers) {
+      const usage = (b.usage === "uniform" ? GPUBufferUsage.UNIFORM : GPUBufferUsage.STORAGE) |
+        GPUBufferUsage.COPY_DST | (b.read ? GPUBufferUsage.COPY_SRC : 0);
+      buffers[b.name] = dev.createBuffer({ label: `${plan.dispatches[0].label}.${b.name}`, size: b.size, usage });
+      if (b.has_data) dev.queue.writeBuffer(buffers[b.name], 0, initial(b.name));
+    }
+    const n = plan.dispatches.length;
+    const qset = this.timed ? dev.createQuerySet({ type: "timestamp", count: 2 * n }) : null;
+    const qbuf = this.timed ? dev.createBuffer({ size: 16 * n, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC }) : null;
+    const enc = dev.createCommandEncoder({ label: "wgattn.run" });
+    plan.dispatches.forEach((d, i) => {
+      const group = dev.createBindGroup({
+        label: d.label, layout: pipelines[i].getBindGroupLayout(0),
+        entries: d.bindings.map(([binding, name]) => ({ binding, resource: { buffer: buffers[name] } })),
+      });
+      const pass = enc.beginComputePass({
+        label: d.label,
+        timestampWrites: qset ? { querySet: qset, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 } : undefined,
+      });
+      pass.setPipeline(pipelines[i]);
+      pass.setBindGroup(0, group);
+      pass.dispatchWorkgroups(...d.workgroups);
+      pass.end();
+    });
+    const reads = plan.buffers.filter((b) => b.read).concat(qbuf ? [{ name: "__timestamps", size: 16 * n }] : []);
+    if (qset) enc.resolveQuerySet(qset, 0, 2 * n, qbuf, 0);
+    const staging = {};
+    for (const b of reads) {
+      staging[b.name] = dev.createBuffer({ label: `readback.${b.name}`, size: b.size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+      enc.copyBufferToBuffer(b.name === "__timestamps" ? qbuf : buffers[b.name], 0, staging[b.name], 0, b.size);
+    }
+    dev.queue.submit([enc.finish()]);
+    const raw = {};
+    for (const b of reads) {
+      await staging[b.name].mapAsync(GPUMapMode.READ);
+      raw[b.name] = new Uint8Array(staging[b.name].getMappedRange().slice(0));
+      staging[b.name].unmap();
+      staging[b.name].destroy();
+    }
+    const timings = { wall_ms: performance.now() - t0 };
+    const oom = await dev.popErrorScope();
+    const invalid = await dev.popErrorScope();
+    Object.values(buffers).forEach((b) => b.destroy());
+    if (invalid || oom) throw new Error(`WebGPU error while running ${plan.dispatches[0].label}: ${(invalid || oom).message}`);
+    if (raw.__timestamps) {
+      const t = new BigUint64Array(raw.__timestamps.buffer);
+      let ns = 0n;
+      for (let i = 0; i < n; i++) ns += t[2 * i + 1] - t[2 * i];
+      timings.gpu_ms = Number(ns) / 1e6;
+      delete raw.__timestamps;
+    }
+    return { raw, timings };
+  }
+}

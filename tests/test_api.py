@@ -1,0 +1,110 @@
+"""The JSON API through FastAPI's TestClient: status AND body, error paths included."""
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from app import main
+from wgattn import tolerance, wire
+from wgattn.cases import SdpaCase, digest
+
+client = TestClient(main)
+SMALL = {"batch": 1, "heads": 2, "seq_q": 9, "seq_k": 13, "head_dim": 5, "mask": "causal", "seed": 4}
+
+
+def test_index_and_static_files():
+    r = client.get("/")
+    assert r.status_code == 200 and 'src="/static/main.js"' in r.text
+    assert client.get("/static/webgpu.js").status_code == 200
+    r = client.get("/shaders/sdpa_arena.seed.wgsl")
+    assert r.status_code == 200
+    assert r.text == (main and open("shaders/sdpa_arena.seed.wgsl").read())  # served as it is
+
+
+def test_kernels_lists_the_registry():
+    body = client.get("/api/kernels").json()
+    assert [k["id"] for k in body["kernels"]] == ["sdpa_arena.seed"]
+    assert body["interfaces"]["sdpa_arena"]["reference"] == "sdpa"
+
+
+def test_python_bundle_has_the_package_and_shaders():
+    files = client.get("/py/bundle.json").json()["files"]
+    assert "py/wgattn/page.py" in files and "shaders/manifest.json" in files
+    assert not any(p.startswith("tests/") for p in files)
+    with_tests = client.get("/py/bundle.json", params={"tests": True}).json()["files"]
+    assert "tests/test_reference.py" in with_tests
+
+
+def test_run_seeded_matches_reference(native_runtime):
+    r = client.post("/api/run", json={"config": SMALL})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    case = SdpaCase(**SMALL)
+    inputs = case.inputs()
+    assert body["digest"] == digest(inputs)
+    assert body["adapter"]["runtime"] == "native"
+    assert body["timings"]["wall_ms"] > 0
+    out = wire.decode(body["outputs"]["out"])
+    ref = case.reference(inputs)["out"]
+    naive = tolerance.max_abs_err(case.reference(inputs, dtype=np.float32)["out"], ref)
+    assert out.shape == (1, 2, 9, 5)
+    assert tolerance.max_abs_err(out, ref) <= tolerance.allowance(naive, ref)
+
+
+def test_run_on_client_inputs(native_runtime):
+    case = SdpaCase(**dict(SMALL, mask="padding"))
+    inputs = case.inputs()
+    inputs["v"] = np.ones_like(inputs["v"])  # attention over ones is ones (or 0 on empty rows)
+    sent = {k: wire.encode(v) for k, v in inputs.items() if v is not None}
+    r = client.post("/api/run", json={"config": case.to_dict(), "inputs": sent})
+    assert r.status_code == 200, r.text
+    out = wire.decode(r.json()["outputs"]["out"])
+    assert np.allclose(out, 1.0, atol=1e-6)
+    assert r.json()["digest"] == digest(inputs)
+
+
+@pytest.mark.parametrize("config, expected", [
+    ({"seq_q": 0}, "seq_q must be an integer in 1..65536"),
+    ({"mask": "diagonal"}, "mask must be one of"),
+    ({"layout": "sbhd"}, "layout must be one of"),
+    ({"seq_q": 4096, "seq_k": 4096, "heads": 64, "head_dim": 64}, "case too large"),
+    ({"window": -1}, "window must be an integer >= 0"),
+])
+def test_bad_config_is_422_with_a_reason(config, expected):
+    r = client.post("/api/run", json={"config": config})
+    assert r.status_code == 422
+    assert expected in r.text
+
+
+def test_bad_inputs_are_422_with_a_reason():
+    case = SdpaCase(**SMALL)
+    good = {k: wire.encode(v) for k, v in case.inputs().items() if v is not None}
+    wrong_shape = dict(good, q=wire.encode(np.zeros((1, 2, 9, 4), np.float32)))
+    r = client.post("/api/run", json={"config": SMALL, "inputs": wrong_shape})
+    assert r.status_code == 422 and "input 'q' must be float32 of shape [1, 2, 9, 5]" in r.json()["detail"]
+    missing = {k: v for k, v in good.items() if k != "v"}
+    r = client.post("/api/run", json={"config": SMALL, "inputs": missing})
+    assert r.status_code == 422 and "inputs must include 'v'" in r.json()["detail"]
+    short = dict(good, k={"dtype": "float32", "shape": [1, 2, 13, 5], "data": "AAAA"})
+    r = client.post("/api/run", json={"config": SMALL, "inputs": short})
+    assert r.status_code == 422 and "needs 520 bytes, got 3" in r.json()["detail"]
+    nan = case.inputs()["q"].copy()
+    nan[0, 0, 0, 0] = np.nan
+    r = client.post("/api/run", json={"config": SMALL, "inputs": dict(good, q=wire.encode(nan))})
+    assert r.status_code == 422 and "non-finite" in r.json()["detail"]
+    r = client.post("/api/run", json={"config": SMALL, "inputs": dict(good, extra=good["q"])})
+    assert r.status_code == 422 and "unknown inputs" in r.text
+
+
+def test_unknown_kernel_is_404_json():
+    r = client.post("/api/run", json={"kernel": "nope", "config": SMALL})
+    assert r.status_code == 404 and "unknown kernel 'nope'" in r.json()["detail"]
+
+
+def test_wrong_method_on_api_is_json_405():
+    r = client.get("/api/run")
+    assert r.status_code == 405 and r.json()["detail"] == "Method Not Allowed"
+
+
+def test_malformed_json_is_422():
+    r = client.post("/api/run", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 422 and "detail" in r.json()

@@ -1,0 +1,84 @@
+"""The registry (shaders/manifest.json) must describe the WGSL exactly: a drift fails here."""
+import re
+
+import pytest
+
+from wgattn import registry
+
+REG = registry.load()
+KERNELS = sorted(REG.kernels)
+NOT_KERNELS = {"loop_probe"}  # tool shaders with no registry entry
+
+
+def _struct_fields(src: str, name: str):
+    body = re.search(r"struct\s+%s\s*\{(.*?)\}" % name, src, re.S).group(1)
+    body = re.sub(r"//[^\n]*", "", body)
+    return [(f, t) for f, t in re.findall(r"(\w+)\s*:\s*(\w+)\s*,?", body)]
+
+
+def _bindings(src: str):
+    found = re.findall(r"@group\(0\)\s*@binding\((\d+)\)\s*var<(\w+)(?:,\s*(\w+))?>\s*(\w+)", src)
+    return {int(b): (kind, access or "read", name) for b, kind, access, name in found}
+
+
+def test_every_shader_file_is_registered():
+    files = {p.stem for p in registry.shader_dir().glob("*.wgsl")}
+    assert files - NOT_KERNELS == set(KERNELS)
+
+
+@pytest.mark.parametrize("kid", KERNELS)
+def test_params_struct_matches_manifest(kid):
+    k = REG.kernel(kid)
+    assert _struct_fields(k.source(), "Params") == [tuple(p) for p in k.interface.params]
+    assert k.interface.params_size % 16 == 0  # uniform structs are 16-byte aligned
+
+
+@pytest.mark.parametrize("kid", KERNELS)
+def test_bindings_match_manifest(kid):
+    k = REG.kernel(kid)
+    found = _bindings(k.source())
+    want = {}
+    for b in k.interface.bindings:
+        kind = b["kind"]
+        want[b["binding"]] = (kind, b.get("access", "read") if kind == "storage" else "read")
+    assert {i: v[:2] for i, v in found.items()} == want
+
+
+@pytest.mark.parametrize("kid", KERNELS)
+def test_entry_point_and_overrides_match_manifest(kid):
+    k = REG.kernel(kid)
+    src = k.source()
+    assert re.search(r"@compute[^;{]*fn\s+%s\s*\(" % k.entry_point, src), k.entry_point
+    declared = set(re.findall(r"^override\s+(\w+)\s*:", src, re.M))
+    assert declared == set(k.overrides)
+    names = {n for n, _ in k.interface.params} | set(k.overrides)
+    # The grid expression may only name params and overrides.
+    k.interface.workgroups({n: 1 for n, _ in k.interface.params}, k.overrides)
+    assert names
+
+
+def test_pack_params_layout():
+    iface = REG.interface("sdpa_arena")
+    raw = iface.pack_params({"batch": 2, "scale": 0.5, "_o_pad": 7})
+    assert len(raw) == 144
+    assert raw[:4] == (2).to_bytes(4, "little")
+    scale_at = [n for n, _ in iface.params].index("scale") * 4
+    import struct
+    assert struct.unpack_from("<f", raw, scale_at)[0] == 0.5
+    with pytest.raises(ValueError, match="unknown params"):
+        iface.pack_params({"nope": 1})
+    with pytest.raises(ValueError, match="does not fit in u32"):
+        iface.pack_params({"batch": -1})
+
+
+def test_workgroups_fold_past_65535():
+    iface = REG.interface("sdpa_arena")
+    wg = {"WG": 64}
+    assert iface.workgroups({"batch": 1, "heads": 1, "seq_q": 64}, wg) == (1, 1, 1)
+    x, y, z = iface.workgroups({"batch": 64, "heads": 64, "seq_q": 4096}, wg)
+    assert (x, z) == (65535, 1) and x * y * 64 >= 64 * 64 * 4096
+
+
+def test_unknown_kernel_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown kernel 'nope'; registered"):
+        REG.kernel("nope")
