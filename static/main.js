@@ -3,6 +3,7 @@
 // Tests read window.wgattn.results and document.body.dataset.status ("done" or "error").
 import { Executor, openDevice } from "./webgpu.js";
 import { loadPython } from "./python.js";
+import { setupConformance } from "./conformance.js";
 
 const $ = (id) => document.getElementById(id);
 const NUMERIC = ["batch", "heads", "seq_q", "seq_k", "head_dim", "window", "seed"];
@@ -123,8 +124,11 @@ async function main() {
     if (!r.ok) throw new Error(body.detail);
     return body;
   });
-  fetch("/api/kernels").then((r) => r.json()).then(({ kernels }) => {
-    $("kernel").innerHTML = kernels.map((k) => `<option value="${k.id}" title="${k.summary}">${k.id}</option>`).join("");
+  const registry = fetch("/api/kernels").then((r) => r.json());
+  registry.then(({ kernels }) => {
+    // The demo form drives sdpa_arena kernels; the conformance view covers every interface.
+    $("kernel").innerHTML = kernels.filter((k) => k.interface === "sdpa_arena")
+      .map((k) => `<option value="${k.id}" title="${k.summary}">${k.id}</option>`).join("");
   });
 
   try {
@@ -161,6 +165,8 @@ async function main() {
   await nativeInfo.catch(() => null);
   await runOnce(first);
   $("run").disabled = false;
+  setupConformance(ctx, Object.keys((await registry).interfaces), showMessage);
+  $("grid-run").disabled = false;
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     $("run").disabled = true;

@@ -43,7 +43,7 @@ export class Executor {
   }
 
   async pipeline(d) {
-    const key = JSON.stringify([d.source, d.entry_point, d.constants]);
+    const key = JSON.stringify([d.source, d.entry_point, d.constants, d.layout]);
     if (!this.pipelines.has(key)) {
       const module = this.device.createShaderModule({ label: d.label, code: d.source });
       const info = await module.getCompilationInfo();
@@ -52,11 +52,17 @@ export class Executor {
         throw new Error(`${d.label}: WGSL does not compile: ` +
           errors.map((m) => `line ${m.lineNum}:${m.linePos} ${m.message}`).join("; "));
       }
+      // Explicit layouts from the registry: a kernel may leave a binding of its interface unused.
+      const bindGroupLayout = this.device.createBindGroupLayout({
+        label: d.label,
+        entries: d.layout.map(([binding, type]) => ({ binding, visibility: GPUShaderStage.COMPUTE, buffer: { type } })),
+      });
+      const layout = this.device.createPipelineLayout({ label: d.label, bindGroupLayouts: [bindGroupLayout] });
       const p = await this.device.createComputePipelineAsync({
-        label: d.label, layout: "auto",
+        label: d.label, layout,
         compute: { module, entryPoint: d.entry_point, constants: d.constants },
       });
-      this.pipelines.set(key, p);
+      this.pipelines.set(key, { pipeline: p, bindGroupLayout });
     }
     return this.pipelines.get(key);
   }
@@ -85,14 +91,14 @@ export class Executor {
     const enc = dev.createCommandEncoder({ label: "wgattn.run" });
     plan.dispatches.forEach((d, i) => {
       const group = dev.createBindGroup({
-        label: d.label, layout: pipelines[i].getBindGroupLayout(0),
+        label: d.label, layout: pipelines[i].bindGroupLayout,
         entries: d.bindings.map(([binding, name]) => ({ binding, resource: { buffer: buffers[name] } })),
       });
       const pass = enc.beginComputePass({
         label: d.label,
         timestampWrites: qset ? { querySet: qset, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 } : undefined,
       });
-      pass.setPipeline(pipelines[i]);
+      pass.setPipeline(pipelines[i].pipeline);
       pass.setBindGroup(0, group);
       pass.dispatchWorkgroups(...d.workgroups);
       pass.end();

@@ -22,7 +22,8 @@ def test_index_and_static_files():
 
 def test_kernels_lists_the_registry():
     body = client.get("/api/kernels").json()
-    assert [k["id"] for k in body["kernels"]] == ["sdpa_arena.seed"]
+    ids = [k["id"] for k in body["kernels"]]
+    assert "sdpa_arena.seed" in ids and len(ids) == len(set(ids))
     assert body["interfaces"]["sdpa_arena"]["reference"] == "sdpa"
 
 

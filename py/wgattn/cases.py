@@ -13,7 +13,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from .interfaces import sdpa_arena
+from .interfaces import Case, sdpa_arena
 from .plan import Plan
 from .registry import Kernel
 
@@ -78,17 +78,24 @@ class SdpaCase:
             mask = mask.reshape(self.batch, 1, 1, self.seq_k)
         return {"q": q, "k": k, "v": v, "mask": mask}
 
+    @property
+    def name(self) -> str:
+        extra = f"{self.window}" if self.mask == "window" else ""
+        return (f"{self.mask}{extra}-{self.layout}-b{self.batch}h{self.heads}-"
+                f"{self.seq_q}x{self.seq_k}-d{self.head_dim}-s{self.seed}")
+
+    def to_case(self, inputs: Optional[Dict[str, Optional[np.ndarray]]] = None) -> Case:
+        """This configuration as a conformance Case of the sdpa_arena interface."""
+        inputs = self.inputs() if inputs is None else inputs
+        return Case(self.name, {k: v for k, v in inputs.items() if v is not None},
+                    {"mask_kind": self.mask, "window": self.window, "scale": None, "layout": self.layout})
+
     def plan(self, kernel: Kernel, inputs: Dict[str, Optional[np.ndarray]],
              source: Optional[str] = None) -> Plan:
-        return sdpa_arena.plan(kernel, inputs["q"], inputs["k"], inputs["v"], mask_kind=self.mask,
-                               mask=inputs["mask"], window=self.window, layout=self.layout,
-                               source=source)
+        return sdpa_arena.plan(kernel, self.to_case(inputs), source=source)
 
     def reference(self, inputs: Dict[str, Optional[np.ndarray]], dtype=np.float64) -> Dict[str, np.ndarray]:
-        out = sdpa_arena.reference_out(inputs["q"], inputs["k"], inputs["v"], mask_kind=self.mask,
-                                       mask=inputs["mask"], window=self.window, layout=self.layout,
-                                       dtype=dtype)
-        return {"out": out}
+        return sdpa_arena.reference(self.to_case(inputs), dtype=dtype)
 
     def to_dict(self) -> Dict[str, object]:
         return asdict(self)

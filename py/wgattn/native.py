@@ -17,7 +17,8 @@ from typing import Dict, Optional, Tuple
 from .plan import Plan
 from .registry import shader_dir
 
-__all__ = ["AdapterError", "NativeRuntime", "RunResult", "runtime"]
+__all__ = ["AdapterError", "NativeRuntime", "RunResult", "runtime", "implementations", "sdpa",
+           "varlen_attention_fwd", "varlen_attention_bwd", "attention_probs"]
 
 # Mesa prints warnings when it cannot find a runtime dir; give it one before wgpu loads Vulkan.
 os.environ.setdefault("XDG_RUNTIME_DIR", os.path.join("/tmp", f"wgattn-xdg-{os.getuid()}"))
@@ -115,14 +116,23 @@ class NativeRuntime:
                 "`make setup` does this), or use Chromium's SwiftShader: "
                 "VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json")
 
-    def _pipeline(self, label: str, source: str, entry: str, constants: Dict[str, float]):
-        key = (hashlib.sha256(source.encode()).hexdigest(), entry, tuple(sorted(constants.items())))
+    def _pipeline(self, label: str, source: str, entry: str, constants: Dict[str, float], layout=None):
+        """A cached compute pipeline; `layout` [(binding, type)] makes its bind group layout
+        explicit ("auto" only when None: tool shaders)."""
+        key = (hashlib.sha256(source.encode()).hexdigest(), entry, tuple(sorted(constants.items())),
+               tuple(map(tuple, layout or ())))
         pipeline = self._pipelines.get(key)
         if pipeline is None:
             try:
                 module = self.device.create_shader_module(label=label, code=source)
+                pl = "auto"
+                if layout is not None:
+                    bgl = self.device.create_bind_group_layout(label=label, entries=[
+                        {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": t}}
+                        for i, t in layout])
+                    pl = self.device.create_pipeline_layout(label=label, bind_group_layouts=[bgl])
                 pipeline = self.device.create_compute_pipeline(
-                    label=label, layout="auto",
+                    label=label, layout=pl,
                     compute={"module": module, "entry_point": entry, "constants": dict(constants)})
             except wgpu.GPUError as exc:
                 raise ValueError(f"{label}: the WGSL does not compile or link: {exc}") from None
@@ -151,7 +161,8 @@ class NativeRuntime:
         """Upload, dispatch everything in order in one submission, read back, unpack."""
         self.check_plan(plan)
         dev = self.device
-        pipelines = [self._pipeline(d.label, d.source, d.entry_point, d.constants) for d in plan.dispatches]
+        pipelines = [self._pipeline(d.label, d.source, d.entry_point, d.constants, d.layout)
+                     for d in plan.dispatches]
         t0 = time.perf_counter()
         buffers = {}
         for b in plan.buffers:
@@ -169,7 +180,7 @@ class NativeRuntime:
         enc = dev.create_command_encoder()
         for n, (d, pipeline) in enumerate(zip(plan.dispatches, pipelines)):
             group = dev.create_bind_group(
-                layout=pipeline.get_bind_group_layout(0),
+                label=d.label, layout=pipeline.get_bind_group_layout(0),
                 entries=[{"binding": i, "resource": {"buffer": buffers[name]}}
                          for i, name in sorted(d.bindings.items())])
             ts = ({"query_set": qset, "beginning_of_pass_write_index": 2 * n,
@@ -199,3 +210,79 @@ def runtime() -> NativeRuntime:
     if _RUNTIME is None:
         _RUNTIME = NativeRuntime()
     return _RUNTIME
+
+
+# --- The reference's functions, run on the GPU -----------------------------------------------
+# Same names and keywords as wgattn.reference, plus impl=. Each maps its keywords onto an
+# interface (ValueError when that interface cannot carry them) and runs a registered kernel.
+
+def _interface_for(op: str):
+    from .registry import load
+
+    reg = load()
+    for iface in reg.interfaces.values():
+        if iface.reference == op:
+            return iface
+    raise ValueError(f"unknown op {op!r}; ops: {sorted(i.reference for i in reg.interfaces.values())}")
+
+
+def implementations(op_name: str) -> list:
+    """Implementation names available for `op_name` (e.g. "sdpa") on the current adapter,
+    best first."""
+    from .registry import load
+
+    iface = _interface_for(op_name)
+    have = runtime().features
+    kernels = [k for k in load().kernels_of(iface.name)
+               if all(_FEATURE_NAMES.get(f, f) in have for f in k.requires)]
+    # Registry order is from baseline to fastest: the last one registered is the best.
+    return [k.id.split(".", 1)[1] for k in reversed(kernels)]
+
+
+def _run_op(op: str, impl, build_case):
+    from .interfaces import module
+    from .registry import load
+
+    iface = _interface_for(op)
+    names = implementations(op)
+    if not names:
+        raise ValueError(f"no implementation of {op} runs on this adapter")
+    impl = names[0] if impl is None else impl
+    if impl not in names:
+        raise ValueError(f"impl must be one of {names} for {op} on this adapter, got {impl!r}")
+    kernel = load().kernel(f"{iface.name}.{impl}")
+    mod = module(iface.name)
+    case = build_case(mod)
+    return runtime().run(mod.plan(kernel, case)).outputs, mod.OUTPUTS
+
+
+def sdpa(q, k, v, *, mask=None, causal=False, window=None, scale=None, layout="bhsd", impl=None):
+    """wgattn.reference.sdpa on the GPU (float32); see there for shapes and masks."""
+    outs, _ = _run_op("sdpa", impl, lambda mod: mod.case_from_reference(
+        q, k, v, mask=mask, causal=causal, window=window, scale=scale, layout=layout))
+    return outs["out"]
+
+
+def varlen_attention_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, scale=None,
+                         window=(-1, -1), softcap=0.0, causal_align="bottom_right", impl=None):
+    """wgattn.reference.varlen_attention_fwd on the GPU: (out, lse)."""
+    outs, _ = _run_op("varlen_attention_fwd", impl, lambda mod: mod.case_from_reference(
+        q, k, v, cu_seqlens_q, cu_seqlens_k, causal=causal, scale=scale, window=window,
+        softcap=softcap, causal_align=causal_align))
+    return outs["out"], outs["lse"]
+
+
+def varlen_attention_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, *, causal=False,
+                         scale=None, window=(-1, -1), softcap=0.0, causal_align="bottom_right", impl=None):
+    """wgattn.reference.varlen_attention_bwd on the GPU: (dq, dk, dv)."""
+    outs, _ = _run_op("varlen_attention_bwd", impl, lambda mod: mod.case_from_reference(
+        dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, causal=causal, scale=scale, window=window,
+        softcap=softcap, causal_align=causal_align))
+    return outs["dq"], outs["dk"], outs["dv"]
+
+
+def attention_probs(q, k_hist, *, pos, window=0, scale=1.0, impl=None):
+    """wgattn.reference.attention_probs on the GPU: probs [Hq, history_len]."""
+    outs, _ = _run_op("attention_probs", impl, lambda mod: mod.case_from_reference(
+        q, k_hist, pos=pos, window=window, scale=scale))
+    return outs["probs"]

@@ -16,9 +16,15 @@ import numpy as np
 from . import registry, tolerance, wire
 from .cases import SdpaCase, digest
 
-__all__ = ["prepare", "add_buffer", "finish"]
+__all__ = ["prepare", "plan_bytes", "add_buffer", "finish", "grid_start", "grid_prepare", "grid_judge"]
 
 _RUNS: Dict[int, Dict[str, object]] = {}
+_COUNTER = [0]
+
+
+def _next_run() -> int:
+    _COUNTER[0] += 1
+    return _COUNTER[0]
 RUNTIME_ORDER = ("browser", "pyodide", "native")
 
 
@@ -33,7 +39,7 @@ def prepare(request_json: str) -> str:
     case = SdpaCase(**config)
     inputs = case.inputs()
     plan = case.plan(kernel, inputs)
-    run = len(_RUNS) + 1
+    run = _next_run()
     _RUNS[run] = {"kernel": kernel, "case": case, "inputs": inputs, "plan": plan, "raw": {}}
     js = plan.to_js()
     for b in js["buffers"]:
@@ -120,3 +126,62 @@ def _finite(obj):
     if isinstance(obj, (list, tuple)):
         return [_finite(v) for v in obj]
     return obj
+
+
+# --- Conformance view: the `wgattn check` grid, run by the browser's WebGPU -----------------
+
+_JOBS: Dict[int, Dict[str, object]] = {}
+
+
+def grid_start(request_json: str) -> str:
+    """{"interface", "source"?} -> JSON {"job", "items": [{"kernel", "case"}]}: the project's
+    kernels of that interface, or the pasted WGSL, on the interface's conformance grid."""
+    from .interfaces import module
+
+    request = json.loads(request_json)
+    reg = registry.load()
+    iface = reg.interface(request.get("interface", ""))
+    mod = module(iface.name)
+    source = request.get("source") or None
+    if source is not None:
+        base = reg.kernels_of(iface.name)
+        kernels = [registry.Kernel(id=f"user.{iface.name}", interface=iface, summary="pasted WGSL",
+                                   overrides=dict(base[0].overrides) if base else {}, requires=())]
+    else:
+        kernels = reg.kernels_of(iface.name)
+    cases = mod.conformance_cases()
+    job = len(_JOBS) + 1
+    items = [(k, c) for k in kernels for c in cases]
+    _JOBS[job] = {"module": mod, "items": items, "source": source}
+    return json.dumps({"job": job, "items": [{"kernel": k.id, "case": c.name} for k, c in items]})
+
+
+def grid_prepare(job: int, index: int) -> str:
+    """Plan item `index` of a job: JSON {"run", "plan"} (bytes via plan_bytes, as for the demo)."""
+    state = _JOBS[job]
+    kernel, case = state["items"][index]
+    plan = state["module"].plan(kernel, case, source=state["source"])
+    run = _next_run()
+    _RUNS[run] = {"kernel": kernel, "case": case, "plan": plan, "raw": {}, "job": job}
+    js = plan.to_js()
+    for b in js["buffers"]:
+        b["has_data"] = b.pop("data") is not None
+    return json.dumps({"run": run, "plan": js})
+
+
+def grid_judge(run: int, error: str = "") -> str:
+    """Judge a run the browser finished (or report its error): JSON rows per output."""
+    from .conformance import judge
+
+    state = _RUNS.pop(run)
+    case, kernel = state["case"], state["kernel"]
+    mod = _JOBS[state["job"]]["module"]
+    if error:
+        rows = [{"case": case.name, "output": "-", "max_abs_err": float("inf"), "allowance": 0.0,
+                 "pass": False, "error": error}]
+    else:
+        got = state["plan"].unpack(state["raw"])
+        rows = judge(case, got, mod.reference(case), mod.reference(case, dtype=np.float32))
+    for r in rows:
+        r["kernel"] = kernel.id
+    return json.dumps(_finite(rows))

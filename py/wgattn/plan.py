@@ -43,6 +43,7 @@ class Dispatch:
     entry_point: str
     constants: Dict[str, float]
     bindings: Dict[int, str]  # @binding index in @group(0) -> buffer name
+    layout: List[Tuple[int, str]]  # (binding, "uniform" | "storage" | "read-only-storage")
     workgroups: Tuple[int, int, int]
     requires: Tuple[str, ...] = ()  # adapter features the shader needs
 
@@ -90,6 +91,7 @@ class Plan:
                     "entry_point": d.entry_point,
                     "constants": dict(d.constants),
                     "bindings": [[i, name] for i, name in sorted(d.bindings.items())],
+                    "layout": [[i, t] for i, t in d.layout],
                     "workgroups": list(d.workgroups),
                     "requires": list(d.requires),
                 }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 
 import os
 import struct
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
-__all__ = ["Interface", "Kernel", "Registry", "load", "shader_dir"]
+__all__ = ["Interface", "Kernel", "Pass", "Registry", "load", "shader_dir"]
 
 # WGSL scalar types a Params field may have, as struct format characters (little-endian, 4 bytes).
 _FIELD_FORMATS = {"u32": "I", "i32": "i", "f32": "f"}
@@ -40,7 +41,18 @@ class Interface:
     conventions: Mapping[str, str]
     bindings: Tuple[Mapping[str, object], ...]
     params: Tuple[Tuple[str, str], ...]
-    grid: Mapping[str, str]
+    passes: Tuple["Pass", ...]
+
+    def layout(self, uses: Tuple[int, ...]) -> List[Tuple[int, str]]:
+        """(binding, WebGPU buffer binding type) for the bindings one pass uses: explicit layouts,
+        so a kernel that leaves a binding unused still binds."""
+        types = {}
+        for b in self.bindings:
+            if b["kind"] == "uniform":
+                types[b["binding"]] = "uniform"
+            else:
+                types[b["binding"]] = "storage" if b.get("access") == "read_write" else "read-only-storage"
+        return [(i, types[i]) for i in uses]
 
     @property
     def params_size(self) -> int:
@@ -65,6 +77,17 @@ class Interface:
                 out.append(ivalue)
         return struct.pack(fmt, *out)
 
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One dispatch of an interface: its entry point, the bindings it uses, its grid."""
+
+    name: str
+    entry_point: str
+    uses: Tuple[int, ...]
+    grid: Mapping[str, str]
+
     def workgroups(self, values: Mapping[str, int], overrides: Mapping[str, int],
                    max_per_dim: int = 65535) -> Tuple[int, int, int]:
         """Workgroup counts: ceil(items / per_workgroup), folded into (x, y) past max_per_dim."""
@@ -78,7 +101,7 @@ class Interface:
         y = -(-count // max_per_dim)
         if y > max_per_dim:
             raise ValueError(
-                f"{self.name}: {count} workgroups exceed {max_per_dim} x {max_per_dim}; use fewer rows")
+                f"{self.entry_point}: {count} workgroups exceed {max_per_dim} x {max_per_dim}; use fewer rows")
         return (max_per_dim, y, 1)
 
 
@@ -89,7 +112,6 @@ class Kernel:
     id: str
     interface: Interface
     summary: str
-    entry_point: str
     overrides: Mapping[str, int]
     requires: Tuple[str, ...]
 
@@ -99,6 +121,39 @@ class Kernel:
 
     def source(self) -> str:
         return self.path.read_text()
+
+    def dispatches(self, values: Mapping[str, float], buffers: Mapping[int, str],
+                   source: Optional[str] = None, entry_points: Optional[Mapping[str, str]] = None,
+                   overrides: Optional[Mapping[str, int]] = None) -> List["Dispatch"]:
+        """The interface's passes as dispatches of this kernel (or of WGSL `source` implementing
+        the same interface; `entry_points` renames passes' entry points, `overrides` replaces
+        the override constants). `buffers` maps binding index to buffer name."""
+        from .plan import Dispatch
+
+        src = self.source() if source is None else source
+        knobs = dict(self.overrides if overrides is None else overrides)
+        # Only overrides the shader declares become pipeline constants (WebGPU rejects others);
+        # a kernel with a literal @workgroup_size still gets its grid from the same names.
+        constants = {k: v for k, v in knobs.items() if re.search(r"\boverride\s+%s\b" % k, src)}
+        sizes = {k: int(v) for k, v in values.items() if isinstance(v, int)}
+        out = []
+        for p in self.interface.passes:
+            entry = (entry_points or {}).get(p.name, p.entry_point)
+            names = dict(knobs)
+            literal = literal_workgroup_size(src, entry)
+            if literal is not None:
+                names["WG"] = literal
+            out.append(Dispatch(
+                label=f"{self.id}.{p.name}",
+                source=src,
+                entry_point=entry,
+                constants=constants,
+                bindings={i: buffers[i] for i in p.uses},
+                layout=self.interface.layout(p.uses),
+                workgroups=p.workgroups(sizes, names),
+                requires=self.requires,
+            ))
+        return out
 
 
 @dataclass(frozen=True)
@@ -127,6 +182,21 @@ class Registry:
 _CACHE: Dict[str, Registry] = {}
 
 
+def literal_workgroup_size(source: str, entry: str) -> Optional[int]:
+    """The invocation count of `entry` when its @workgroup_size is made of integer literals
+    (a user's kernel, say), else None (an override: the registry knows it)."""
+    m = re.search(r"@workgroup_size\(([^)]*)\)[^{]*?fn\s+%s\s*\(" % re.escape(entry), source, re.S)
+    if not m:
+        return None
+    dims = [d.strip().rstrip("u") for d in m.group(1).split(",") if d.strip()]
+    if not all(d.isdigit() for d in dims):
+        return None
+    count = 1
+    for d in dims:
+        count *= int(d)
+    return count
+
+
 def load(path: Optional[Path] = None) -> Registry:
     """Parse manifest.json (cached per path)."""
     path = Path(path) if path is not None else shader_dir() / "manifest.json"
@@ -141,7 +211,8 @@ def load(path: Optional[Path] = None) -> Registry:
                 conventions=dict(spec.get("conventions", {})),
                 bindings=tuple(spec["bindings"]),
                 params=tuple((f, t) for f, t in spec["params"]),
-                grid=dict(spec["grid"]),
+                passes=tuple(Pass(name=p["name"], entry_point=p["entry_point"], uses=tuple(p["uses"]),
+                                  grid=dict(p["grid"])) for p in spec["passes"]),
             )
             for name, spec in raw["interfaces"].items()
         }
@@ -150,7 +221,6 @@ def load(path: Optional[Path] = None) -> Registry:
                 id=kid,
                 interface=interfaces[spec["interface"]],
                 summary=spec["summary"],
-                entry_point=spec["entry_point"],
                 overrides=dict(spec.get("overrides", {})),
                 requires=tuple(spec.get("requires", ())),
             )

@@ -11,15 +11,19 @@ i - window .. i: window + 1 keys, seed C's count). The interface has no GQA.
 """
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict, List, Mapping, Optional
 
 import numpy as np
 
-from .. import reference
-from ..plan import Buffer, Dispatch, Output, Plan
+from .. import reference as _reference
+from ..plan import Buffer, Output, Plan
 from ..registry import Kernel
+from . import Case
 
-__all__ = ["MASK_KINDS", "plan", "reference_out"]
+__all__ = ["MASK_KINDS", "OUTPUTS", "plan", "plan_arrays", "reference", "reference_out",
+           "case_from_reference", "conformance_cases"]
+
+OUTPUTS = ("out",)
 
 MASK_KINDS = {"none": 0, "causal": 1, "padding": 2, "window": 3}
 LAYOUTS = ("bhsd", "bshd")
@@ -47,9 +51,23 @@ def _strides(layout: str, h: int, s: int, d: int):
     return (h * s * d, s * d, d) if layout == "bhsd" else (s * h * d, d, h * d)
 
 
-def plan(kernel: Kernel, q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
-         mask_kind: str = "none", mask: Optional[np.ndarray] = None, window: int = 0,
-         scale: Optional[float] = None, layout: str = "bhsd", source: Optional[str] = None) -> Plan:
+def plan(kernel: Kernel, case: Case, source: Optional[str] = None,
+         entry_points: Optional[Mapping[str, str]] = None,
+         overrides: Optional[Mapping[str, int]] = None) -> Plan:
+    """The interface skeleton's plan: case.inputs q, k, v (and mask), case.options mask_kind,
+    window, scale, layout."""
+    o = case.options
+    return plan_arrays(kernel, case.inputs["q"], case.inputs["k"], case.inputs["v"],
+                       mask_kind=o.get("mask_kind", "none"), mask=case.inputs.get("mask"),
+                       window=o.get("window", 0), scale=o.get("scale"), layout=o.get("layout", "bhsd"),
+                       source=source, entry_points=entry_points, overrides=overrides)
+
+
+def plan_arrays(kernel: Kernel, q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
+                mask_kind: str = "none", mask: Optional[np.ndarray] = None, window: int = 0,
+                scale: Optional[float] = None, layout: str = "bhsd", source: Optional[str] = None,
+                entry_points: Optional[Mapping[str, str]] = None,
+                overrides: Optional[Mapping[str, int]] = None) -> Plan:
     """The dispatch plan running `kernel` (or WGSL `source` on its interface) on these inputs."""
     b, h, sq, sk, d = _dims(q, k, v, layout)
     if mask_kind not in MASK_KINDS:
@@ -106,15 +124,8 @@ def plan(kernel: Kernel, q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
             Buffer("arena", arena.nbytes, "storage", arena.tobytes(), read=True),
             Buffer("params", iface.params_size, "uniform", iface.pack_params(values)),
         ],
-        dispatches=[Dispatch(
-            label=kernel.id,
-            source=kernel.source() if source is None else source,
-            entry_point=kernel.entry_point,
-            constants=dict(kernel.overrides),
-            bindings={0: "arena", 1: "params"},
-            workgroups=iface.workgroups(values, kernel.overrides),
-            requires=kernel.requires,
-        )],
+        dispatches=kernel.dispatches(values, {0: "arena", 1: "params"}, source=source,
+                                     entry_points=entry_points, overrides=overrides),
         outputs=[Output("out", "arena", offsets["out"], tuple(q.shape))],
     )
 
@@ -124,4 +135,70 @@ def reference_out(q, k, v, *, mask_kind="none", mask=None, window=0, scale=None,
     """wgattn.reference.sdpa with this interface's knobs mapped onto its keywords."""
     kwargs = {"none": {}, "causal": {"causal": True}, "padding": {"mask": mask},
               "window": {"window": (int(window), 0)}}[mask_kind]
-    return reference.sdpa(q, k, v, scale=scale, layout=layout, dtype=dtype, **kwargs)
+    return _reference.sdpa(q, k, v, scale=scale, layout=layout, dtype=dtype, **kwargs)
+
+
+def reference(case: Case, dtype=np.float64) -> Dict[str, np.ndarray]:
+    o = case.options
+    return {"out": reference_out(case.inputs["q"], case.inputs["k"], case.inputs["v"],
+                                 mask_kind=o.get("mask_kind", "none"), mask=case.inputs.get("mask"),
+                                 window=o.get("window", 0), scale=o.get("scale"),
+                                 layout=o.get("layout", "bhsd"), dtype=dtype)}
+
+
+def case_from_reference(q, k, v, *, mask=None, causal=False, window=None, scale=None, layout="bhsd",
+                        name="call") -> Case:
+    """Map wgattn.reference.sdpa's keywords onto this interface's one mask kind, or raise
+    ValueError saying what it cannot carry."""
+    window = None if window is None else tuple(window)
+    kinds = []
+    if mask is not None:
+        kinds.append("padding")
+    if window is not None and window != (-1, -1):
+        left, right = window
+        if right != 0 and not (causal and (right == -1 or right > 0)):
+            raise ValueError(f"sdpa_arena carries windows (w, 0) only (keys i-w..i), got window={window}")
+        if left < 0:
+            kinds.append("causal")
+        else:
+            kinds.append("window")
+    elif causal:
+        kinds.append("causal")
+    if len(kinds) > 1:
+        raise ValueError(f"sdpa_arena carries one mask kind per call, this call needs {kinds}")
+    kind = kinds[0] if kinds else "none"
+    inputs = {"q": np.asarray(q, np.float32), "k": np.asarray(k, np.float32), "v": np.asarray(v, np.float32)}
+    _dims(inputs["q"], inputs["k"], inputs["v"], layout)
+    if mask is not None:
+        inputs["mask"] = np.asarray(mask)
+    return Case(name, inputs, {"mask_kind": kind, "window": window[0] if kind == "window" else 0,
+                               "scale": scale, "layout": layout})
+
+
+def conformance_cases(seed: int = 0) -> List[Case]:
+    """Awkward sizes, every mask kind, both layouts, fully padded rows (empty), long rows
+    (seq_k >= 512 at head_dim 64, where a loop-truncating lavapipe went wrong), D > 64."""
+    from ..cases import SdpaCase
+
+    specs = [
+        dict(batch=1, heads=2, seq_q=113, seq_k=203, head_dim=59, mask="none"),
+        dict(batch=2, heads=3, seq_q=64, seq_k=600, head_dim=64, mask="causal", layout="bshd"),
+        dict(batch=1, heads=2, seq_q=97, seq_k=1024, head_dim=64, mask="none"),
+        dict(batch=1, heads=1, seq_q=33, seq_k=512, head_dim=64, mask="padding"),
+        dict(batch=1, heads=2, seq_q=100, seq_k=80, head_dim=130, mask="window", window=7),
+        dict(batch=3, heads=2, seq_q=33, seq_k=47, head_dim=16, mask="padding", layout="bshd", seed=3),
+        dict(batch=1, heads=1, seq_q=1, seq_k=147, head_dim=111, mask="none"),
+        dict(batch=1, heads=2, seq_q=64, seq_k=64, head_dim=256, mask="causal"),
+        dict(batch=2, heads=1, seq_q=40, seq_k=40, head_dim=8, mask="window", window=0),
+        dict(batch=1, heads=2, seq_q=70, seq_k=30, head_dim=32, mask="causal", layout="bshd"),
+        dict(batch=2, heads=1, seq_q=5, seq_k=9, head_dim=4, mask="padding", seed=11),
+    ]
+    cases = []
+    for spec in specs:
+        spec.setdefault("seed", seed)
+        c = SdpaCase(**spec).to_case()
+        if c.name.endswith("-s11"):
+            c.inputs["mask"][1] = False  # batch 1 sees no key: rows with no visible key give 0
+            c.name += "-empty-rows"
+        cases.append(c)
+    return cases

@@ -1,0 +1,52 @@
+"""The page's conformance view runs each interface's grid in the browser's WebGPU (SwiftShader
+here): the project's kernels pass; pasted WGSL with a planted bug fails; WGSL that does not
+compile gets a visible message."""
+import pytest
+
+from conftest import wait_for_status
+from wgattn import registry
+
+REG = registry.load()
+INTERFACES = sorted(n for n in REG.interfaces if REG.kernels_of(n) and all(k.path.exists() for k in REG.kernels_of(n)))
+
+
+def _open(page, server):
+    page.goto(server + "/?heads=1&seq_q=8&seq_k=8&head_dim=4")
+    assert wait_for_status(page) == "done"
+
+
+def _run_grid(page, interface, source=""):
+    page.select_option("#grid-interface", interface)
+    page.fill("#grid-source", source)
+    page.click("#grid-run")
+    page.wait_for_function("['done', 'error'].includes(document.getElementById('conformance').dataset.status)",
+                           timeout=600_000)
+    return page.evaluate("document.getElementById('conformance').dataset.status")
+
+
+@pytest.mark.parametrize("interface", INTERFACES)
+def test_project_kernels_pass_the_grid_in_the_browser(page, server, console_errors, interface):
+    _open(page, server)
+    assert _run_grid(page, interface) == "done"
+    summary = page.evaluate("window.wgattn.conformance")
+    failing = [(c["case"], c["rows"]) for c in summary["cases"] if not c["pass"]]
+    assert summary["failed"] == 0, failing
+    assert summary["passed"] == len(summary["cases"]) > 0
+    assert console_errors == []
+
+
+def test_pasted_planted_bug_fails(page, server):
+    src = REG.kernel("sdpa_arena.seed").source().replace("hi = min(i + 1u, p.seq_k);", "hi = min(i, p.seq_k);")
+    _open(page, server)
+    assert _run_grid(page, "sdpa_arena", src) == "done"
+    summary = page.evaluate("window.wgattn.conformance")
+    assert summary["user"] is True
+    failed = [c["case"] for c in summary["cases"] if not c["pass"]]
+    assert failed and all("causal" in name or "window" in name for name in failed), failed
+
+
+def test_pasted_wgsl_that_does_not_compile_shows_a_message(page, server):
+    _open(page, server)
+    assert _run_grid(page, "sdpa_arena", "fn broken( {") == "error"
+    assert page.is_visible("#message")
+    assert "does not compile" in page.inner_text("#message")

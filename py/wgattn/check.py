@@ -1,0 +1,125 @@
+"""`wgattn check`: run a kernel (the project's, or WGSL a user wrote) through a registered
+interface on the interface's conformance grid, natively, judged by the tolerance rule."""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Dict, List, Mapping, Optional
+
+from . import conformance, registry
+from .interfaces import module
+
+__all__ = ["CheckError", "check", "render_table"]
+
+
+class CheckError(Exception):
+    """A check that could not run at all (not a failing case): bad arguments, no adapter,
+    WGSL that does not compile or does not match the interface."""
+
+
+def check(interface: str, wgsl: Optional[str] = None, entry: Optional[str] = None,
+          sets: Optional[Mapping[str, int]] = None, kernel_ids: Optional[List[str]] = None,
+          runtime=None) -> Dict[str, object]:
+    """Run the grid; returns {"interface", "adapter", "kernels": [{"kernel", "cases", "passed",
+    "failed"}], "passed", "failed"} with per-case rows naming the failing outputs."""
+    reg = registry.load()
+    try:
+        iface = reg.interface(interface)
+        mod = module(interface)
+    except ValueError as exc:
+        raise CheckError(str(exc)) from None
+    if wgsl is not None:
+        # A user's kernel: the interface's first registered kernel lends its knobs (WG, ...).
+        base = reg.kernels_of(interface)
+        knobs = dict(base[0].overrides) if base else {}
+        kernels = [registry.Kernel(id=f"user.{interface}", interface=iface, summary="user WGSL",
+                                   overrides=knobs, requires=())]
+    else:
+        kernels = [reg.kernel(k) for k in kernel_ids] if kernel_ids else reg.kernels_of(interface)
+        if not kernels:
+            raise CheckError(f"interface {interface!r} has no registered kernel yet")
+    entry_points = None
+    if entry:
+        if "=" in entry:
+            entry_points = dict(part.split("=", 1) for part in entry.split(","))
+        elif len(iface.passes) == 1:
+            entry_points = {iface.passes[0].name: entry}
+        else:
+            names = [p.name for p in iface.passes]
+            raise CheckError(f"{interface} has passes {names}: give --entry as PASS=NAME[,PASS=NAME]")
+    if runtime is None:
+        from . import native
+
+        try:
+            runtime = native.runtime()
+        except native.AdapterError as exc:
+            raise CheckError(str(exc)) from None
+    report = {"interface": interface, "adapter": runtime.info, "kernels": [], "passed": 0, "failed": 0}
+    cases = mod.conformance_cases()
+    for kernel in kernels:
+        overrides = dict(kernel.overrides)
+        overrides.update(sets or {})
+        if sets:
+            kernel = replace(kernel, overrides=overrides)
+        rows = []
+        for case in cases:
+            try:
+                outs = conformance.run_case(runtime, kernel, case, source=wgsl, entry_points=entry_points,
+                                            overrides=overrides)
+            except ValueError as exc:
+                if "does not compile" in str(exc) or "does not match" in str(exc):
+                    raise CheckError(str(exc)) from None
+                outs = [{"case": case.name, "output": "-", "max_abs_err": float("inf"),
+                         "allowance": 0.0, "pass": False, "error": str(exc)}]
+            worst = max(outs, key=lambda r: _ratio(r))
+            rows.append({
+                "name": case.name,
+                "pass": all(r["pass"] for r in outs),
+                "max_abs_err": worst["max_abs_err"],
+                "allowance": worst["allowance"],
+                "worst_output": worst["output"],
+                "failed_outputs": [r["output"] for r in outs if not r["pass"]],
+                "outputs": outs,
+            })
+        passed = sum(r["pass"] for r in rows)
+        report["kernels"].append({"kernel": kernel.id, "cases": rows, "passed": passed,
+                                  "failed": len(rows) - passed})
+        report["passed"] += passed
+        report["failed"] += len(rows) - passed
+    report["cases"] = [dict(r, kernel=k["kernel"]) for k in report["kernels"] for r in k["cases"]]
+    return report
+
+
+def _ratio(row: Mapping[str, object]) -> float:
+    err, allowed = float(row["max_abs_err"]), float(row["allowance"])
+    return float("inf") if err == float("inf") else err / allowed if allowed > 0 else 0.0
+
+
+def render_table(report: Mapping[str, object]) -> str:
+    a = report["adapter"]
+    lines = [f"interface {report['interface']} on {a.get('device') or a.get('vendor')} ({a.get('backend', '')})"]
+    for k in report["kernels"]:
+        lines.append(f"\n{k['kernel']}")
+        lines.append(f"  {'case':44s} {'output':7s} {'max abs err':>12s} {'allowance':>10s} {'ratio':>6s}  verdict")
+        for c in k["cases"]:
+            ratio = _ratio(c)
+            lines.append(f"  {c['name']:44s} {c['worst_output']:7s} {c['max_abs_err']:12.3e} {c['allowance']:10.3e} "
+                         f"{ratio:6.2f}  {'PASS' if c['pass'] else 'FAIL ' + ','.join(c['failed_outputs'])}")
+            for r in c["outputs"]:
+                if r.get("error"):
+                    lines.append(f"    error: {r['error']}")
+        lines.append(f"  {k['passed']} passed, {k['failed']} failed")
+    lines.append(f"\n{report['passed']} passed, {report['failed']} failed")
+    return "\n".join(lines)
+
+
+def to_json(report: Mapping[str, object]) -> str:
+    def clean(o):
+        if isinstance(o, float) and o != o or o in (float("inf"), float("-inf")):
+            return str(o)
+        if isinstance(o, dict):
+            return {k: clean(v) for k, v in o.items()}
+        if isinstance(o, list):
+            return [clean(v) for v in o]
+        return o
+    return json.dumps(clean(report), indent=1)

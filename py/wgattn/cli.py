@@ -1,0 +1,59 @@
+"""The `wgattn` command.
+
+    wgattn check --interface NAME [--wgsl FILE] [--entry NAME] [--set KEY=VALUE ...] [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+
+def _sets(items: List[str]):
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"wgattn: --set takes KEY=VALUE, got {item!r}")
+        try:
+            out[key] = int(value, 0)
+        except ValueError:
+            raise SystemExit(f"wgattn: --set {key} needs an integer value, got {value!r}") from None
+    return out
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="wgattn", description="WGSL attention kernels checked across runtimes.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("check", help="run a kernel through an interface's conformance grid natively")
+    p.add_argument("--interface", required=True, help="a registered interface (sdpa_arena, varlen_fwd, ...)")
+    p.add_argument("--wgsl", help="WGSL file implementing the interface (default: the project's kernels)")
+    p.add_argument("--kernel", action="append", help="only these registered kernel ids")
+    p.add_argument("--entry", help="entry point (NAME, or PASS=NAME,... for multi-pass interfaces)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override constant, e.g. WG=128")
+    p.add_argument("--json", action="store_true", help="print a JSON report")
+    args = parser.parse_args(argv)
+
+    from .check import CheckError, check, render_table, to_json
+
+    source = None
+    if args.wgsl:
+        path = Path(args.wgsl)
+        if not path.is_file():
+            print(f"wgattn check: no such WGSL file: {path}", file=sys.stderr)
+            return 2
+        source = path.read_text()
+    try:
+        report = check(args.interface, wgsl=source, entry=args.entry, sets=_sets(args.set),
+                       kernel_ids=args.kernel)
+    except CheckError as exc:
+        print(f"wgattn check: {exc}", file=sys.stderr)
+        return 2
+    print(to_json(report) if args.json else render_table(report))
+    return 0 if report["failed"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,290 @@
+"""The `varlen_bwd` interface: the backward of packed variable-length attention (FlashAttention-2
+formulas), three passes over separate token-major f32 buffers plus 48 bytes of params.
+
+    q, out, dout: [total_q, Hq, D] float32        k, v: [total_k, Hkv, D] (Hq % Hkv == 0)
+    lse:          [total_q, Hq], the forward's natural-log LSE; -inf (or +inf) on rows with no key
+    cu_seqlens_q, cu_seqlens_k: int32 [batch + 1] prefix sums (empty sequences allowed)
+    outputs:      dq [total_q, Hq, D], dk and dv [total_k, Hkv, D]
+
+Options: causal, window (left, right) (-1 unbounded), softcap (0 off), scale (None: 1/sqrt(D)),
+causal_align ("bottom_right" | "top_left"), exactly wgattn.reference.varlen_attention_bwd's
+keywords. The host folds causal into window_right = min(right, 0) (right -1 -> 0).
+
+Buffers: stats holds [lse; delta] ([2, total_q, Hq]; the kernel's first pass fills delta);
+dkv holds [dk; dv] ([2, total_k, Hkv, D]).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from .. import reference as _reference
+from ..plan import Buffer, Output, Plan
+from ..registry import Kernel
+from . import Case
+
+__all__ = ["OUTPUTS", "CAUSAL_ALIGNS", "plan", "reference", "case_from_reference",
+           "conformance_cases"]
+
+OUTPUTS = ("dq", "dk", "dv")
+CAUSAL_ALIGNS = ("bottom_right", "top_left")
+_I32_MAX = 2**31 - 1
+_U32_MAX = 2**32 - 1
+
+
+# ---------------------------------------------------------------------------
+# argument checking
+# ---------------------------------------------------------------------------
+
+
+def _float3(x, name: str, doc: str) -> np.ndarray:
+    a = np.asarray(x)
+    if a.dtype.kind != "f":
+        raise ValueError(f"{name} must be a float array {doc}, got dtype {a.dtype}")
+    if a.ndim != 3:
+        raise ValueError(f"{name} must be 3-D {doc}, got shape {tuple(a.shape)}")
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def _cu(x, name: str, total: int, total_name: str) -> np.ndarray:
+    a = np.asarray(x)
+    if a.ndim != 1 or a.shape[0] == 0:
+        raise ValueError(f"{name} must be a 1-D integer array of length batch+1, got shape {tuple(a.shape)}")
+    if a.dtype.kind not in "iu":
+        raise ValueError(f"{name} must be a 1-D integer array, got dtype {a.dtype}")
+    vals = a.astype(np.int64)
+    if vals[0] != 0:
+        raise ValueError(f"{name} must start at 0, got {int(vals[0])}")
+    steps = np.diff(vals)
+    if np.any(steps < 0):
+        at = int(np.argmax(steps < 0)) + 1
+        raise ValueError(f"{name} must be non-decreasing, got {int(vals[at])} after {int(vals[at - 1])} "
+                         f"at index {at}")
+    if vals[-1] != total:
+        raise ValueError(f"{name} must end at {total_name} = {total}, got {int(vals[-1])}")
+    return vals.astype(np.int32)
+
+
+def _options(options: Mapping[str, object], head_dim: int):
+    """(window_left, window_right with causal folded in, align_top_left, softcap, scale)."""
+    causal = options.get("causal", False)
+    if not isinstance(causal, (bool, np.bool_)):
+        raise ValueError(f"causal must be True or False, got {causal!r}")
+    window = options.get("window", (-1, -1))
+    try:
+        pair = tuple(window)
+    except TypeError:
+        pair = ()
+    if (len(pair) != 2 or not all(isinstance(w, numbers.Integral) and not isinstance(w, (bool, np.bool_))
+                                  for w in pair)):
+        raise ValueError(f"window must be a pair (left, right) of integers >= -1, got {window!r}")
+    left, right = int(pair[0]), int(pair[1])
+    if left < -1 or right < -1:
+        raise ValueError(f"window must be (left, right) with each >= -1, got ({left}, {right})")
+    if causal:
+        right = 0 if right == -1 else min(right, 0)
+    align = options.get("causal_align", "bottom_right")
+    if not isinstance(align, str) or align not in CAUSAL_ALIGNS:
+        raise ValueError(f"causal_align must be 'bottom_right' or 'top_left', got {align!r}")
+    softcap = options.get("softcap", 0.0)
+    if (not isinstance(softcap, numbers.Real) or isinstance(softcap, (bool, np.bool_))
+            or not math.isfinite(float(softcap)) or float(softcap) < 0.0):
+        raise ValueError(f"softcap must be a finite real number >= 0 (0 = off), got {softcap!r}")
+    scale = options.get("scale")
+    if scale is None:
+        scale_v = 1.0 / math.sqrt(head_dim)
+    else:
+        if (not isinstance(scale, numbers.Real) or isinstance(scale, (bool, np.bool_))
+                or not math.isfinite(float(scale)) or float(scale) == 0.0):
+            raise ValueError(f"scale must be None or a finite nonzero real number, got {scale!r}")
+        scale_v = float(scale)
+    return left, right, int(align == "top_left"), float(softcap), scale_v
+
+
+def _arrays(inputs: Mapping[str, np.ndarray]):
+    """The inputs validated and converted: float32 tensors, int32 prefix sums."""
+    for name in ("q", "k", "v", "out", "dout", "lse", "cu_seqlens_q", "cu_seqlens_k"):
+        if inputs.get(name) is None:
+            raise ValueError(f"{name} is missing from the case's inputs")
+    q = _float3(inputs["q"], "q", "[total_q, Hq, D]")
+    k = _float3(inputs["k"], "k", "[total_k, Hkv, D]")
+    v = _float3(inputs["v"], "v", "[total_k, Hkv, D]")
+    out = _float3(inputs["out"], "out", "[total_q, Hq, D]")
+    dout = _float3(inputs["dout"], "dout", "[total_q, Hq, D]")
+    total_q, hq, d = q.shape
+    total_k, hkv, dk = k.shape
+    if d < 1:
+        raise ValueError(f"q head dim D must be >= 1, got shape {q.shape}")
+    if dk != d:
+        raise ValueError(f"k head dim must equal q head dim {d}, got k shape {k.shape}")
+    if v.shape != k.shape:
+        raise ValueError(f"v must have k's shape {k.shape} [total_k, Hkv, D], got {v.shape}")
+    if hq < 1 or hkv < 1:
+        raise ValueError(f"head counts must be >= 1, got q heads {hq} and k/v heads {hkv}")
+    if hq % hkv:
+        raise ValueError(f"q heads ({hq}) must be a multiple of k/v heads ({hkv}) for grouped-query attention")
+    for name, t in (("out", out), ("dout", dout)):
+        if t.shape != q.shape:
+            raise ValueError(f"{name} must have q's shape {q.shape} [total_q, Hq, D], got {t.shape}")
+    lse = np.asarray(inputs["lse"])
+    if lse.dtype.kind != "f":
+        raise ValueError(f"lse must be a float array [total_q, Hq], got dtype {lse.dtype}")
+    if lse.shape != (total_q, hq):
+        raise ValueError(f"lse must have shape {(total_q, hq)} [total_q, Hq], got {tuple(lse.shape)}")
+    lse = np.ascontiguousarray(lse, dtype=np.float32)
+    if 2 * total_q * hq * d > _U32_MAX or 2 * total_k * hkv * d > _U32_MAX:
+        raise ValueError(f"q ({q.shape}) or k ({k.shape}) is too large: element indices must fit in u32")
+    if total_q > _I32_MAX or total_k > _I32_MAX:
+        raise ValueError("total_q and total_k must fit in i32")
+    cu_q = _cu(inputs["cu_seqlens_q"], "cu_seqlens_q", total_q, "total_q (q.shape[0])")
+    cu_k = _cu(inputs["cu_seqlens_k"], "cu_seqlens_k", total_k, "total_k (k.shape[0])")
+    if cu_q.shape != cu_k.shape:
+        raise ValueError(f"cu_seqlens_q and cu_seqlens_k must have the same length (batch+1), "
+                         f"got {cu_q.shape[0]} and {cu_k.shape[0]}")
+    return q, k, v, out, dout, lse, cu_q, cu_k
+
+
+# ---------------------------------------------------------------------------
+# the skeleton
+# ---------------------------------------------------------------------------
+
+
+def plan(kernel: Kernel, case: Case, source: Optional[str] = None,
+         entry_points: Optional[Mapping[str, str]] = None,
+         overrides: Optional[Mapping[str, int]] = None) -> Plan:
+    """The dispatch plan running `kernel` (or WGSL `source` on its interface) on `case`:
+    inputs q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_k; options causal, window, softcap,
+    scale, causal_align."""
+    q, k, v, out, dout, lse, cu_q, cu_k = _arrays(case.inputs)
+    total_q, hq, d = q.shape
+    total_k, hkv, _ = k.shape
+    left, right, top_left, softcap, scale = _options(case.options, d)
+    # A bound of total_q + total_k or more excludes nothing (|i + offset - j| < total_q + total_k):
+    # make it -1, which keeps the kernel's i32 index arithmetic far from overflow.
+    reach = total_q + total_k
+    left = -1 if left >= reach else left
+    right = -1 if right >= reach else right
+
+    stats = np.concatenate([lse.ravel(), np.zeros(total_q * hq, dtype=np.float32)])
+    values = {
+        "total_q": int(total_q), "total_k": int(total_k), "heads_q": int(hq), "heads_kv": int(hkv),
+        "head_dim": int(d), "batch_size": int(cu_q.shape[0] - 1),
+        "window_left": left, "window_right": right, "align_top_left": top_left,
+        "softcap": softcap, "scale": scale,
+    }
+    iface = kernel.interface
+    names = {b["binding"]: b["name"] for b in iface.bindings}
+    data = {"q": q, "k": k, "v": v, "out": out, "dout": dout,
+            "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k, "stats": stats}
+    buffers = [Buffer(name, arr.nbytes, "storage", arr.tobytes()) for name, arr in data.items()]
+    buffers.append(Buffer("dq", 4 * total_q * hq * d, "storage", read=True))
+    buffers.append(Buffer("dkv", 4 * 2 * total_k * hkv * d, "storage", read=True))
+    buffers.append(Buffer("params", iface.params_size, "uniform", iface.pack_params(values)))
+    missing = set(names.values()) - {b.name for b in buffers}
+    if missing:  # the manifest and this module disagree: a programming error, said plainly
+        raise ValueError(f"varlen_bwd plan lacks buffers for bindings {sorted(missing)}")
+    return Plan(
+        buffers=buffers,
+        dispatches=kernel.dispatches(values, names, source=source, entry_points=entry_points,
+                                     overrides=overrides),
+        outputs=[
+            Output("dq", "dq", 0, (total_q, hq, d)),
+            Output("dk", "dkv", 0, (total_k, hkv, d)),
+            Output("dv", "dkv", total_k * hkv * d, (total_k, hkv, d)),
+        ],
+    )
+
+
+def _keywords(case: Case) -> Dict[str, object]:
+    o = case.options
+    return {"causal": o.get("causal", False), "scale": o.get("scale"),
+            "window": tuple(o.get("window", (-1, -1))), "softcap": o.get("softcap", 0.0),
+            "causal_align": o.get("causal_align", "bottom_right")}
+
+
+def reference(case: Case, dtype=np.float64) -> Dict[str, np.ndarray]:
+    """wgattn.reference.varlen_attention_bwd on the case (dtype float32: the naive float32 run)."""
+    i = case.inputs
+    grads = _reference.varlen_attention_bwd(
+        i["dout"], i["q"], i["k"], i["v"], i["out"], i["lse"], i["cu_seqlens_q"], i["cu_seqlens_k"],
+        dtype=dtype, **_keywords(case))
+    return dict(zip(OUTPUTS, grads))
+
+
+def case_from_reference(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, *, causal=False,
+                        scale=None, window=(-1, -1), softcap=0.0, causal_align="bottom_right",
+                        name="call") -> Case:
+    """A case from varlen_attention_bwd's arguments (ValueError naming a bad one)."""
+    inputs = {"q": q, "k": k, "v": v, "out": out, "dout": dout, "lse": lse,
+              "cu_seqlens_q": cu_seqlens_q, "cu_seqlens_k": cu_seqlens_k}
+    q32, k32, v32, out32, dout32, lse32, cu_q, cu_k = _arrays(inputs)
+    options = {"causal": causal, "scale": scale, "window": window, "softcap": softcap,
+               "causal_align": causal_align}
+    _options(options, q32.shape[2])
+    options["window"] = tuple(int(w) for w in window)
+    options["causal"] = bool(causal)
+    return Case(name, {"q": q32, "k": k32, "v": v32, "out": out32, "dout": dout32, "lse": lse32,
+                       "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}, options)
+
+
+# ---------------------------------------------------------------------------
+# the conformance grid
+# ---------------------------------------------------------------------------
+
+# (name, sequences [(len_q, len_k)], Hq, Hkv, D, options, input scale)
+_SPECS: List[Tuple[str, List[Tuple[int, int]], int, int, int, Dict[str, object], float]] = [
+    ("dense-d59-mha-unequal", [(113, 203), (203, 113)], 2, 2, 59, {}, 1.0),
+    ("causal-br-d64-mqa-empty-seqs", [(37, 0), (0, 29), (50, 50), (0, 0), (17, 71), (45, 19)],
+     4, 1, 64, {"causal": True}, 1.0),
+    ("causal-tl-d111-gqa3", [(80, 40), (40, 80), (1, 147)], 6, 2, 111,
+     {"causal": True, "causal_align": "top_left"}, 1.0),
+    ("causal-br-d130-mqa-empty-rows", [(90, 60), (33, 33)], 3, 1, 130, {"causal": True}, 1.0),
+    ("window-left-br-d64", [(70, 100), (100, 70)], 2, 2, 64, {"window": (16, -1)}, 1.0),
+    ("window-right-tl-d59-gqa3", [(60, 90), (90, 60)], 3, 1, 59,
+     {"window": (-1, 5), "causal_align": "top_left"}, 1.0),
+    ("window-both-causal-br-d130", [(77, 77), (40, 120)], 2, 1, 130,
+     {"window": (8, 3), "causal": True}, 1.0),
+    ("window-0-0-tl-d64-empty-rows", [(5, 3), (40, 64), (64, 40)], 2, 2, 64,
+     {"window": (0, 0), "causal_align": "top_left"}, 1.0),
+    ("window-left-0-br-d111", [(50, 80), (80, 50)], 3, 3, 111, {"window": (0, -1)}, 1.0),
+    ("window-right-0-tl-d64-gqa3", [(33, 33), (20, 45)], 6, 2, 64,
+     {"window": (-1, 0), "causal_align": "top_left"}, 1.0),
+    ("softcap-d64-gqa3", [(64, 96), (31, 31)], 3, 1, 64, {"softcap": 5.0, "scale": 0.5}, 1.0),
+    ("softcap-causal-tl-d130-big", [(48, 70)], 2, 2, 130,
+     {"softcap": 20.0, "causal": True, "causal_align": "top_left"}, 2.0),
+    ("neg-scale-window-d59", [(40, 57), (57, 40)], 2, 1, 59, {"scale": -0.3, "window": (6, 6)}, 1.0),
+    ("long-causal-br-d64", [(1023, 1024)], 2, 1, 64, {"causal": True}, 1.0),
+    ("long-dense-d64-gqa3", [(160, 1024)], 3, 1, 64, {}, 1.0),
+]
+
+
+def _make_case(rs: np.random.RandomState, name: str, seqs, hq: int, hkv: int, d: int,
+               options: Dict[str, object], amp: float) -> Case:
+    cu_q = np.concatenate([[0], np.cumsum([s[0] for s in seqs])]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum([s[1] for s in seqs])]).astype(np.int32)
+    total_q, total_k = int(cu_q[-1]), int(cu_k[-1])
+    q = (amp * rs.standard_normal((total_q, hq, d))).astype(np.float32)
+    k = (amp * rs.standard_normal((total_k, hkv, d))).astype(np.float32)
+    v = rs.standard_normal((total_k, hkv, d)).astype(np.float32)
+    dout = rs.standard_normal((total_q, hq, d)).astype(np.float32)
+    opts = {"causal": False, "scale": None, "window": (-1, -1), "softcap": 0.0,
+            "causal_align": "bottom_right"}
+    opts.update(options)
+    # What a float32 forward hands over: the float64 forward rounded to float32.
+    out, lse = _reference.varlen_attention_fwd(q, k, v, cu_q, cu_k, dtype=np.float64, **opts)
+    inputs = {"q": q, "k": k, "v": v, "out": out.astype(np.float32), "dout": dout,
+              "lse": lse.astype(np.float32), "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}
+    return Case(f"{name}-{'+'.join(f'{a}x{b}' for a, b in seqs)}-h{hq}kv{hkv}", inputs, opts)
+
+
+def conformance_cases(seed: int = 0) -> List[Case]:
+    """Head dims 59, 64, 111, 130 (past the 64-column chunk); GQA 1, 3 and all-to-one; empty
+    sequences (no queries, no keys); unequal lengths both ways; causal in both alignments
+    (bottom-right with len_q > len_k leaves rows with no key); windows left, right, both, and the
+    0 edges (keys no query sees); softcap; a negative scale; long rows:
+    1023 x 1024 causal and 160 x 1024 dense at D = 64."""
+    rs = np.random.RandomState(seed)
+    return [_make_case(rs, *spec) for spec in _SPECS]

@@ -1,0 +1,133 @@
+// attn_probs.seed: seed B's attention probabilities (Gemma style) on seed B's interface,
+// wgattn's contract.
+//
+//   probs[h, t] = exp(s_t - m) / sum_{u visible} exp(s_u - m)   for visible t, exactly 0 otherwise
+//   s_t = q[h, :] . k_hist[t, h / heads_per_kv, :]   (un-scaled: no 1/sqrt(head_dim))
+//   m   = max_{u visible} s_u
+//   visible t: earliest <= t <= pos, earliest = pos + 1 - window when window != 0 and
+//              pos + 1 >= window, else 0 (window counts the visible keys including the current
+//              one; 0 is unbounded). Key pos is always visible, so no row is empty.
+//
+// Layout: q [n_heads, head_dim], k_hist [history_len, n_kv_heads, head_dim] (the sequence is the
+// slow axis), probs [n_heads, history_len]; all contiguous f32.
+// Grid: one workgroup of WG invocations per query head (x = head). The invocations stride over
+// the keys; invocation `lid` owns the keys t with t % WG == lid in every sweep, so each only
+// reads back the probs entries it wrote itself:
+//   1. scores: s_t into probs (0 for invisible keys), and a per-invocation maximum;
+//      a workgroup tree reduction of the maxima gives m;
+//   2. exp: probs[t] = exp(s_t - m), and a per-invocation sum; a second tree reduction gives l;
+//   3. normalise: probs[t] /= l.
+// Only WG floats of workgroup memory are used, so any history_len works (seed B kept every score
+// in a fixed 4096-entry workgroup array). A barrier separates reading m out of the scratch from
+// reusing the scratch for the sum (seed B's race).
+// Reference: wgattn.reference.attention_probs(q, k_hist, pos=pos, window=window, scale=1.0),
+// keywords mapped in wgattn/interfaces/attn_probs.py.
+
+override WG: u32;            // invocations per workgroup (any value >= 1; need not be a power of two)
+const LOG2E: f32 = 1.4426950408889634;
+const LOWEST: f32 = -3.4028234663852886e38;  // finite "minus infinity": WGSL may assume no infinities
+
+struct Params {
+  head_dim: u32,      // D
+  n_heads: u32,       // Hq, query heads (the grid's workgroup count)
+  n_kv_heads: u32,    // Hkv, key heads; Hq = Hkv * heads_per_kv
+  heads_per_kv: u32,  // query heads sharing one key head: head h reads key head h / heads_per_kv
+  pos: u32,           // position of the current token, 0 <= pos < history_len
+  history_len: u32,   // keys in k_hist (and columns of probs)
+  window: u32,        // visible keys including the current one; 0 = unbounded
+  _pad: u32,          // pads Params to 32 bytes
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> q: array<f32>;             // [n_heads, head_dim]
+@group(0) @binding(2) var<storage, read> k_hist: array<f32>;        // [history_len, n_kv_heads, head_dim]
+@group(0) @binding(3) var<storage, read_write> probs: array<f32>;   // [n_heads, history_len]
+
+var<workgroup> scratch: array<f32, WG>;  // one partial maximum (then sum) per invocation
+
+// The smallest power of two >= WG: the tree reductions halve it, so any WG works.
+fn wg_pow2() -> u32 {
+  return 1u << (32u - countLeadingZeros(WG - 1u));
+}
+
+// scratch[0] = max over scratch[0 .. WG). Called in uniform control flow by every invocation;
+// the caller has put its value in scratch[lid] and passed a barrier.
+fn reduce_max(lid: u32) {
+  for (var s: u32 = wg_pow2() >> 1u; s > 0u; s = s >> 1u) {
+    if (lid < s && lid + s < WG) {
+      scratch[lid] = max(scratch[lid], scratch[lid + s]);
+    }
+    workgroupBarrier();
+  }
+}
+
+// scratch[0] = sum over scratch[0 .. WG); same contract as reduce_max.
+fn reduce_sum(lid: u32) {
+  for (var s: u32 = wg_pow2() >> 1u; s > 0u; s = s >> 1u) {
+    if (lid < s && lid + s < WG) {
+      scratch[lid] = scratch[lid] + scratch[lid + s];
+    }
+    workgroupBarrier();
+  }
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let head = wid.x;
+  // workgroup_id is the same for the whole workgroup: this return is uniform and no
+  // invocation of a surplus workgroup reaches a barrier.
+  if (head >= params.n_heads) {
+    return;
+  }
+  let d = params.head_dim;
+  let hist = params.history_len;
+  let kv = head / params.heads_per_kv;
+  let q_base = head * d;
+  let row = head * hist;
+
+  // Visible keys: [lo, hi).
+  let hi = params.pos + 1u;
+  var lo: u32 = 0u;
+  if (params.window != 0u && hi >= params.window) {
+    lo = hi - params.window;
+  }
+  // This invocation's first visible key (the first t >= lo with t % WG == lid).
+  let first = lo + (lid + WG - lo % WG) % WG;
+
+  // Sweep 1: scores of visible keys into probs, 0 for every other key of the row.
+  var m_own: f32 = LOWEST;
+  for (var t: u32 = lid; t < hist; t += WG) {
+    var s: f32 = 0.0;
+    if (t >= lo && t < hi) {
+      let k_base = (t * params.n_kv_heads + kv) * d;
+      for (var i: u32 = 0u; i < d; i++) {
+        s += q[q_base + i] * k_hist[k_base + i];
+      }
+      m_own = max(m_own, s);
+    }
+    probs[row + t] = s;
+  }
+  scratch[lid] = m_own;
+  workgroupBarrier();
+  reduce_max(lid);
+  let m = scratch[0];  // finite: key pos is visible
+  workgroupBarrier();  // max-sum separation: every invocation has read m before scratch is reused
+
+  // Sweep 2: exp(s - m) in place, and this invocation's share of the sum.
+  var l_own: f32 = 0.0;
+  for (var t: u32 = first; t < hi; t += WG) {
+    let e = exp2((probs[row + t] - m) * LOG2E);
+    probs[row + t] = e;
+    l_own += e;
+  }
+  scratch[lid] = l_own;
+  workgroupBarrier();
+  reduce_sum(lid);
+  let l = scratch[0];  // >= 1: the maximal key contributes exp(0)
+
+  // Sweep 3: normalise.
+  for (var t: u32 = first; t < hi; t += WG) {
+    probs[row + t] = probs[row + t] / l;
+  }
+}

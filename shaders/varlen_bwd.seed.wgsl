@@ -1,0 +1,294 @@
+// varlen_bwd.seed: backward of packed variable-length attention (FlashAttention-2 formulas),
+// wgattn's contract: GQA, (left, right) windows in both alignments, softcap, deterministic.
+//
+//   Per sequence b, query row i (head h), key j (kv head g = h / (heads_q / heads_kv)):
+//     s0_ij = scale * q_i . k_j;  s_ij = softcap * tanh(s0_ij / softcap) if softcap > 0 else s0_ij
+//     P_ij  = exp(s_ij - lse_i)        on visible (i, j); rows with a non-finite lse contribute nothing
+//     delta_i = sum_d dout_i * out_i
+//     dP_ij = dout_i . v_j;  dS_ij = P_ij * (dP_ij - delta_i) * (1 - tanh^2)  (the factor only with softcap)
+//     dv_j = sum_{h in group(g)} sum_i P_ij dout_i;   dk_j = scale * sum_{h in group(g)} sum_i dS_ij q_i
+//     dq_i = scale * sum_j dS_ij k_j
+//   Visible: with offset = len_k - len_q (bottom-right, align_top_left == 0) or 0 (top-left),
+//     (window_left < 0 or j >= i + offset - window_left) and (window_right < 0 or j <= i + offset + window_right);
+//     causal is folded in by the host (window_right = min(right, 0), -1 -> 0).
+//   Rows with no visible key get dq = 0; keys no row sees get dk = dv = 0.
+//
+// Layout (token-major, f32): q, out, dout, dq [total_q, heads_q, D]; k, v [total_k, heads_kv, D];
+// dkv [2, total_k, heads_kv, D] (dk then dv); stats [2, total_q, heads_q]: the forward's lse (the
+// host writes it), then delta (pass bwd_preprocess writes it); cu_seqlens_* [batch_size + 1].
+// Grid, three passes, each one invocation per row, WG rows per workgroup, the workgroup count folded
+// into x and y past 65535:
+//   bwd_preprocess  (query token, query head): delta
+//   bwd_dkdv        (key token, kv head): dk, dv over the query heads of its group and the queries
+//                   that can see the key (a range computed from the window, not a scan)
+//   bwd_dq          (query token, query head): dq over the keys it sees
+// No atomics: every output element is written by exactly one invocation, so runs are bit-identical.
+// Any head_dim: each output row is built CHUNK columns at a time in a private accumulator; the
+// scores (and dP) are recomputed for each chunk. Long sums (dv of an early causal key sums P dout
+// over every query of its group: thousands of terms) are taken in two levels, SUM_BLOCK terms into
+// a partial sum, partial sums into the total, which keeps the float32 rounding error near that of
+// a blocked matrix product instead of growing with the sequence length.
+// Reference: wgattn.reference.varlen_attention_bwd, keywords mapped in wgattn/interfaces/varlen_bwd.py.
+// Baseline by design (one thread per row, no reuse between threads); tiled kernels are separate.
+
+override WG: u32;            // invocations (rows) per workgroup
+const CHUNK: u32 = 64u;      // output columns one sweep accumulates (any head_dim works)
+const SUM_BLOCK: i32 = 32;   // terms summed into a partial sum before it joins the total
+const LOG2E: f32 = 1.4426950408889634;
+const TANH_CLAMP: f32 = 10.0;  // tanh(10) rounds to 1 in f32; clamping keeps every tanh formula finite
+
+struct Params {
+  total_q: u32,         // query tokens over all sequences
+  total_k: u32,         // key tokens over all sequences
+  heads_q: u32,         // query heads Hq
+  heads_kv: u32,        // key/value heads Hkv (Hq % Hkv == 0)
+  head_dim: u32,        // D
+  batch_size: u32,      // sequences; cu_seqlens_* hold batch_size + 1 entries
+  window_left: i32,     // keys j >= i + offset - window_left are visible; -1 unbounded
+  window_right: i32,    // keys j <= i + offset + window_right are visible; -1 unbounded (causal: 0)
+  align_top_left: u32,  // 1: offset 0 (top-left); 0: offset len_k - len_q (bottom-right)
+  softcap: f32,         // > 0: s = softcap * tanh(s0 / softcap); 0 off
+  scale: f32,           // score scale
+  _pad: u32,
+}
+
+@group(0) @binding(0) var<storage, read> q: array<f32>;              // [total_q, heads_q, D]
+@group(0) @binding(1) var<storage, read> k: array<f32>;              // [total_k, heads_kv, D]
+@group(0) @binding(2) var<storage, read> v: array<f32>;              // [total_k, heads_kv, D]
+@group(0) @binding(3) var<storage, read> out: array<f32>;            // forward output [total_q, heads_q, D]
+@group(0) @binding(4) var<storage, read> dout: array<f32>;           // gradient into out [total_q, heads_q, D]
+@group(0) @binding(5) var<storage, read> cu_seqlens_q: array<i32>;   // query prefix sums [batch_size + 1]
+@group(0) @binding(6) var<storage, read> cu_seqlens_k: array<i32>;   // key prefix sums [batch_size + 1]
+@group(0) @binding(7) var<storage, read_write> stats: array<f32>;    // [2, total_q, heads_q]: lse, delta
+@group(0) @binding(8) var<storage, read_write> dq: array<f32>;       // [total_q, heads_q, D]
+@group(0) @binding(9) var<storage, read_write> dkv: array<f32>;      // [2, total_k, heads_kv, D]: dk, dv
+@group(0) @binding(10) var<uniform> params: Params;
+
+// One (token, head) row per invocation, the workgroup grid unfolded from (x, y).
+fn row_index(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
+  return (wid.y * nwg.x + wid.x) * WG + lid;
+}
+
+// A finite lse, tested on the bits: WGSL may assume that no value is infinite, so a comparison
+// with -inf (or +inf, FlashAttention's empty row) could be folded away.
+fn is_finite_bits(x: f32) -> bool {
+  return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u;
+}
+
+// The sequence owning a token: the last b in [0, batch_size) with cu[b] <= t. Empty sequences
+// repeat a prefix sum, and the last of equal entries is the one whose range holds t.
+fn seq_of_q(t: i32) -> u32 {
+  var lo: u32 = 0u;
+  var hi: u32 = params.batch_size;  // invariant: cu[lo] <= t < cu[hi]
+  while (hi - lo > 1u) {
+    let mid = (lo + hi) / 2u;
+    if (cu_seqlens_q[mid] <= t) { lo = mid; } else { hi = mid; }
+  }
+  return lo;
+}
+
+fn seq_of_k(t: i32) -> u32 {
+  var lo: u32 = 0u;
+  var hi: u32 = params.batch_size;
+  while (hi - lo > 1u) {
+    let mid = (lo + hi) / 2u;
+    if (cu_seqlens_k[mid] <= t) { lo = mid; } else { hi = mid; }
+  }
+  return lo;
+}
+
+fn diag_offset(len_q: i32, len_k: i32) -> i32 {
+  return select(len_k - len_q, 0, params.align_top_left != 0u);
+}
+
+// Score terms of one (query row, key): the probability P (0 when the row's lse is not finite) and
+// the factor turning dP - delta into dS (P, times 1 - tanh^2 under softcap).
+struct Score {
+  p: f32,
+  ds_factor: f32,
+}
+
+fn score(q_base: u32, k_base: u32, lse: f32) -> Score {
+  var dot: f32 = 0.0;
+  for (var d: u32 = 0u; d < params.head_dim; d++) {
+    dot += q[q_base + d] * k[k_base + d];
+  }
+  var s = dot * params.scale;
+  var dfac: f32 = 1.0;
+  if (params.softcap > 0.0) {
+    let t = tanh(clamp(s / params.softcap, -TANH_CLAMP, TANH_CLAMP));
+    s = params.softcap * t;
+    dfac = 1.0 - t * t;
+  }
+  let p = exp2((s - lse) * LOG2E);
+  return Score(p, p * dfac);
+}
+
+fn dot_dout_v(o_base: u32, v_base: u32) -> f32 {
+  var acc: f32 = 0.0;
+  for (var d: u32 = 0u; d < params.head_dim; d++) {
+    acc += dout[o_base + d] * v[v_base + d];
+  }
+  return acc;
+}
+
+@compute @workgroup_size(WG)
+fn bwd_preprocess(@builtin(workgroup_id) wid: vec3<u32>,
+                  @builtin(num_workgroups) nwg: vec3<u32>,
+                  @builtin(local_invocation_index) lid: u32) {
+  let row = row_index(wid, nwg, lid);  // t * heads_q + h
+  let rows = params.total_q * params.heads_q;
+  if (row >= rows) {
+    return;
+  }
+  let base = row * params.head_dim;
+  var delta: f32 = 0.0;
+  for (var d: u32 = 0u; d < params.head_dim; d++) {
+    delta += dout[base + d] * out[base + d];
+  }
+  stats[rows + row] = delta;
+}
+
+@compute @workgroup_size(WG)
+fn bwd_dkdv(@builtin(workgroup_id) wid: vec3<u32>,
+            @builtin(num_workgroups) nwg: vec3<u32>,
+            @builtin(local_invocation_index) lid: u32) {
+  let row = row_index(wid, nwg, lid);  // tk * heads_kv + g
+  let kv_rows = params.total_k * params.heads_kv;
+  if (row >= kv_rows) {
+    return;
+  }
+  let tk = row / params.heads_kv;
+  let g = row % params.heads_kv;
+  let group = params.heads_q / params.heads_kv;
+  let b = seq_of_k(i32(tk));
+  let q0 = cu_seqlens_q[b];
+  let len_q = cu_seqlens_q[b + 1u] - q0;
+  let len_k = cu_seqlens_k[b + 1u] - cu_seqlens_k[b];
+  let jk = i32(tk) - cu_seqlens_k[b];
+  let offset = diag_offset(len_q, len_k);
+
+  // Queries i that see key jk: jk - offset - right <= i <= jk - offset + left, within [0, len_q).
+  var i_lo: i32 = 0;
+  var i_hi: i32 = len_q - 1;
+  if (params.window_right >= 0) {
+    i_lo = max(i_lo, jk - offset - params.window_right);
+  }
+  if (params.window_left >= 0) {
+    i_hi = min(i_hi, jk - offset + params.window_left);
+  }
+
+  let kv_base = row * params.head_dim;
+  let rows_q = params.total_q * params.heads_q;
+  let dv_off = kv_rows * params.head_dim;
+  for (var c0: u32 = 0u; c0 < params.head_dim; c0 += CHUNK) {
+    let width = min(CHUNK, params.head_dim - c0);
+    var dk_acc: array<f32, CHUNK>;
+    var dv_acc: array<f32, CHUNK>;
+    var dk_part: array<f32, CHUNK>;
+    var dv_part: array<f32, CHUNK>;
+    for (var c: u32 = 0u; c < width; c++) {
+      dk_acc[c] = 0.0;
+      dv_acc[c] = 0.0;
+    }
+    for (var hh: u32 = 0u; hh < group; hh++) {
+      let h = g * group + hh;
+      for (var i0: i32 = i_lo; i0 <= i_hi; i0 += SUM_BLOCK) {
+        let i1 = min(i0 + (SUM_BLOCK - 1), i_hi);
+        for (var c: u32 = 0u; c < width; c++) {
+          dk_part[c] = 0.0;
+          dv_part[c] = 0.0;
+        }
+        for (var i: i32 = i0; i <= i1; i++) {
+          let qrow = u32(q0 + i) * params.heads_q + h;
+          let lse = stats[qrow];
+          if (!is_finite_bits(lse)) {
+            continue;
+          }
+          let q_base = qrow * params.head_dim;
+          let sc = score(q_base, kv_base, lse);
+          let dp = dot_dout_v(q_base, kv_base);
+          let ds = sc.ds_factor * (dp - stats[rows_q + qrow]);
+          for (var c: u32 = 0u; c < width; c++) {
+            dv_part[c] += sc.p * dout[q_base + c0 + c];
+            dk_part[c] += ds * q[q_base + c0 + c];
+          }
+        }
+        for (var c: u32 = 0u; c < width; c++) {
+          dk_acc[c] += dk_part[c];
+          dv_acc[c] += dv_part[c];
+        }
+      }
+    }
+    for (var c: u32 = 0u; c < width; c++) {
+      dkv[kv_base + c0 + c] = dk_acc[c] * params.scale;
+      dkv[dv_off + kv_base + c0 + c] = dv_acc[c];
+    }
+  }
+}
+
+@compute @workgroup_size(WG)
+fn bwd_dq(@builtin(workgroup_id) wid: vec3<u32>,
+          @builtin(num_workgroups) nwg: vec3<u32>,
+          @builtin(local_invocation_index) lid: u32) {
+  let row = row_index(wid, nwg, lid);  // t * heads_q + h
+  let rows_q = params.total_q * params.heads_q;
+  if (row >= rows_q) {
+    return;
+  }
+  let t = row / params.heads_q;
+  let h = row % params.heads_q;
+  let g = h / (params.heads_q / params.heads_kv);
+  let b = seq_of_q(i32(t));
+  let len_q = cu_seqlens_q[b + 1u] - cu_seqlens_q[b];
+  let k0 = cu_seqlens_k[b];
+  let len_k = cu_seqlens_k[b + 1u] - k0;
+  let iq = i32(t) - cu_seqlens_q[b];
+  let offset = diag_offset(len_q, len_k);
+
+  // Keys j visible to query iq: iq + offset - left <= j <= iq + offset + right, within [0, len_k).
+  var j_lo: i32 = 0;
+  var j_hi: i32 = len_k - 1;
+  if (params.window_left >= 0) {
+    j_lo = max(j_lo, iq + offset - params.window_left);
+  }
+  if (params.window_right >= 0) {
+    j_hi = min(j_hi, iq + offset + params.window_right);
+  }
+  let lse = stats[row];
+  if (!is_finite_bits(lse)) {
+    j_hi = j_lo - 1;  // the row contributes nothing: dq = 0
+  }
+  let delta = stats[rows_q + row];
+
+  let q_base = row * params.head_dim;
+  for (var c0: u32 = 0u; c0 < params.head_dim; c0 += CHUNK) {
+    let width = min(CHUNK, params.head_dim - c0);
+    var acc: array<f32, CHUNK>;
+    var part: array<f32, CHUNK>;
+    for (var c: u32 = 0u; c < width; c++) {
+      acc[c] = 0.0;
+    }
+    for (var j0: i32 = j_lo; j0 <= j_hi; j0 += SUM_BLOCK) {
+      let j1 = min(j0 + (SUM_BLOCK - 1), j_hi);
+      for (var c: u32 = 0u; c < width; c++) {
+        part[c] = 0.0;
+      }
+      for (var j: i32 = j0; j <= j1; j++) {
+        let k_base = (u32(k0 + j) * params.heads_kv + g) * params.head_dim;
+        let sc = score(q_base, k_base, lse);
+        let dp = dot_dout_v(q_base, k_base);
+        let ds = sc.ds_factor * (dp - delta);
+        for (var c: u32 = 0u; c < width; c++) {
+          part[c] += ds * k[k_base + c0 + c];
+        }
+      }
+      for (var c: u32 = 0u; c < width; c++) {
+        acc[c] += part[c];
+      }
+    }
+    for (var c: u32 = 0u; c < width; c++) {
+      dq[q_base + c0 + c] = acc[c] * params.scale;
+    }
+  }
+}

@@ -1,0 +1,147 @@
+// varlen_fwd.seed: packed variable-length attention forward with LSE, seed A's interface and
+// algorithm, wgattn's contract.
+//
+//   For sequence b, query token t of it (position pos = t - cu_q[b]) and head h:
+//     s_j = scale * q[t,h,:].k[j,h,:]   for visible keys j
+//     lse[t,h]   = log(sum_j exp(s_j))                 (-inf when no key is visible)
+//     out[t,h,:] = sum_j exp(s_j - lse[t,h]) v[j,h,:]  (0 when no key is visible)
+//   Visible keys: cu_k[b] <= j < cu_k[b+1]; with causal, also j - cu_k[b] <= pos (top-left
+//   alignment, seed A's: FlashAttention >= 2.1 aligns bottom-right when len_q != len_k).
+//   Two passes over the visible keys, as in seed A: the maximum score, then the exp-sum and the
+//   weighted sum of V. Any head_dim: V's columns go CHUNK at a time, each chunk recomputing the
+//   scores (the sum is recomputed with them, in the same order, so every chunk divides by the
+//   same value).
+//
+// Layouts (row-major, head_dim contiguous): q, out [total_tokens_q, num_heads, head_dim];
+// k, v [total_tokens_k, num_heads, head_dim]; lse [total_tokens_q, num_heads] (token-major);
+// cu_seqlens_q/k [batch_size + 1], prefix sums from 0 (validated by the host).
+// Grid: one invocation per packed query token, looping over all heads (seed A's parallelism: the
+// baseline fast kernels are measured against); WG tokens per workgroup, the workgroup count
+// folded into x and y so that more than 65535 workgroups can be used.
+// Reference: wgattn.reference.varlen_attention_fwd(..., causal_align="top_left"), keywords mapped
+// in wgattn/interfaces/varlen_fwd.py.
+
+override WG: u32;            // invocations (query tokens) per workgroup
+const CHUNK: u32 = 64u;      // output columns one sweep over the keys accumulates (any head_dim works)
+const LOG2E: f32 = 1.4426950408889634;
+const LOWEST: f32 = -3.4028234663852886e38;  // finite "minus infinity": WGSL may assume no infinities
+
+struct Params {
+  total_tokens_q: u32,  // rows of q, out and lse
+  total_tokens_k: u32,  // rows of k and v
+  num_heads: u32,       // H, query and key/value heads alike (the interface has no GQA)
+  head_dim: u32,        // D, any value >= 1
+  batch_size: u32,      // sequences: cu_seqlens_* hold batch_size + 1 entries
+  causal: u32,          // 1: top-left causal mask, 0: every key of the sequence
+  scale: f32,           // score scale (the host's default is 1/sqrt(D))
+  _pad: u32,            // pads the struct to 32 bytes
+}
+
+@group(0) @binding(0) var<storage, read> q: array<f32>;             // [total_tokens_q, H, D]
+@group(0) @binding(1) var<storage, read> k: array<f32>;             // [total_tokens_k, H, D]
+@group(0) @binding(2) var<storage, read> v: array<f32>;             // [total_tokens_k, H, D]
+@group(0) @binding(3) var<storage, read> cu_seqlens_q: array<i32>;  // query prefix sums
+@group(0) @binding(4) var<storage, read> cu_seqlens_k: array<i32>;  // key prefix sums
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;     // [total_tokens_q, H, D]
+@group(0) @binding(6) var<storage, read_write> lse: array<f32>;     // [total_tokens_q, H]
+@group(0) @binding(7) var<uniform> params: Params;                 // sizes, causal, scale
+
+// -inf for an empty row's lse. A constant expression may not be infinite, so the bits go
+// through a variable and the bitcast happens at run time.
+fn negative_infinity() -> f32 {
+  var bits: u32 = 0xff800000u;
+  return bitcast<f32>(bits);
+}
+
+// The sequence owning token t: the largest b < batch_size with cu_seqlens_q[b] <= t, found by
+// binary search (seed A scanned linearly). Empty sequences share their start with the next one,
+// so the largest such b is the one with t < cu_seqlens_q[b + 1].
+fn sequence_of(t: u32) -> u32 {
+  var lo: u32 = 0u;                 // cu_seqlens_q[lo] <= t (cu_seqlens_q[0] is 0)
+  var hi: u32 = params.batch_size;  // cu_seqlens_q[hi] > t (it is total_tokens_q)
+  while (hi - lo > 1u) {
+    let mid = lo + (hi - lo) / 2u;
+    if (u32(cu_seqlens_q[mid]) <= t) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+fn score(q_base: u32, k_base: u32) -> f32 {
+  var dot: f32 = 0.0;
+  for (var d: u32 = 0u; d < params.head_dim; d++) {
+    dot += q[q_base + d] * k[k_base + d];
+  }
+  return dot * params.scale;
+}
+
+@compute @workgroup_size(WG)
+fn varlen_attention_fwd_f32(@builtin(workgroup_id) wid: vec3<u32>,
+                            @builtin(num_workgroups) nwg: vec3<u32>,
+                            @builtin(local_invocation_index) lid: u32) {
+  let t = (wid.y * nwg.x + wid.x) * WG + lid;
+  if (t >= params.total_tokens_q || params.batch_size == 0u) {
+    return;
+  }
+  let H = params.num_heads;
+  let D = params.head_dim;
+  let b = sequence_of(t);
+  let pos = t - u32(cu_seqlens_q[b]);
+  let k_start = u32(cu_seqlens_k[b]);
+  let len_k = u32(cu_seqlens_k[b + 1u]) - k_start;
+  // Visible keys are k_start .. k_start + n_keys - 1: causal keys past pos are never walked.
+  var n_keys = len_k;
+  if (params.causal != 0u) {
+    n_keys = min(len_k, pos + 1u);
+  }
+
+  for (var h: u32 = 0u; h < H; h++) {
+    let q_base = (t * H + h) * D;
+    let o_base = q_base;
+
+    if (n_keys == 0u) {
+      // No visible key: the contract's empty row (seed A's clamped sum gave lse = log(1e-10)).
+      for (var d: u32 = 0u; d < D; d++) {
+        out[o_base + d] = 0.0;
+      }
+      lse[t * H + h] = negative_infinity();
+      continue;
+    }
+
+    // Pass 1: the maximum score over the visible keys.
+    var m: f32 = LOWEST;
+    for (var j: u32 = 0u; j < n_keys; j++) {
+      m = max(m, score(q_base, ((k_start + j) * H + h) * D));
+    }
+
+    // Pass 2, per chunk of columns: the exp-sum and the weighted sum of V. Weights are
+    // exp(s - m) = exp2((s - m) * LOG2E) (scale by log2(e) to use exp2); s - m <= 0, and the
+    // maximal key gives 1, so l >= 1 and neither the division nor the log can see 0.
+    var l: f32 = 0.0;
+    for (var c0: u32 = 0u; c0 < D; c0 += CHUNK) {
+      let width = min(CHUNK, D - c0);
+      var acc: array<f32, CHUNK>;
+      for (var c: u32 = 0u; c < width; c++) {
+        acc[c] = 0.0;
+      }
+      l = 0.0;
+      for (var j: u32 = 0u; j < n_keys; j++) {
+        let row = ((k_start + j) * H + h) * D;
+        let w = exp2((score(q_base, row) - m) * LOG2E);
+        l += w;
+        let v_base = row + c0;
+        for (var c: u32 = 0u; c < width; c++) {
+          acc[c] += w * v[v_base + c];
+        }
+      }
+      let inv_l = 1.0 / l;
+      for (var c: u32 = 0u; c < width; c++) {
+        out[o_base + c0 + c] = acc[c] * inv_l;
+      }
+    }
+    lse[t * H + h] = m + log(l);
+  }
+}

@@ -1,0 +1,84 @@
+// The conformance view: the `wgattn check` grid run by this browser's WebGPU, for the project's
+// kernels of an interface or for WGSL pasted or dropped in. Python (under Pyodide) builds every
+// plan and judges every output; this module only executes and draws.
+// Publishes window.wgattn.conformance = {interface, cases: [{kernel, case, pass, rows}], passed, failed}.
+
+const $ = (id) => document.getElementById(id);
+
+function fmt(x) {
+  return typeof x === "number" ? x.toExponential(2) : String(x);
+}
+
+/** Run the grid; `ctx` = {page, executor}. Resolves to the summary. */
+export async function runGrid(ctx, iface, source) {
+  const page = ctx.page;
+  const start = JSON.parse(page.grid_start(JSON.stringify({ interface: iface, source: source || null })));
+  const summary = { interface: iface, user: !!source, cases: [], passed: 0, failed: 0 };
+  window.wgattn.conformance = summary;
+  const table = $("grid-table");
+  table.innerHTML = "<tr><th class=l>kernel</th><th class=l>case</th><th class=l>output</th><th>max abs err</th><th>allowance</th><th>verdict</th></tr>";
+  for (let i = 0; i < start.items.length; i++) {
+    $("grid-status").textContent = `case ${i + 1} of ${start.items.length}: ${start.items[i].case}`;
+    const prepared = JSON.parse(page.grid_prepare(start.job, i));
+    let error = "";
+    try {
+      const out = await ctx.executor.run(prepared.plan, (name) => {
+        const proxy = page.plan_bytes(prepared.run, name);
+        const bytes = proxy.toJs();
+        proxy.destroy();
+        return bytes;
+      });
+      for (const [name, bytes] of Object.entries(out.raw)) page.add_buffer(prepared.run, name, bytes);
+    } catch (e) {
+      error = String(e.message || e);
+    }
+    const rows = JSON.parse(page.grid_judge(prepared.run, error));
+    const pass = rows.every((r) => r.pass);
+    summary.cases.push({ kernel: start.items[i].kernel, case: start.items[i].case, pass, rows });
+    summary[pass ? "passed" : "failed"] += 1;
+    for (const r of rows) {
+      const tr = document.createElement("tr");
+      tr.innerHTML = `<td class=l>${r.kernel}</td><td class=l>${r.case}</td><td class=l>${r.output}</td>
+        <td>${fmt(r.max_abs_err)}</td><td>${fmt(r.allowance)}</td>
+        <td class="${r.pass ? "pass" : "fail"}">${r.pass ? "PASS" : "FAIL"}${r.error ? ": " + r.error : ""}</td>`;
+      table.append(tr);
+    }
+    if (error && /does not compile/.test(error)) {
+      throw new Error(error);  // nothing else will compile either: say so once, plainly
+    }
+  }
+  $("grid-status").textContent = `${summary.passed} passed, ${summary.failed} failed`;
+  return summary;
+}
+
+/** Wire the view's form (interface select, WGSL textarea or dropped file, Run button). */
+export function setupConformance(ctx, interfaces, showMessage) {
+  $("grid-interface").innerHTML = interfaces.map((n) => `<option>${n}</option>`).join("");
+  const area = $("grid-source");
+  area.addEventListener("dragover", (ev) => ev.preventDefault());
+  area.addEventListener("drop", async (ev) => {
+    ev.preventDefault();
+    const file = ev.dataTransfer.files[0];
+    if (file) area.value = await file.text();
+  });
+  $("grid-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const section = $("conformance");
+    if (!ctx.executor) {
+      showMessage("The conformance view needs WebGPU, which this browser does not offer.");
+      section.dataset.status = "error";
+      return;
+    }
+    $("grid-run").disabled = true;
+    section.dataset.status = "running";
+    try {
+      await runGrid(ctx, $("grid-interface").value, area.value.trim());
+      section.dataset.status = "done";
+    } catch (e) {
+      showMessage(`Conformance run stopped: ${e.message}`);
+      section.dataset.status = "error";
+    } finally {
+      $("grid-run").disabled = false;
+    }
+  });
+}

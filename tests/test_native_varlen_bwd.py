@@ -1,0 +1,191 @@
+"""varlen_bwd.seed run natively (wgpu-py; lavapipe here) against the float64 reference, judged by
+the tolerance rule: every case of the interface's conformance grid, determinism, the zeros the
+contract promises (rows with no visible key, keys no row sees), and named ValueErrors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from wgattn import conformance, registry
+from wgattn.interfaces import varlen_bwd
+
+KERNEL = registry.load().kernel("varlen_bwd.seed")
+CASES = varlen_bwd.conformance_cases()
+
+
+def _case(prefix: str):
+    (case,) = [c for c in CASES if c.name.startswith(prefix)]
+    return case
+
+
+def _visibility(case):
+    """(row_has_key [total_q], key_seen [total_k]) from the mask rule, written out loop by loop."""
+    o = case.options
+    left, right = o["window"]
+    if o["causal"]:
+        right = 0 if right == -1 else min(right, 0)
+    cu_q, cu_k = case.inputs["cu_seqlens_q"], case.inputs["cu_seqlens_k"]
+    row_has_key = np.zeros(int(cu_q[-1]), dtype=bool)
+    key_seen = np.zeros(int(cu_k[-1]), dtype=bool)
+    for b in range(len(cu_q) - 1):
+        len_q, len_k = int(cu_q[b + 1] - cu_q[b]), int(cu_k[b + 1] - cu_k[b])
+        offset = len_k - len_q if o["causal_align"] == "bottom_right" else 0
+        for i in range(len_q):
+            for j in range(len_k):
+                if (left < 0 or j >= i + offset - left) and (right < 0 or j <= i + offset + right):
+                    row_has_key[cu_q[b] + i] = True
+                    key_seen[cu_k[b] + j] = True
+    return row_has_key, key_seen
+
+
+def test_grid_is_broad():
+    dims = {c.inputs["q"].shape[2] for c in CASES}
+    ratios = {c.inputs["q"].shape[1] // c.inputs["k"].shape[1] for c in CASES}
+    assert {59, 64, 111, 130} <= dims
+    assert {1, 3} <= ratios and any(c.inputs["k"].shape[1] == 1 and c.inputs["q"].shape[1] > 1 for c in CASES)
+    assert {c.options["causal_align"] for c in CASES if c.options["causal"]} == {"bottom_right", "top_left"}
+    assert any(c.options["softcap"] > 0 for c in CASES)
+    assert max(c.inputs["k"].shape[0] for c in CASES) >= 1024
+    empty_rows = empty_keys = 0
+    for c in CASES:
+        has_key, seen = _visibility(c)
+        empty_rows += int((~has_key).sum())
+        empty_keys += int((~seen).sum())
+        assert np.isneginf(c.inputs["lse"][~has_key]).all() and np.isfinite(c.inputs["lse"][has_key]).all()
+    assert empty_rows > 0 and empty_keys > 0
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_kernel_matches_reference(native_runtime, case):
+    rows = conformance.run_case(native_runtime, KERNEL, case)
+    assert [r["output"] for r in rows] == list(varlen_bwd.OUTPUTS)
+    bad = [f"{r['output']}: max abs err {r['max_abs_err']:.3e} > allowance {r['allowance']:.3e} "
+           f"(naive f32 {r['naive_err']:.3e})" for r in rows if not r["pass"]]
+    assert not bad, "; ".join(bad)
+
+
+@pytest.mark.parametrize("prefix", ["causal-br-d64-mqa-empty-seqs", "softcap-d64-gqa3",
+                                    "long-causal-br-d64"])
+def test_runs_are_bit_identical(native_runtime, prefix):
+    plan = varlen_bwd.plan(KERNEL, _case(prefix))
+    a = native_runtime.run(plan).raw
+    b = native_runtime.run(plan).raw
+    assert a.keys() == b.keys() == {"dq", "dkv"}
+    assert all(a[name] == b[name] for name in a)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if not all(v.all() for v in _visibility(c))],
+                         ids=lambda c: c.name)
+def test_invisible_rows_and_keys_get_exact_zeros(native_runtime, case):
+    has_key, seen = _visibility(case)
+    got = native_runtime.run(varlen_bwd.plan(KERNEL, case)).outputs
+    assert np.all(got["dq"][~has_key] == 0.0)
+    assert np.all(got["dk"][~seen] == 0.0) and np.all(got["dv"][~seen] == 0.0)
+    assert np.any(got["dv"][seen] != 0.0)
+    for name in varlen_bwd.OUTPUTS:
+        assert np.isfinite(got[name]).all()
+
+
+def test_flashattention_plus_inf_lse_is_an_empty_row_too(native_runtime):
+    """FlashAttention writes +inf as the lse of an empty row: the same gradients as -inf."""
+    case = _case("causal-br-d130-mqa-empty-rows")
+    flipped = varlen_bwd.Case(case.name, dict(case.inputs), dict(case.options))
+    lse = case.inputs["lse"].copy()
+    lse[np.isneginf(lse)] = np.inf
+    flipped.inputs["lse"] = lse
+    a = native_runtime.run(varlen_bwd.plan(KERNEL, case)).raw
+    b = native_runtime.run(varlen_bwd.plan(KERNEL, flipped)).raw
+    assert a == b
+
+
+def test_case_from_reference_round_trips(native_runtime):
+    c = _case("window-both-causal-br-d130")
+    i = c.inputs
+    made = varlen_bwd.case_from_reference(
+        i["dout"], i["q"], i["k"], i["v"], i["out"], i["lse"], i["cu_seqlens_q"].astype(np.int64),
+        i["cu_seqlens_k"], causal=True, window=(8, 3), name="rt")
+    assert made.inputs["cu_seqlens_q"].dtype == np.int32
+    ref = varlen_bwd.reference(made)
+    for name, want in zip(varlen_bwd.OUTPUTS, varlen_bwd.reference(c).values()):
+        np.testing.assert_array_equal(ref[name], want)
+    assert all(r["pass"] for r in conformance.run_case(native_runtime, KERNEL, made))
+
+
+def _small():
+    rs = np.random.RandomState(1)
+    q = rs.standard_normal((5, 2, 8)).astype(np.float32)
+    k = rs.standard_normal((7, 1, 8)).astype(np.float32)
+    v = rs.standard_normal((7, 1, 8)).astype(np.float32)
+    return dict(dout=q.copy(), q=q, k=k, v=v, out=q.copy(), lse=np.zeros((5, 2), np.float32),
+                cu_seqlens_q=np.array([0, 2, 5], np.int32), cu_seqlens_k=np.array([0, 3, 7], np.int32))
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"q": np.zeros((5, 2, 8), np.int32)}, "q must be a float array"),
+    ({"k": np.zeros((7, 8), np.float32)}, "k must be 3-D"),
+    ({"v": np.zeros((7, 1, 9), np.float32)}, "v must have k's shape"),
+    ({"k": np.zeros((7, 1, 4), np.float32)}, "k head dim"),
+    ({"k": np.zeros((7, 3, 8), np.float32), "v": np.zeros((7, 3, 8), np.float32)}, "q heads .2. must be a multiple"),
+    ({"out": np.zeros((5, 2, 7), np.float32)}, "out must have q's shape"),
+    ({"dout": np.zeros((4, 2, 8), np.float32)}, "dout must have q's shape"),
+    ({"lse": np.zeros((2, 5), np.float32)}, "lse must have shape"),
+    ({"cu_seqlens_q": np.array([1, 2, 5], np.int32)}, "cu_seqlens_q must start at 0"),
+    ({"cu_seqlens_q": np.array([0, 3, 2, 5], np.int32)}, "cu_seqlens_q must be non-decreasing"),
+    ({"cu_seqlens_k": np.array([0, 3, 6], np.int32)}, "cu_seqlens_k must end at total_k"),
+    ({"cu_seqlens_k": np.array([0.0, 3.0, 7.0])}, "cu_seqlens_k must be a 1-D integer array"),
+    ({"cu_seqlens_k": np.array([0, 7], np.int32)}, "same length"),
+    ({"causal": "yes"}, "causal must be True or False"),
+    ({"window": (-2, 0)}, "window must be"),
+    ({"window": 3}, "window must be a pair"),
+    ({"softcap": -1.0}, "softcap must be"),
+    ({"scale": 0.0}, "scale must be"),
+    ({"scale": float("nan")}, "scale must be"),
+    ({"causal_align": "centre"}, "causal_align must be"),
+])
+def test_bad_arguments_are_named(change, match):
+    args = _small()
+    keywords = {}
+    for key, value in change.items():
+        if key in args:
+            args[key] = value
+        else:
+            keywords[key] = value
+    order = ("dout", "q", "k", "v", "out", "lse", "cu_seqlens_q", "cu_seqlens_k")
+    with pytest.raises(ValueError, match=match):
+        varlen_bwd.case_from_reference(*(args[n] for n in order), **keywords)
+    # plan() checks a hand-built case the same way
+    case = varlen_bwd.Case("bad", {n: args[n] for n in order},
+                           {"causal": keywords.get("causal", False), "window": keywords.get("window", (-1, -1)),
+                            "softcap": keywords.get("softcap", 0.0), "scale": keywords.get("scale"),
+                            "causal_align": keywords.get("causal_align", "bottom_right")})
+    with pytest.raises(ValueError, match=match):
+        varlen_bwd.plan(KERNEL, case)
+
+
+def test_missing_input_is_named():
+    args = _small()
+    del args["lse"]
+    with pytest.raises(ValueError, match="lse is missing"):
+        varlen_bwd.plan(KERNEL, varlen_bwd.Case("bad", args, {}))
+
+
+def test_plan_layout():
+    args = _small()
+    case = varlen_bwd.case_from_reference(*(args[n] for n in ("dout", "q", "k", "v", "out", "lse",
+                                                              "cu_seqlens_q", "cu_seqlens_k")),
+                                          causal=True, window=(2, 5), softcap=3.0)
+    plan = varlen_bwd.plan(KERNEL, case)
+    assert [d.entry_point for d in plan.dispatches] == ["bwd_preprocess", "bwd_dkdv", "bwd_dq"]
+    for d, p in zip(plan.dispatches, KERNEL.interface.passes):
+        assert sorted(d.bindings) == sorted(p.uses)
+    sizes = {b.name: b.size for b in plan.buffers}
+    assert sizes["stats"] == 4 * 2 * 5 * 2 and sizes["dkv"] == 4 * 2 * 7 * 1 * 8 and sizes["params"] == 48
+    assert [b.name for b in plan.buffers if b.read] == ["dq", "dkv"]
+    params = next(b for b in plan.buffers if b.name == "params").data
+    import struct
+    fields = struct.unpack("<6I2iIffI", params)
+    assert fields[:6] == (5, 7, 2, 1, 8, 2)
+    assert fields[6:9] == (2, 0, 0)  # causal folds right to min(5, 0); bottom-right
+    assert fields[9] == 3.0 and abs(fields[10] - 8 ** -0.5) < 1e-7
+    out = {o.name: (o.buffer, o.offset, o.shape) for o in plan.outputs}
+    assert out == {"dq": ("dq", 0, (5, 2, 8)), "dk": ("dkv", 0, (7, 1, 8)), "dv": ("dkv", 56, (7, 1, 8))}
