@@ -13,7 +13,8 @@
 // Grid: one workgroup of WG invocations per query head (x = head). The invocations stride over
 // the keys; invocation `lid` owns the keys t with t % WG == lid in every sweep, so each only
 // reads back the probs entries it wrote itself:
-//   1. scores: s_t into probs (0 for invisible keys), and a per-invocation maximum;
+//   1. scores: s_t into probs (0 for invisible keys), and a per-invocation maximum (each dot
+//      product summed pairwise, see dot_qk);
 //      a workgroup tree reduction of the maxima gives m;
 //   2. exp: probs[t] = exp(s_t - m), and a per-invocation sum; a second tree reduction gives l;
 //   3. normalise: probs[t] /= l.
@@ -48,6 +49,38 @@ var<workgroup> scratch: array<f32, WG>;  // one partial maximum (then sum) per i
 // The smallest power of two >= WG: the tree reductions halve it, so any WG works.
 fn wg_pow2() -> u32 {
   return 1u << (32u - countLeadingZeros(WG - 1u));
+}
+
+// q[qb .. qb + d) . k_hist[kb .. kb + d), summed pairwise (a cascade over blocks of 4 products,
+// merged like a binary counter): the rounding error grows with log2(d) instead of d. A plain
+// running sum loses to NumPy's float32 matmul on peaked rows (the tolerance rule's yardstick),
+// and compensated (Kahan) sums are optimised away by some compilers (lavapipe's).
+fn dot_qk(qb: u32, kb: u32, d: u32) -> f32 {
+  var pending: array<f32, 32>;  // pending[l]: the sum of 4 * 2^l products, valid when bit l of blocks is set
+  var blocks: u32 = 0u;         // complete blocks of 4 products so far
+  var i: u32 = 0u;
+  for (; i + 4u <= d; i += 4u) {
+    let pr = vec4<f32>(q[qb + i], q[qb + i + 1u], q[qb + i + 2u], q[qb + i + 3u])
+           * vec4<f32>(k_hist[kb + i], k_hist[kb + i + 1u], k_hist[kb + i + 2u], k_hist[kb + i + 3u]);
+    var v = (pr.x + pr.y) + (pr.z + pr.w);
+    var level: u32 = 0u;
+    for (var c: u32 = blocks; (c & 1u) == 1u; c = c >> 1u) {  // carry: merge equal-sized sums
+      v = pending[level] + v;
+      level++;
+    }
+    pending[level] = v;
+    blocks++;
+  }
+  var total: f32 = 0.0;
+  for (; i < d; i++) {  // the last d % 4 products
+    total += q[qb + i] * k_hist[kb + i];
+  }
+  for (var level: u32 = 0u; level < 32u; level++) {  // smallest pending sums first
+    if (((blocks >> level) & 1u) == 1u) {
+      total += pending[level];
+    }
+  }
+  return total;
 }
 
 // scratch[0] = max over scratch[0 .. WG). Called in uniform control flow by every invocation;
@@ -100,10 +133,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   for (var t: u32 = lid; t < hist; t += WG) {
     var s: f32 = 0.0;
     if (t >= lo && t < hi) {
-      let k_base = (t * params.n_kv_heads + kv) * d;
-      for (var i: u32 = 0u; i < d; i++) {
-        s += q[q_base + i] * k_hist[k_base + i];
-      }
+      s = dot_qk(q_base, (t * params.n_kv_heads + kv) * d, d);
       m_own = max(m_own, s);
     }
     probs[row + t] = s;
@@ -112,7 +142,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
   workgroupBarrier();
   reduce_max(lid);
   let m = scratch[0];  // finite: key pos is visible
-  workgroupBarrier();  // max-sum separation: every invocation has read m before scratch is reused
+  // Every invocation must have read m before any reuses the scratch for its sum.
+  workgroupBarrier();  // max-sum separation
 
   // Sweep 2: exp(s - m) in place, and this invocation's share of the sum.
   var l_own: f32 = 0.0;

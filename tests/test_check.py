@@ -86,3 +86,18 @@ def test_usage_errors(capsys, tmp_path):
     assert rc == 2 and "no such WGSL file" in err
     with pytest.raises(SystemExit, match="--set takes KEY=VALUE"):
         cli.main(["check", "--interface", "sdpa_arena", "--set", "WG"])
+
+
+@pytest.mark.parametrize("old, new", [
+    # lse in log2 units instead of natural log: out stays right, only lse is wrong
+    ("lse[t * H + h] = m + log(l);", "lse[t * H + h] = m + log2(l);"),
+    # seed A's empty-row lse (log of a clamped sum) instead of the contract's -inf
+    ("lse[t * H + h] = negative_infinity();", "lse[t * H + h] = log(1e-10);"),
+])
+def test_planted_lse_bugs_are_caught(native_runtime, capsys, tmp_path, old, new):
+    path = _planted(tmp_path, "varlen_fwd.seed", old, new)
+    rc, out, _ = _run(capsys, "--interface", "varlen_fwd", "--wgsl", path, "--json")
+    report = json.loads(out)
+    failed = [c for c in report["cases"] if not c["pass"]]
+    assert rc == 1 and failed
+    assert all(c["failed_outputs"] == ["lse"] for c in failed), [c["failed_outputs"] for c in failed]

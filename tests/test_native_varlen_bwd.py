@@ -189,3 +189,32 @@ def test_plan_layout():
     assert fields[9] == 3.0 and abs(fields[10] - 8 ** -0.5) < 1e-7
     out = {o.name: (o.buffer, o.offset, o.shape) for o in plan.outputs}
     assert out == {"dq": ("dq", 0, (5, 2, 8)), "dk": ("dkv", 0, (7, 1, 8)), "dv": ("dkv", 56, (7, 1, 8))}
+
+
+@pytest.mark.parametrize("total_q, total_k", [(0, 5), (4, 0), (0, 0)])
+def test_empty_totals(native_runtime, total_q, total_k):
+    rs = np.random.RandomState(2)
+    q = rs.standard_normal((total_q, 2, 8)).astype(np.float32)
+    k = rs.standard_normal((total_k, 1, 8)).astype(np.float32)
+    case = varlen_bwd.case_from_reference(
+        q.copy(), q, k, k.copy(), q.copy(), np.full((total_q, 2), -np.inf, np.float32),
+        np.array([0, total_q], np.int32), np.array([0, total_k], np.int32), causal=True)
+    assert all(r["pass"] for r in conformance.run_case(native_runtime, KERNEL, case))
+
+
+def test_folded_grid_past_65535_workgroups(native_runtime):
+    """WG = 1 and 72000 rows per pass: the workgroup grid folds into (65535, 2); every row is
+    still computed once."""
+    rs = np.random.RandomState(3)
+    seqs, hq, d = 2000, 2, 2
+    cu = (np.arange(seqs + 1) * 18).astype(np.int32)
+    q, k, v, dout = (rs.standard_normal((int(cu[-1]), hq, d)).astype(np.float32) for _ in range(4))
+    from wgattn import reference
+
+    out, lse = reference.varlen_attention_fwd(q, k, v, cu, cu, window=(2, 1))
+    case = varlen_bwd.case_from_reference(dout, q, k, v, out.astype(np.float32), lse.astype(np.float32),
+                                          cu, cu, window=(2, 1), name="folded")
+    plan = varlen_bwd.plan(KERNEL, case, overrides={"WG": 1})
+    assert all(dsp.workgroups == (65535, 2, 1) for dsp in plan.dispatches)
+    rows = conformance.run_case(native_runtime, KERNEL, case, overrides={"WG": 1})
+    assert all(r["pass"] for r in rows), rows

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import numbers
 import re
 
 import os
@@ -135,7 +136,8 @@ class Kernel:
         # Only overrides the shader declares become pipeline constants (WebGPU rejects others);
         # a kernel with a literal @workgroup_size still gets its grid from the same names.
         constants = {k: v for k, v in knobs.items() if re.search(r"\boverride\s+%s\b" % k, src)}
-        sizes = {k: int(v) for k, v in values.items() if isinstance(v, int)}
+        sizes = {k: int(v) for k, v in values.items()
+                 if isinstance(v, numbers.Integral) and not isinstance(v, bool)}  # numpy ints too
         out = []
         for p in self.interface.passes:
             entry = (entry_points or {}).get(p.name, p.entry_point)

@@ -137,10 +137,14 @@ def case_from_reference(q, k_hist, *, pos, window=0, scale=1.0, name: str = "cal
 
 
 def _draw(rng: np.random.RandomState, hq: int, hkv: int, d: int, history_len: int,
-          spread: float) -> Tuple[np.ndarray, np.ndarray]:
-    """q scaled by spread / sqrt(D), so that scores are about N(0, spread^2) at any head dim."""
-    q = (rng.standard_normal((hq, d)) * (spread / np.sqrt(d))).astype(np.float32)
+          spread: float, offset: float) -> Tuple[np.ndarray, np.ndarray]:
+    """q and k_hist whose scores are about offset + N(0, spread^2) at any head dim: q is scaled by
+    spread / sqrt(D); a nonzero offset comes from coordinate 0 (k_hist 10 there, q offset / 10)."""
+    q = (rng.standard_normal((hq, d)) * (spread / np.sqrt(max(d - (offset != 0), 1)))).astype(np.float32)
     k = rng.standard_normal((history_len, hkv, d)).astype(np.float32)
+    if offset:
+        k[:, :, 0] = 10.0
+        q[:, 0] = offset / 10.0
     return q, k
 
 
@@ -148,31 +152,36 @@ def conformance_cases(seed: int = 0) -> List[Case]:
     """Head dims 1 to 256; GQA ratios 1, 3 and all-to-one; history lengths 1, under, just over
     and many times WG, past seed B's 4096 and long (70000); pos at 0, in the middle (later keys
     get exactly 0) and at the end; window 0, 1, exactly pos + 1, above pos + 1, in between;
-    a peaked row whose scores would overflow exp without the maximum subtracted."""
-    # (Hq, Hkv, D, history_len, pos, window, spread)
+    scores around +100 (exp overflows float32 without the maximum subtracted) and -100 (exp
+    underflows); a peaked row; all scores equal."""
+    # (Hq, Hkv, D, history_len, pos, window, spread, offset)
     specs = [
-        (1, 1, 1, 1, 0, 0, 1.0),            # a single key: probability 1
-        (2, 2, 1, 203, 202, 0, 1.0),        # head dim 1, pos at the end
-        (4, 4, 64, 63, 62, 0, 1.0),         # fewer keys than WG
-        (6, 2, 59, 65, 0, 0, 1.0),          # pos 0: only key 0 visible
-        (6, 2, 111, 203, 100, 0, 1.0),      # pos in the middle, window 0
-        (8, 1, 256, 203, 202, 1, 1.0),      # window 1: only key pos
-        (3, 1, 64, 65, 40, 41, 1.0),        # window exactly pos + 1
-        (4, 4, 59, 63, 30, 50, 1.0),        # window larger than pos + 1
-        (6, 2, 64, 203, 150, 37, 1.0),      # window in between
-        (3, 3, 256, 129, 128, 64, 2.0),     # window == WG, head dim 256
-        (6, 2, 64, 5000, 4999, 0, 1.0),     # past seed B's 4096 scores
-        (3, 1, 111, 5000, 4200, 4097, 1.0), # a window wider than 4096, in between
-        (2, 1, 64, 70000, 65536, 0, 1.0),   # long: over 1000 keys per invocation
-        (4, 2, 64, 1000, 999, 0, 40.0),     # peaked: scores reach ~±100, exp(s) overflows f32
-        (9, 3, 32, 300, 299, 299, 0.0),     # all scores 0: uniform over all but key 0
+        (1, 1, 1, 1, 0, 0, 1.0, 0.0),             # a single key: probability 1
+        (2, 2, 1, 203, 202, 0, 1.0, 0.0),         # head dim 1, pos at the end
+        (4, 4, 64, 63, 62, 0, 1.0, 0.0),          # fewer keys than WG
+        (6, 2, 59, 65, 0, 0, 1.0, 0.0),           # pos 0: only key 0 visible
+        (6, 2, 111, 203, 100, 0, 1.0, 0.0),       # pos in the middle, window 0
+        (8, 1, 256, 203, 202, 1, 1.0, 0.0),       # window 1: only key pos
+        (3, 1, 64, 65, 40, 41, 1.0, 0.0),         # window exactly pos + 1
+        (4, 4, 59, 63, 30, 50, 1.0, 0.0),         # window larger than pos + 1
+        (6, 2, 64, 203, 150, 37, 1.0, 0.0),       # window in between
+        (3, 3, 256, 129, 128, 64, 2.0, 0.0),      # window == WG, head dim 256
+        (6, 2, 64, 5000, 4999, 0, 1.0, 0.0),      # past seed B's 4096 scores
+        (3, 1, 111, 5000, 4200, 4097, 1.0, 0.0),  # a window wider than 4096, in between
+        (2, 1, 64, 70000, 65536, 0, 1.0, 0.0),    # long: over 1000 keys per invocation
+        (6, 2, 111, 1000, 700, 0, 0.5, 100.0),    # scores ~ +100: exp(s) overflows float32
+        (4, 1, 64, 300, 299, 0, 0.5, -100.0),     # scores ~ -100: exp(s) underflows float32
+        (4, 2, 64, 1000, 999, 0, 8.0, 0.0),       # peaked rows
+        (9, 3, 32, 300, 299, 299, 0.0, 0.0),      # all scores 0: uniform over all but key 0
     ]
     rng = np.random.RandomState(seed + 20240601)
     cases = []
-    for hq, hkv, d, history_len, pos, window, spread in specs:
-        q, k = _draw(rng, hq, hkv, d, history_len, spread)
-        name = f"hq{hq}-hkv{hkv}-d{d}-len{history_len}-pos{pos}-w{window}"
+    for hq, hkv, d, history_len, pos, window, spread, offset in specs:
+        q, k = _draw(rng, hq, hkv, d, history_len, spread, offset)
+        name = f"hq{hq}-kv{hkv}-d{d}-n{history_len}-pos{pos}-w{window}"
         if spread != 1.0:
-            name += f"-spread{spread:g}"
+            name += f"-sd{spread:g}"  # score spread
+        if offset:
+            name += f"-off{offset:+g}"  # score offset
         cases.append(case_from_reference(q, k, pos=pos, window=window, name=name))
     return cases
