@@ -29,11 +29,7 @@ def check(interface: str, wgsl: Optional[str] = None, entry: Optional[str] = Non
     except ValueError as exc:
         raise CheckError(str(exc)) from None
     if wgsl is not None:
-        # A user's kernel: the interface's first registered kernel lends its knobs (WG, ...).
-        base = reg.kernels_of(interface)
-        knobs = dict(base[0].overrides) if base else {}
-        kernels = [registry.Kernel(id=f"user.{interface}", interface=iface, summary="user WGSL",
-                                   overrides=knobs, requires=())]
+        kernels = [reg.user_kernel(interface)]
     else:
         kernels = [reg.kernel(k) for k in kernel_ids] if kernel_ids else reg.kernels_of(interface)
         if not kernels:

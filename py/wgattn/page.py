@@ -144,9 +144,7 @@ def grid_start(request_json: str) -> str:
     mod = module(iface.name)
     source = request.get("source") or None
     if source is not None:
-        base = reg.kernels_of(iface.name)
-        kernels = [registry.Kernel(id=f"user.{iface.name}", interface=iface, summary="pasted WGSL",
-                                   overrides=dict(base[0].overrides) if base else {}, requires=())]
+        kernels = [reg.user_kernel(iface.name, "pasted WGSL")]
     else:
         kernels = reg.kernels_of(iface.name)
     cases = mod.conformance_cases()

@@ -180,6 +180,14 @@ class Registry:
     def kernels_of(self, interface: str) -> List[Kernel]:
         return [k for k in self.kernels.values() if k.interface.name == interface]
 
+    def user_kernel(self, interface: str, summary: str = "user WGSL") -> Kernel:
+        """A stand-in for WGSL a user wrote against `interface`: it borrows the knobs (WG, ...)
+        of the interface's first registered kernel; the source is passed at plan time."""
+        iface = self.interface(interface)
+        base = self.kernels_of(interface)
+        return Kernel(id=f"user.{interface}", interface=iface, summary=summary,
+                      overrides=dict(base[0].overrides) if base else {}, requires=())
+
 
 _CACHE: Dict[str, Registry] = {}
 
