@@ -6,7 +6,7 @@ import json
 from dataclasses import replace
 from typing import Dict, List, Mapping, Optional
 
-from . import conformance, registry
+from . import conformance, registry, wire
 from .interfaces import module
 
 __all__ = ["CheckError", "check", "render_table"]
@@ -110,12 +110,4 @@ def render_table(report: Mapping[str, object]) -> str:
 
 
 def to_json(report: Mapping[str, object]) -> str:
-    def clean(o):
-        if isinstance(o, float) and o != o or o in (float("inf"), float("-inf")):
-            return str(o)
-        if isinstance(o, dict):
-            return {k: clean(v) for k, v in o.items()}
-        if isinstance(o, list):
-            return [clean(v) for v in o]
-        return o
-    return json.dumps(clean(report), indent=1)
+    return json.dumps(wire.jsonable(report), indent=1)

@@ -252,13 +252,12 @@ def _run_op(op: str, impl, build_case):
         raise ValueError(f"impl must be one of {names} for {op} on this adapter, got {impl!r}")
     kernel = load().kernel(f"{iface.name}.{impl}")
     mod = module(iface.name)
-    case = build_case(mod)
-    return runtime().run(mod.plan(kernel, case)).outputs, mod.OUTPUTS
+    return runtime().run(mod.plan(kernel, build_case(mod))).outputs
 
 
 def sdpa(q, k, v, *, mask=None, causal=False, window=None, scale=None, layout="bhsd", impl=None):
     """wgattn.reference.sdpa on the GPU (float32); see there for shapes and masks."""
-    outs, _ = _run_op("sdpa", impl, lambda mod: mod.case_from_reference(
+    outs = _run_op("sdpa", impl, lambda mod: mod.case_from_reference(
         q, k, v, mask=mask, causal=causal, window=window, scale=scale, layout=layout))
     return outs["out"]
 
@@ -266,7 +265,7 @@ def sdpa(q, k, v, *, mask=None, causal=False, window=None, scale=None, layout="b
 def varlen_attention_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, scale=None,
                          window=(-1, -1), softcap=0.0, causal_align="bottom_right", impl=None):
     """wgattn.reference.varlen_attention_fwd on the GPU: (out, lse)."""
-    outs, _ = _run_op("varlen_attention_fwd", impl, lambda mod: mod.case_from_reference(
+    outs = _run_op("varlen_attention_fwd", impl, lambda mod: mod.case_from_reference(
         q, k, v, cu_seqlens_q, cu_seqlens_k, causal=causal, scale=scale, window=window,
         softcap=softcap, causal_align=causal_align))
     return outs["out"], outs["lse"]
@@ -275,7 +274,7 @@ def varlen_attention_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, s
 def varlen_attention_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, *, causal=False,
                          scale=None, window=(-1, -1), softcap=0.0, causal_align="bottom_right", impl=None):
     """wgattn.reference.varlen_attention_bwd on the GPU: (dq, dk, dv)."""
-    outs, _ = _run_op("varlen_attention_bwd", impl, lambda mod: mod.case_from_reference(
+    outs = _run_op("varlen_attention_bwd", impl, lambda mod: mod.case_from_reference(
         dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, causal=causal, scale=scale, window=window,
         softcap=softcap, causal_align=causal_align))
     return outs["dq"], outs["dk"], outs["dv"]
@@ -283,6 +282,6 @@ def varlen_attention_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, *,
 
 def attention_probs(q, k_hist, *, pos, window=0, scale=1.0, impl=None):
     """wgattn.reference.attention_probs on the GPU: probs [Hq, history_len]."""
-    outs, _ = _run_op("attention_probs", impl, lambda mod: mod.case_from_reference(
+    outs = _run_op("attention_probs", impl, lambda mod: mod.case_from_reference(
         q, k_hist, pos=pos, window=window, scale=scale))
     return outs["probs"]

@@ -7,7 +7,6 @@ every pair of runtimes against the float64 reference computed here.
 from __future__ import annotations
 
 import json
-import math
 import time
 from typing import Dict, List, Optional
 
@@ -41,10 +40,7 @@ def prepare(request_json: str) -> str:
     plan = case.plan(kernel, inputs)
     run = _next_run()
     _RUNS[run] = {"kernel": kernel, "case": case, "inputs": inputs, "plan": plan, "raw": {}}
-    js = plan.to_js()
-    for b in js["buffers"]:
-        b["has_data"] = b.pop("data") is not None
-    return json.dumps({"run": run, "plan": js, "digest": digest(inputs), "config": case.to_dict()})
+    return json.dumps({"run": run, "plan": plan.to_js(), "digest": digest(inputs), "config": case.to_dict()})
 
 
 def plan_bytes(run: int, buffer: str) -> bytes:
@@ -114,18 +110,7 @@ def finish(run: int, browser_json: str, native_json: Optional[str]) -> str:
         # A skipped runtime is reported, not failed; an errored one fails the run.
         "pass": bool(pairs) and all(p["pass"] for p in pairs) and not any("error" in r for r in runtimes.values()),
     }
-    return json.dumps(_finite(result))
-
-
-def _finite(obj):
-    """JSON has no inf/NaN: send them as strings the page shows as they are."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return str(obj)
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
+    return json.dumps(wire.jsonable(result))
 
 
 # --- Conformance view: the `wgattn check` grid, run by the browser's WebGPU -----------------
@@ -161,10 +146,7 @@ def grid_prepare(job: int, index: int) -> str:
     plan = state["module"].plan(kernel, case, source=state["source"])
     run = _next_run()
     _RUNS[run] = {"kernel": kernel, "case": case, "plan": plan, "raw": {}, "job": job}
-    js = plan.to_js()
-    for b in js["buffers"]:
-        b["has_data"] = b.pop("data") is not None
-    return json.dumps({"run": run, "plan": js})
+    return json.dumps({"run": run, "plan": plan.to_js()})
 
 
 def grid_judge(run: int, error: str = "") -> str:
@@ -182,4 +164,4 @@ def grid_judge(run: int, error: str = "") -> str:
         rows = judge(case, got, mod.reference(case), mod.reference(case, dtype=np.float32))
     for r in rows:
         r["kernel"] = kernel.id
-    return json.dumps(_finite(rows))
+    return json.dumps(wire.jsonable(rows))

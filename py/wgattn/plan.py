@@ -78,10 +78,12 @@ class Plan:
         return {o.name: o.take(raw[o.buffer]) for o in self.outputs}
 
     def to_js(self) -> Dict[str, object]:
-        """A plain structure for the page's executor (bytes become Uint8Arrays)."""
+        """A JSON-able structure for the page's executor. Bytes are not in it: the executor asks
+        for each buffer whose `has_data` is set (wgattn.page.plan_bytes)."""
         return {
             "buffers": [
-                {"name": b.name, "size": b.size, "usage": b.usage, "data": b.data, "read": b.read}
+                {"name": b.name, "size": b.size, "usage": b.usage, "has_data": b.data is not None,
+                 "read": b.read}
                 for b in self.buffers
             ],
             "dispatches": [

@@ -15,7 +15,10 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Tuple
+
+if TYPE_CHECKING:  # plan imports nothing from here; the import is only for the annotation
+    from .plan import Dispatch
 
 __all__ = ["Interface", "Kernel", "Pass", "Registry", "load", "shader_dir"]
 

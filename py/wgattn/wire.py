@@ -6,11 +6,12 @@ Base64 costs a third more than raw bytes but keeps one JSON body per request and
 from __future__ import annotations
 
 import base64
+import math
 from typing import Dict
 
 import numpy as np
 
-__all__ = ["DTYPES", "encode", "decode"]
+__all__ = ["DTYPES", "encode", "decode", "jsonable"]
 
 DTYPES = ("float32", "int32", "bool")
 
@@ -39,3 +40,15 @@ def decode(obj: Dict[str, object], name: str = "tensor") -> np.ndarray:
     if len(raw) != count * itemsize:
         raise ValueError(f"{name}: shape {list(shape)} of {dtype} needs {count * itemsize} bytes, got {len(raw)}")
     return np.frombuffer(raw, dtype=np.dtype(dtype).newbyteorder("<")).astype(dtype).reshape(shape)
+
+
+def jsonable(obj):
+    """`obj` with every non-finite float as a string ("inf", "-inf", "nan"): JSON has none, and
+    an empty row's lse or a failed case's error is exactly such a value."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {k: jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    return obj
