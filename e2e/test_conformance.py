@@ -32,6 +32,12 @@ def test_project_kernels_pass_the_grid_in_the_browser(page, server, console_erro
     failing = [(c["case"], c["rows"]) for c in summary["cases"] if not c["pass"]]
     assert summary["failed"] == 0, failing
     assert summary["passed"] == len(summary["cases"]) > 0
+    # Every kernel of the interface ran, or was skipped for a feature it requires.
+    ran = {c["kernel"] for c in summary["cases"]}
+    skipped = {s["kernel"]: s["reason"] for s in summary["skipped"]}
+    assert ran | set(skipped) == {k.id for k in REG.kernels_of(interface)} and not ran & set(skipped)
+    for kid, reason in skipped.items():
+        assert REG.kernel(kid).requires and "lacks" in reason, (kid, reason)
     assert console_errors == []
 
 

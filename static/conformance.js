@@ -12,8 +12,10 @@ function fmt(x) {
 /** Run the grid; `ctx` = {page, executor}. Resolves to the summary. */
 export async function runGrid(ctx, iface, source) {
   const page = ctx.page;
-  const start = JSON.parse(page.grid_start(JSON.stringify({ interface: iface, source: source || null })));
-  const summary = { interface: iface, user: !!source, cases: [], passed: 0, failed: 0 };
+  const start = JSON.parse(page.grid_start(JSON.stringify({
+    interface: iface, source: source || null, features: ctx.gpu.info.features })));
+  // Kernels needing features this adapter lacks are skipped, and listed as skipped (not passed).
+  const summary = { interface: iface, user: !!source, cases: [], passed: 0, failed: 0, skipped: start.skipped };
   window.wgattn.conformance = summary;
   const table = $("grid-table");
   table.innerHTML = "<tr><th class=l>kernel</th><th class=l>case</th><th class=l>output</th><th>max abs err</th><th>allowance</th><th>verdict</th></tr>";
@@ -47,7 +49,8 @@ export async function runGrid(ctx, iface, source) {
       throw new Error(error);  // nothing else will compile either: say so once, plainly
     }
   }
-  $("grid-status").textContent = `${summary.passed} passed, ${summary.failed} failed`;
+  const skipped = start.skipped.map((k) => `${k.kernel} skipped: ${k.reason}`).join("; ");
+  $("grid-status").textContent = `${summary.passed} passed, ${summary.failed} failed` + (skipped ? `; ${skipped}` : "");
   return summary;
 }
 

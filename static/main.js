@@ -4,12 +4,13 @@
 import { Executor, openDevice } from "./webgpu.js";
 import { loadPython } from "./python.js";
 import { setupConformance } from "./conformance.js";
+import { benchState, setupBench } from "./bench.js";
 
 const $ = (id) => document.getElementById(id);
 const NUMERIC = ["batch", "heads", "seq_q", "seq_k", "head_dim", "window", "seed"];
 const results = { adapter: null, native_adapter: null, python: null, runs: [] };
 const ctx = { gpu: null, executor: null, page: null };
-window.wgattn = { results, run: (request) => runOnce(request) };
+window.wgattn = { results, run: (request) => runOnce(request), bench: benchState };
 
 function showMessage(text, kind = "error") {
   const box = $("message");
@@ -167,6 +168,9 @@ async function main() {
   $("run").disabled = false;
   setupConformance(ctx, Object.keys((await registry).interfaces), showMessage);
   $("grid-run").disabled = false;
+  // The benchmark runs only on its Run button, or at once with ?bench=OP in the URL (after the
+  // demo's first run, which it would otherwise slow down); main() does not wait for it.
+  setupBench(ctx, params);
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     $("run").disabled = true;

@@ -132,4 +132,99 @@ export class Executor {
     }
     return { raw, timings };
   }
+
+  /** Why this device cannot run `plan` (features, buffer sizes, grid), or "" when it can. */
+  check(plan) {
+    const dev = this.device;
+    for (const d of plan.dispatches) {
+      const missing = (d.requires || []).filter((f) => !dev.features.has(f));
+      if (missing.length) return `${d.label} needs adapter features ${missing.join(", ")}, which this device lacks`;
+      const most = dev.limits.maxComputeWorkgroupsPerDimension;
+      if (d.workgroups.some((n) => n > most)) return `${d.label}: workgroups ${d.workgroups} exceed ${most} per dimension`;
+    }
+    for (const b of plan.buffers) {
+      const most = Math.min(dev.limits.maxBufferSize, b.usage === "uniform"
+        ? dev.limits.maxUniformBufferBindingSize : dev.limits.maxStorageBufferBindingSize);
+      if (b.size > most) return `buffer ${b.name} needs ${b.size} bytes; this device binds at most ${most} per ${b.usage} buffer`;
+    }
+    return "";
+  }
+
+  /**
+   * Time `plan`: upload once (`initial(name)` gives a buffer's bytes), then dispatch it
+   * `warmup` + `runs` times, one submission each, waiting for each. Resolves to
+   * {timer: "gpu", samples} (per-run ms from timestamp queries, every pass summed, as
+   * wgattn.native's time) or, without timestamp-query or with `timer: "wall"`, {timer: "wall",
+   * samples} (ms from submit to queue.onSubmittedWorkDone()). run() is untouched by this.
+   */
+  async time(plan, initial, { runs = 10, warmup = 3, timer = "gpu" } = {}) {
+    const dev = this.device;
+    const gpu = timer === "gpu" && this.timed;
+    const pipelines = [];
+    for (const d of plan.dispatches) pipelines.push(await this.pipeline(d));
+    dev.pushErrorScope("validation");
+    dev.pushErrorScope("out-of-memory");
+    const made = [];
+    const make = (desc) => { const b = dev.createBuffer(desc); made.push(b); return b; };
+    const samples = [];
+    let failure = null;
+    try {
+      const buffers = {};
+      for (const b of plan.buffers) {
+        const usage = (b.usage === "uniform" ? GPUBufferUsage.UNIFORM : GPUBufferUsage.STORAGE) | GPUBufferUsage.COPY_DST;
+        buffers[b.name] = make({ label: `${plan.dispatches[0].label}.${b.name}`, size: b.size, usage });
+        if (b.has_data) dev.queue.writeBuffer(buffers[b.name], 0, initial(b.name));
+      }
+      const groups = plan.dispatches.map((d, i) => dev.createBindGroup({
+        label: d.label, layout: pipelines[i].bindGroupLayout,
+        entries: d.bindings.map(([binding, name]) => ({ binding, resource: { buffer: buffers[name] } })),
+      }));
+      const n = plan.dispatches.length;
+      const qset = gpu ? dev.createQuerySet({ type: "timestamp", count: 2 * n }) : null;
+      const qbuf = gpu ? make({ size: 16 * n, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC }) : null;
+      const staging = gpu ? make({ label: "timestamps", size: 16 * n, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST }) : null;
+      await dev.queue.onSubmittedWorkDone();  // the uploads are not part of any run
+      for (let r = 0; r < warmup + runs; r++) {
+        const enc = dev.createCommandEncoder({ label: "wgattn.time" });
+        plan.dispatches.forEach((d, i) => {
+          const pass = enc.beginComputePass({
+            label: d.label,
+            timestampWrites: gpu ? { querySet: qset, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 } : undefined,
+          });
+          pass.setPipeline(pipelines[i].pipeline);
+          pass.setBindGroup(0, groups[i]);
+          pass.dispatchWorkgroups(...d.workgroups);
+          pass.end();
+        });
+        if (gpu) {
+          enc.resolveQuerySet(qset, 0, 2 * n, qbuf, 0);
+          enc.copyBufferToBuffer(qbuf, 0, staging, 0, 16 * n);
+        }
+        const t0 = performance.now();
+        dev.queue.submit([enc.finish()]);
+        let ms;
+        if (gpu) {
+          await staging.mapAsync(GPUMapMode.READ);  // resolves once this submission is done
+          const t = new BigUint64Array(staging.getMappedRange().slice(0));
+          staging.unmap();
+          let ns = 0n;
+          for (let i = 0; i < n; i++) ns += t[2 * i + 1] - t[2 * i];
+          ms = Number(ns) / 1e6;
+        } else {
+          await dev.queue.onSubmittedWorkDone();
+          ms = performance.now() - t0;
+        }
+        if (r >= warmup) samples.push(ms);
+      }
+      if (qset) qset.destroy();
+    } catch (e) {
+      failure = e;
+    }
+    const oom = await dev.popErrorScope();
+    const invalid = await dev.popErrorScope();
+    made.forEach((b) => b.destroy());
+    if (invalid || oom) throw new Error(`WebGPU error while timing ${plan.dispatches[0].label}: ${(invalid || oom).message}`);
+    if (failure) throw failure;
+    return { timer: gpu ? "gpu" : "wall", samples };
+  }
 }

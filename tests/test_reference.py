@@ -662,7 +662,8 @@ def test_contract_doc_drawings_are_correct():
 
 def test_public_api_and_docstrings():
     assert sorted(ref.__all__) == sorted(
-        ["varlen_attention_fwd", "varlen_attention_bwd", "attention_probs", "sdpa"])
+        ["varlen_attention_fwd", "varlen_attention_bwd", "attention_probs", "attention_probs_batched",
+         "sdpa"])
     assert ref.__doc__
     for name in ref.__all__:
         doc = getattr(ref, name).__doc__

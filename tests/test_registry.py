@@ -53,7 +53,8 @@ def test_entry_point_and_overrides_match_manifest(kid):
     for p in k.interface.passes:
         assert re.search(r"@compute[^;{]*fn\s+%s\s*\(" % p.entry_point, src), p.entry_point
         # The grid expression may only name params and overrides.
-        assert p.workgroups({n: 1 for n, _ in k.interface.params}, k.overrides) == (1, 1, 1)
+        ones = {n: 1 for n, _ in k.interface.params}
+        assert p.workgroups(ones, k.knobs(ones)) == (1, 1, 1)
     declared = set(re.findall(r"^override\s+(\w+)\s*:", src, re.M))
     assert declared == set(k.overrides)
 

@@ -1,6 +1,7 @@
 """The `wgattn` command.
 
     wgattn check --interface NAME [--wgsl FILE] [--entry NAME] [--set KEY=VALUE ...] [--json]
+    wgattn bench [--op NAME] [--impl A,B] [--shape B,H,S,D ...] [--causal] [--runs N] [--json]
 """
 from __future__ import annotations
 
@@ -34,7 +35,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override constant, e.g. WG=128")
     p.add_argument("--json", action="store_true", help="print a JSON report")
+    b = sub.add_parser("bench", help="time kernels natively beside PyTorch (CUDA) and NumPy")
+    b.add_argument("--op", action="append", help="fwd, bwd or probs (repeatable; default fwd)")
+    b.add_argument("--impl", help="comma-separated kernel ids, torch, numpy (default: all)")
+    b.add_argument("--shape", action="append", help="B,H,S,D (repeatable)")
+    b.add_argument("--causal", action="store_true", help="causal attention (fwd, bwd)")
+    b.add_argument("--runs", type=int, default=10, help="timed runs per row after warm-up (>= 10)")
+    b.add_argument("--json", action="store_true", help="print a JSON list of records")
     args = parser.parse_args(argv)
+    if args.command == "bench":
+        return _bench(args)
 
     from .check import CheckError, check, render_table, to_json
 
@@ -53,6 +63,29 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     print(to_json(report) if args.json else render_table(report))
     return 0 if report["failed"] == 0 else 1
+
+
+def _bench(args) -> int:
+    import json
+
+    from . import bench
+
+    try:
+        ops = args.op or ["fwd"]
+        for op in ops:
+            bench.kernel_impls(op)  # ValueError naming the ops
+        shapes = [bench.parse_shape(s) for s in args.shape] if args.shape else None
+        impls = [i.strip() for i in args.impl.split(",") if i.strip()] if args.impl else None
+        records = bench.run(ops, impls, shapes, args.causal, runs=args.runs,
+                            log=lambda line: print(line, file=sys.stderr))
+    except ValueError as exc:
+        print(f"wgattn bench: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps([r.to_json() for r in records], indent=1))
+    else:
+        print(bench.render_table(records))
+    return 0
 
 
 if __name__ == "__main__":

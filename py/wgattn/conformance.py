@@ -10,7 +10,30 @@ from . import tolerance
 from .interfaces import Case
 from .registry import Kernel
 
-__all__ = ["judge", "run_case"]
+__all__ = ["judge", "judged_case", "expected", "run_case"]
+
+PRECISIONS = ("f32", "f16")
+
+
+def judged_case(kernel: Kernel, case: Case) -> Case:
+    """The case as a kernel of `kernel.precision` is judged on it: an f16 kernel gets its float
+    inputs rounded to float16 first (what it can represent), so only its arithmetic is judged."""
+    if kernel.precision not in PRECISIONS:
+        raise ValueError(f"{kernel.id}: precision must be one of {PRECISIONS}, got {kernel.precision!r}")
+    if kernel.precision == "f32":
+        return case
+    rounded = {name: (a.astype(np.float16).astype(np.float32) if a.dtype.kind == "f" else a)
+               for name, a in case.inputs.items()}
+    return Case(case.name, rounded, dict(case.options))
+
+
+def expected(kernel: Kernel, case: Case):
+    """(float64 reference, naive run in the kernel's precision) on a judged case."""
+    from .interfaces import module
+
+    mod = module(kernel.interface.name)
+    naive_dtype = np.float16 if kernel.precision == "f16" else np.float32
+    return mod.reference(case), mod.reference(case, dtype=naive_dtype)
 
 
 def judge(case: Case, got: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray],
@@ -37,6 +60,7 @@ def run_case(runtime, kernel: Kernel, case: Case, source: Optional[str] = None,
     from .interfaces import module
 
     mod = module(kernel.interface.name)
+    case = judged_case(kernel, case)
     plan = mod.plan(kernel, case, source=source, entry_points=entry_points, overrides=overrides)
     got = runtime.run(plan).outputs
-    return judge(case, got, mod.reference(case), mod.reference(case, dtype=np.float32))
+    return judge(case, got, *expected(kernel, case))

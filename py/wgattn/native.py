@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import struct
 import time
 from dataclasses import dataclass
@@ -18,7 +19,8 @@ from .plan import Plan
 from .registry import shader_dir
 
 __all__ = ["AdapterError", "NativeRuntime", "RunResult", "runtime", "implementations", "sdpa",
-           "varlen_attention_fwd", "varlen_attention_bwd", "attention_probs"]
+           "varlen_attention_fwd", "varlen_attention_bwd", "attention_probs",
+           "attention_probs_batched"]
 
 # Mesa prints warnings when it cannot find a runtime dir; give it one before wgpu loads Vulkan.
 os.environ.setdefault("XDG_RUNTIME_DIR", os.path.join("/tmp", f"wgattn-xdg-{os.getuid()}"))
@@ -40,6 +42,17 @@ _LIMITS = (
 _OPTIONAL_FEATURES = ("shader-f16", "subgroup", "timestamp-query")
 # Our plan uses "subgroups" (the WebGPU name); wgpu-native calls the same feature "subgroup".
 _FEATURE_NAMES = {"subgroups": "subgroup"}
+
+
+# `enable subgroups;` is standard WGSL and browsers require it before any subgroup builtin, but
+# the naga in wgpu-native 0.32 refuses it ("the `subgroups` enable-extension is not yet supported")
+# and needs nothing in its place (the device feature is enough). The plan carries the standard
+# source; only this runtime comments the directive out, at compile time (docs/runtimes.md).
+_ENABLE_SUBGROUPS = re.compile(r"^[ \t]*enable[ \t]+subgroups[ \t]*;", re.M)
+
+
+def _for_naga(source: str) -> str:
+    return _ENABLE_SUBGROUPS.sub("// enable subgroups; (naga: implied by the device feature)", source)
 
 
 class AdapterError(RuntimeError):
@@ -85,6 +98,12 @@ class NativeRuntime:
             "features": list(self.features),
         }
 
+    @property
+    def name(self) -> str:
+        """The adapter in words: its device and backend, e.g. "llvmpipe (...) (Vulkan)"."""
+        i = self.info
+        return f"{i['device'] or i['description'] or i['vendor']} ({i['backend']})"
+
     def check_loop_cap(self) -> None:
         """Refuse an adapter that ends loops early (SEEDS.md: wrong SDPA from seq_k 511)."""
         source = (shader_dir() / "loop_probe.wgsl").read_text()
@@ -124,7 +143,7 @@ class NativeRuntime:
         pipeline = self._pipelines.get(key)
         if pipeline is None:
             try:
-                module = self.device.create_shader_module(label=label, code=source)
+                module = self.device.create_shader_module(label=label, code=_for_naga(source))
                 pl = "auto"
                 if layout is not None:
                     bgl = self.device.create_bind_group_layout(label=label, entries=[
@@ -157,13 +176,12 @@ class NativeRuntime:
             if missing:
                 raise ValueError(f"{d.label}: needs adapter features {missing}, which this adapter lacks")
 
-    def run(self, plan: Plan) -> RunResult:
-        """Upload, dispatch everything in order in one submission, read back, unpack."""
+    def _upload(self, plan: Plan):
+        """Buffers (filled), pipelines and bind groups for every dispatch of the plan."""
         self.check_plan(plan)
         dev = self.device
         pipelines = [self._pipeline(d.label, d.source, d.entry_point, d.constants, d.layout)
                      for d in plan.dispatches]
-        t0 = time.perf_counter()
         buffers = {}
         for b in plan.buffers:
             usage = (wgpu.BufferUsage.STORAGE if b.usage == "storage" else wgpu.BufferUsage.UNIFORM)
@@ -172,33 +190,73 @@ class NativeRuntime:
             if b.data:
                 dev.queue.write_buffer(buf, 0, b.data)
             buffers[b.name] = buf
-        timed = "timestamp-query" in self.features
+        groups = [dev.create_bind_group(
+            label=d.label, layout=pipeline.get_bind_group_layout(0),
+            entries=[{"binding": i, "resource": {"buffer": buffers[name]}}
+                     for i, name in sorted(d.bindings.items())])
+            for d, pipeline in zip(plan.dispatches, pipelines)]
+        return buffers, pipelines, groups
+
+    def _submit(self, plan: Plan, pipelines, groups, timed: bool):
+        """Encode and submit every dispatch once; with `timed`, the query buffer of its
+        begin/end timestamps (two per pass)."""
+        dev = self.device
+        n = len(plan.dispatches)
         if timed:
-            qset = dev.create_query_set(type="timestamp", count=2 * len(plan.dispatches))
-            qbuf = dev.create_buffer(size=16 * len(plan.dispatches),
+            qset = dev.create_query_set(type="timestamp", count=2 * n)
+            qbuf = dev.create_buffer(size=16 * n,
                                      usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
         enc = dev.create_command_encoder()
-        for n, (d, pipeline) in enumerate(zip(plan.dispatches, pipelines)):
-            group = dev.create_bind_group(
-                label=d.label, layout=pipeline.get_bind_group_layout(0),
-                entries=[{"binding": i, "resource": {"buffer": buffers[name]}}
-                         for i, name in sorted(d.bindings.items())])
-            ts = ({"query_set": qset, "beginning_of_pass_write_index": 2 * n,
-                   "end_of_pass_write_index": 2 * n + 1} if timed else None)
+        for i, (d, pipeline, group) in enumerate(zip(plan.dispatches, pipelines, groups)):
+            ts = ({"query_set": qset, "beginning_of_pass_write_index": 2 * i,
+                   "end_of_pass_write_index": 2 * i + 1} if timed else None)
             cpass = enc.begin_compute_pass(label=d.label, timestamp_writes=ts)
             cpass.set_pipeline(pipeline)
             cpass.set_bind_group(0, group)
             cpass.dispatch_workgroups(*d.workgroups)
             cpass.end()
         if timed:
-            enc.resolve_query_set(qset, 0, 2 * len(plan.dispatches), qbuf, 0)
+            enc.resolve_query_set(qset, 0, 2 * n, qbuf, 0)
         dev.queue.submit([enc.finish()])
-        raw = {b.name: bytes(dev.queue.read_buffer(buffers[b.name])) for b in plan.buffers if b.read}
+        return qbuf if timed else None
+
+    def _gpu_ms(self, qbuf, n: int) -> float:
+        stamps = struct.unpack(f"<{2 * n}Q", bytes(self.device.queue.read_buffer(qbuf)))
+        return sum(e - s for s, e in zip(stamps[::2], stamps[1::2])) / 1e6
+
+    def run(self, plan: Plan) -> RunResult:
+        """Upload, dispatch everything in order in one submission, read back, unpack."""
+        t0 = time.perf_counter()
+        buffers, pipelines, groups = self._upload(plan)
+        timed = "timestamp-query" in self.features
+        qbuf = self._submit(plan, pipelines, groups, timed)
+        raw = {b.name: bytes(self.device.queue.read_buffer(buffers[b.name])) for b in plan.buffers if b.read}
         timings = {"wall_ms": (time.perf_counter() - t0) * 1e3}
         if timed:
-            stamps = struct.unpack(f"<{2 * len(plan.dispatches)}Q", bytes(dev.queue.read_buffer(qbuf)))
-            timings["gpu_ms"] = sum(e - s for s, e in zip(stamps[::2], stamps[1::2])) / 1e6
+            timings["gpu_ms"] = self._gpu_ms(qbuf, len(plan.dispatches))
         return RunResult(outputs=plan.unpack(raw), raw=raw, timings=timings)
+
+    def time(self, plan: Plan, runs: int = 10, warmup: int = 2) -> Tuple[str, list]:
+        """Dispatch the plan `warmup` + `runs` times on inputs uploaded once: ("gpu", per-run
+        milliseconds from timestamp queries, every pass summed) where the adapter has them,
+        else ("wall", submit-to-idle milliseconds)."""
+        if runs < 1 or warmup < 0:
+            raise ValueError(f"runs must be >= 1 and warmup >= 0, got {runs} and {warmup}")
+        buffers, pipelines, groups = self._upload(plan)
+        timed = "timestamp-query" in self.features
+        fence = self.device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
+        samples = []
+        for r in range(warmup + runs):
+            t0 = time.perf_counter()
+            qbuf = self._submit(plan, pipelines, groups, timed)
+            if timed:
+                ms = self._gpu_ms(qbuf, len(plan.dispatches))  # the read waits for the work
+            else:
+                self.device.queue.read_buffer(fence)  # waits for the submission before it
+                ms = (time.perf_counter() - t0) * 1e3
+            if r >= warmup:
+                samples.append(ms)
+        return ("gpu" if timed else "wall"), samples
 
 
 _RUNTIME: Optional[NativeRuntime] = None
@@ -216,43 +274,54 @@ def runtime() -> NativeRuntime:
 # Same names and keywords as wgattn.reference, plus impl=. Each maps its keywords onto an
 # interface (ValueError when that interface cannot carry them) and runs a registered kernel.
 
-def _interface_for(op: str):
+def _kernels_for(op: str) -> list:
+    """The registered kernels of every interface whose reference is `op`, best first: registry
+    order runs from baseline to fastest, interfaces in manifest order (the later one carries more)."""
     from .registry import load
 
     reg = load()
-    for iface in reg.interfaces.values():
-        if iface.reference == op:
-            return iface
-    raise ValueError(f"unknown op {op!r}; ops: {sorted(i.reference for i in reg.interfaces.values())}")
+    ifaces = [i.name for i in reg.interfaces.values() if i.reference == op]
+    if not ifaces:
+        raise ValueError(f"unknown op {op!r}; ops: {sorted({i.reference for i in reg.interfaces.values()})}")
+    return [k for name in reversed(ifaces) for k in reversed(reg.kernels_of(name))]
+
+
+def _impl_name(kernel) -> str:
+    return kernel.id.split(".", 1)[1]
 
 
 def implementations(op_name: str) -> list:
     """Implementation names available for `op_name` (e.g. "sdpa") on the current adapter,
-    best first."""
-    from .registry import load
-
-    iface = _interface_for(op_name)
+    best first; each is a kernel id without its interface ("seed", "tiled", ...)."""
     have = runtime().features
-    kernels = [k for k in load().kernels_of(iface.name)
-               if all(_FEATURE_NAMES.get(f, f) in have for f in k.requires)]
-    # Registry order is from baseline to fastest: the last one registered is the best.
-    return [k.id.split(".", 1)[1] for k in reversed(kernels)]
+    return [_impl_name(k) for k in _kernels_for(op_name)
+            if all(_FEATURE_NAMES.get(f, f) in have for f in k.requires)]
 
 
 def _run_op(op: str, impl, build_case):
+    """Run `op` on `impl`, or on the best f32 implementation whose interface carries the call."""
     from .interfaces import module
-    from .registry import load
 
-    iface = _interface_for(op)
     names = implementations(op)
     if not names:
         raise ValueError(f"no implementation of {op} runs on this adapter")
-    impl = names[0] if impl is None else impl
-    if impl not in names:
+    if impl is not None and impl not in names:
         raise ValueError(f"impl must be one of {names} for {op} on this adapter, got {impl!r}")
-    kernel = load().kernel(f"{iface.name}.{impl}")
-    mod = module(iface.name)
-    return runtime().run(mod.plan(kernel, build_case(mod))).outputs
+    # By default only f32 kernels: float32 arguments are owed float32 accuracy; f16 on request.
+    kernels = [k for k in _kernels_for(op) if _impl_name(k) in names
+               and (impl == _impl_name(k) or (impl is None and k.precision == "f32"))]
+    refusals = []
+    for kernel in kernels:
+        mod = module(kernel.interface.name)
+        try:
+            plan = mod.plan(kernel, build_case(mod))
+        except ValueError as e:
+            if impl is not None:
+                raise
+            refusals.append(f"{kernel.id}: {e}")  # that interface cannot carry the call: try the next
+            continue
+        return runtime().run(plan).outputs
+    raise ValueError(f"no implementation of {op} accepts this call: " + "; ".join(refusals))
 
 
 def sdpa(q, k, v, *, mask=None, causal=False, window=None, scale=None, layout="bhsd", impl=None):
@@ -278,6 +347,13 @@ def varlen_attention_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, *,
         dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, causal=causal, scale=scale, window=window,
         softcap=softcap, causal_align=causal_align))
     return outs["dq"], outs["dk"], outs["dv"]
+
+
+def attention_probs_batched(q, k_hist, positions, *, window=0, scale=1.0, impl=None):
+    """wgattn.reference.attention_probs_batched on the GPU: probs [n_pos, Hq, history_len]."""
+    outs = _run_op("attention_probs_batched", impl, lambda mod: mod.case_from_reference(
+        q, k_hist, positions, window=window, scale=scale))
+    return outs["probs"]
 
 
 def attention_probs(q, k_hist, *, pos, window=0, scale=1.0, impl=None):

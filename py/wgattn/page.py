@@ -7,6 +7,7 @@ every pair of runtimes against the float64 reference computed here.
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from typing import Dict, List, Optional
 
@@ -15,7 +16,8 @@ import numpy as np
 from . import registry, tolerance, wire
 from .cases import SdpaCase, digest
 
-__all__ = ["prepare", "plan_bytes", "add_buffer", "finish", "grid_start", "grid_prepare", "grid_judge"]
+__all__ = ["prepare", "plan_bytes", "add_buffer", "finish", "grid_start", "grid_prepare", "grid_judge",
+           "bench_start", "bench_plan", "bench_release", "bench_record"]
 
 _RUNS: Dict[int, Dict[str, object]] = {}
 _COUNTER = [0]
@@ -119,8 +121,9 @@ _JOBS: Dict[int, Dict[str, object]] = {}
 
 
 def grid_start(request_json: str) -> str:
-    """{"interface", "source"?} -> JSON {"job", "items": [{"kernel", "case"}]}: the project's
-    kernels of that interface, or the pasted WGSL, on the interface's conformance grid."""
+    """{"interface", "source"?, "features"?} -> JSON {"job", "items": [{"kernel", "case"}],
+    "skipped": [{"kernel", "reason"}]}: the project's kernels of that interface that the device's
+    features allow, or the pasted WGSL, on the interface's conformance grid."""
     from .interfaces import module
 
     request = json.loads(request_json)
@@ -128,21 +131,34 @@ def grid_start(request_json: str) -> str:
     iface = reg.interface(request.get("interface", ""))
     mod = module(iface.name)
     source = request.get("source") or None
+    skipped = []
     if source is not None:
         kernels = [reg.user_kernel(iface.name, "pasted WGSL")]
     else:
-        kernels = reg.kernels_of(iface.name)
+        # A kernel needing a feature the browser's device lacks is skipped with the reason.
+        have = set(request.get("features") or ())
+        kernels = []
+        for k in reg.kernels_of(iface.name):
+            missing = [f for f in k.requires if f not in have]
+            if missing:
+                skipped.append({"kernel": k.id, "reason": f"needs adapter features {missing}, which this device lacks"})
+            else:
+                kernels.append(k)
     cases = mod.conformance_cases()
     job = len(_JOBS) + 1
     items = [(k, c) for k in kernels for c in cases]
     _JOBS[job] = {"module": mod, "items": items, "source": source}
-    return json.dumps({"job": job, "items": [{"kernel": k.id, "case": c.name} for k, c in items]})
+    return json.dumps({"job": job, "items": [{"kernel": k.id, "case": c.name} for k, c in items],
+                       "skipped": skipped})
 
 
 def grid_prepare(job: int, index: int) -> str:
     """Plan item `index` of a job: JSON {"run", "plan"} (bytes via plan_bytes, as for the demo)."""
+    from .conformance import judged_case
+
     state = _JOBS[job]
     kernel, case = state["items"][index]
+    case = judged_case(kernel, case)
     plan = state["module"].plan(kernel, case, source=state["source"])
     run = _next_run()
     _RUNS[run] = {"kernel": kernel, "case": case, "plan": plan, "raw": {}, "job": job}
@@ -151,7 +167,7 @@ def grid_prepare(job: int, index: int) -> str:
 
 def grid_judge(run: int, error: str = "") -> str:
     """Judge a run the browser finished (or report its error): JSON rows per output."""
-    from .conformance import judge
+    from .conformance import expected, judge
 
     state = _RUNS.pop(run)
     case, kernel = state["case"], state["kernel"]
@@ -161,7 +177,199 @@ def grid_judge(run: int, error: str = "") -> str:
                  "pass": False, "error": error}]
     else:
         got = state["plan"].unpack(state["raw"])
-        rows = judge(case, got, mod.reference(case), mod.reference(case, dtype=np.float32))
+        rows = judge(case, got, *expected(kernel, case))
     for r in rows:
         r["kernel"] = kernel.id
     return json.dumps(wire.jsonable(rows))
+
+
+# --- Benchmark view: `wgattn bench`'s jobs timed by the browser's WebGPU --------------------
+# bench_start validates the request and lists the jobs (one per (seq_len, impl), baseline first
+# within a seq_len); bench_plan builds one plan of a job (its bytes through plan_bytes, as for
+# the demo); the page times it (static/webgpu.js Executor.time) and bench_record turns the
+# per-run milliseconds into a record of exactly `wgattn bench --json`'s shape.
+
+BENCH_LIMITS = {
+    "B": (1, 64), "H": (1, 64), "D": (1, 256), "seq_len": (16, 8192), "runs": (10, 100),
+    "warmup": (3, 20), "seq_lens": 8,  # at most this many sequence lengths per request
+    "elements": 1 << 24,  # B*H*S*D per tensor: 64 MiB of float32
+}
+_BENCHES: Dict[int, Dict[str, object]] = {}
+
+
+def _int_in(request: Dict[str, object], key: str, lo: int, hi: int, default: Optional[int] = None) -> int:
+    value = request.get(key, default)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value.strip())
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        got = "nothing" if value is None else repr(value)
+        raise ValueError(f"{key} must be an integer in {lo}..{hi}, got {got}")
+    return value
+
+
+def _seq_lens(value: object) -> List[int]:
+    lo, hi = BENCH_LIMITS["seq_len"]
+    most = BENCH_LIMITS["seq_lens"]
+    wanted = f"a comma-separated list of 1 to {most} integers in {lo}..{hi} (e.g. 128,256,512,1024)"
+    items: List[object]
+    if isinstance(value, str):
+        items = [p.strip() for p in value.split(",") if p.strip()]
+    elif isinstance(value, list):
+        items = list(value)
+    else:
+        raise ValueError(f"seq_lens must be {wanted}, got {value!r}")
+    out = []
+    for item in items:
+        if isinstance(item, str) and item.isdigit():
+            item = int(item)
+        if not isinstance(item, int) or isinstance(item, bool) or not lo <= item <= hi:
+            raise ValueError(f"seq_lens must be {wanted}; {item!r} is not")
+        out.append(item)
+    out = sorted(set(out))
+    if not 1 <= len(out) <= most:
+        raise ValueError(f"seq_lens must be {wanted}, got {len(out)} lengths")
+    return out
+
+
+def _impls(value: object, op: str, known: List[str]) -> List[str]:
+    if value is None or value == "" or value == []:
+        return list(known)
+    items = [p.strip() for p in value.split(",")] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise ValueError(f"impls must be a list of kernel ids, got {value!r}")
+    items = [i for i in items if i]
+    for i in items:
+        if i not in known:
+            raise ValueError(f"unknown impl {i!r} for op {op}; its kernels: {known}")
+    return [i for i in known if i in items]  # baseline first, whatever order was asked
+
+
+def _skip_reason(kernel, features: List[str], d: int) -> Optional[str]:
+    """Why this browser cannot run `kernel` at head_dim d, or None."""
+    missing = [f for f in kernel.requires if f not in features]
+    if missing:
+        return f"needs adapter features {missing}, which this browser's adapter lacks"
+    if not kernel.path.exists():
+        return f"its shader {kernel.path.name} is not in this build"
+    most = kernel.limits.get("head_dim")
+    if most is not None and d > most:
+        return f"supports head_dim <= {most}, got D={d}"
+    return None
+
+
+def bench_start(request_json: str) -> str:
+    """{"op", "impls"?, "B", "H", "D", "seq_lens", "causal", "runs", "warmup"?, "features"?} ->
+    JSON {"bench", "op", "baseline", "impls", "runs", "warmup", "seq_lens", "jobs": [{"index", "impl", "shape", "causal", "flops",
+    "dtype", "plans"}], "skipped": [{"impl", "reason"}]}; ValueError says what is wrong and what
+    is allowed. `features` are the browser adapter's: kernels needing others are skipped."""
+    from . import bench
+
+    try:
+        request = json.loads(request_json)
+    except ValueError:
+        raise ValueError("the benchmark request must be a JSON object") from None
+    if not isinstance(request, dict):
+        raise ValueError("the benchmark request must be a JSON object")
+    op = request.get("op", "fwd")
+    if op not in bench.OPS:
+        raise ValueError(f"op must be one of {list(bench.OPS)}, got {op!r}")
+    known = bench.kernel_impls(op)
+    impls = _impls(request.get("impls"), op, known)
+    b = _int_in(request, "B", *BENCH_LIMITS["B"])
+    h = _int_in(request, "H", *BENCH_LIMITS["H"])
+    d = _int_in(request, "D", *BENCH_LIMITS["D"])
+    seq_lens = _seq_lens(request.get("seq_lens", "128,256,512,1024"))
+    runs = _int_in(request, "runs", *BENCH_LIMITS["runs"], default=10)
+    warmup = _int_in(request, "warmup", *BENCH_LIMITS["warmup"], default=3)
+    causal = request.get("causal", False)
+    if not isinstance(causal, bool):
+        raise ValueError(f"causal must be true or false, got {causal!r}")
+    features = request.get("features") or []
+    if not isinstance(features, list) or not all(isinstance(f, str) for f in features):
+        raise ValueError(f"features must be a list of adapter feature names, got {features!r}")
+    most = BENCH_LIMITS["elements"]
+    for s in seq_lens:
+        if b * h * s * d > most:
+            raise ValueError(f"B*H*S*D must be at most {most} (64 MiB per float32 tensor), "
+                             f"got {b}*{h}*{s}*{d} = {b * h * s * d} at S={s}")
+        if op == "probs" and b > s:
+            raise ValueError(f"for probs B is the number of positions timed and must be <= every "
+                             f"sequence length, got B={b} and S={s}")
+
+    reg = registry.load()
+    skipped, runnable = [], []
+    for impl in impls:
+        why = _skip_reason(reg.kernel(impl), features, d)
+        if why:
+            skipped.append({"impl": impl, "reason": why})
+        else:
+            runnable.append(impl)
+    jobs = []
+    for s in seq_lens:
+        shape = (b, h, s, d)
+        for impl in runnable:
+            jobs.append({"index": len(jobs), "op": op, "impl": impl, "shape": list(shape), "causal": causal,
+                         "flops": bench.flops(op, shape, causal), "dtype": bench.dtype_of(impl),
+                         # attn_probs takes one position per plan (the count bench_plan returns)
+                         "plans": b if reg.kernel(impl).interface.name == "attn_probs" else 1})
+    _BENCHES.clear()  # one benchmark at a time: drop the last one's plans
+    bench_id = _next_run()
+    _BENCHES[bench_id] = {"jobs": jobs, "runs": runs, "cache": None}
+    return json.dumps({"bench": bench_id, "op": op, "baseline": known[0], "impls": impls, "runs": runs,
+                       "warmup": warmup, "seq_lens": seq_lens, "jobs": jobs, "skipped": skipped,
+                       "limits": BENCH_LIMITS})
+
+
+def _job_plans(bench_id: int, index: int):
+    """The job's plans, built once and kept until the next job's are asked for."""
+    from . import bench
+
+    state = _BENCHES[bench_id]
+    cache = state["cache"]
+    if cache is None or cache[0] != index:
+        job = state["jobs"][index]
+        state["cache"] = None  # free the previous job's bytes first
+        state["cache"] = (index, bench.plans(job["impl"], job["op"], tuple(job["shape"]), job["causal"]))
+    return state["cache"][1]
+
+
+def bench_plan(bench_id: int, index: int, plan_index: int = 0) -> str:
+    """Plan `plan_index` of job `index`: JSON {"run", "plan"} (bytes via plan_bytes, released with
+    bench_release), or {"skipped": why} when the kernel cannot build this job's plan."""
+    try:
+        plans = _job_plans(bench_id, index)
+    except ValueError as exc:
+        return json.dumps({"skipped": str(exc)})
+    plan = plans[plan_index]
+    run = _next_run()
+    _RUNS[run] = {"plan": plan, "raw": {}}
+    return json.dumps({"run": run, "plan": plan.to_js(), "count": len(plans)})
+
+
+def bench_release(run: int) -> None:
+    """Forget a timed plan (its bytes are on the GPU already)."""
+    _RUNS.pop(run, None)
+
+
+def bench_record(bench_id: int, index: int, samples_json: str, timer: str, adapter: str) -> str:
+    """The record of job `index` from its per-run milliseconds (every plan of a run summed): JSON
+    of `wgattn bench --json`'s shape {op, impl, shape, causal, dtype, adapter, median_ms, tflops,
+    runs, timer}."""
+    from . import bench
+
+    state = _BENCHES[bench_id]
+    job = state["jobs"][index]
+    samples = [float(x) for x in json.loads(samples_json)]
+    if not samples or any(not np.isfinite(x) for x in samples):
+        raise ValueError(f"{job['impl']}: no finite timings ({samples[:3]}...)")
+    if timer not in ("gpu", "wall"):
+        raise ValueError(f"timer must be 'gpu' or 'wall', got {timer!r}")
+    if statistics.median(samples) <= 0:
+        raise ValueError(f"{job['impl']}: median time is not positive (below the timer's resolution)")
+    if state["cache"] is not None and state["cache"][0] == index:
+        state["cache"] = None
+    rec = bench._record(job["op"], job["impl"], job["shape"], job["causal"], job["dtype"], adapter,
+                        samples, job["flops"], timer)
+    return json.dumps(rec.to_json())

@@ -18,6 +18,8 @@ Public functions
 ``attention_probs``
     The softmax probabilities of one decoding step over a key history
     (Gemma-style sliding window, un-scaled scores by default).
+``attention_probs_batched``
+    ``attention_probs`` for many query positions at once, stacked.
 ``sdpa``
     PyTorch-shaped scaled dot-product attention on padded [B, H, S, D] or
     [B, S, H, D] tensors, with a boolean mask, causal mask and window.
@@ -52,6 +54,7 @@ __all__ = [
     "varlen_attention_fwd",
     "varlen_attention_bwd",
     "attention_probs",
+    "attention_probs_batched",
     "sdpa",
 ]
 
@@ -701,6 +704,109 @@ def attention_probs(
     p, _ = _masked_softmax(s, np.ones((1, 1, n), dtype=bool), dt)
     probs = np.zeros((hq, history_len), dtype=dt)
     probs[:, earliest:pos + 1] = p.reshape(hq, n)
+    return probs
+
+
+@_quiet_underflow
+def attention_probs_batched(
+    q: Any,
+    k_hist: Any,
+    positions: Any,
+    *,
+    window: int = 0,
+    scale: Optional[float] = 1.0,
+    dtype: Any = np.float64,
+) -> np.ndarray:
+    """Softmax probabilities of many query positions over one key history.
+
+    ``attention_probs`` once per query position, stacked: what a training
+    backward that rebuilds the probabilities of every position needs.
+
+    Arguments:
+        q: [n_pos, Hq, D], the query heads of each position.
+        k_hist: [history_len, Hkv, D], the key cache (the sequence is the slow
+            axis); any history_len >= 1.  Hq must be a multiple of Hkv; query
+            head h reads key head ``h // (Hq // Hkv)``.
+        positions: [n_pos] integers, the position of each query row, each in
+            [0, history_len); any order, repeats allowed (n_pos may be 0).
+        window: number of visible keys *including the current one*; 0 means
+            unbounded, exactly as in ``attention_probs``.  Keys
+            earliest(p) <= t <= p are visible to a query at position p, with
+            earliest(p) = p + 1 - window if window != 0 and p + 1 >= window,
+            else 0.
+        scale: scores are ``scale * dot(q[i, h], k_hist[t, kv(h)])``.  Default
+            1.0 (un-scaled, Gemma style); None means 1 / sqrt(D).
+        dtype: np.float64 (default) or np.float32 compute dtype.
+
+    Returns:
+        probs: [n_pos, Hq, history_len] of dtype, with
+            ``probs[i] == attention_probs(q[i], k_hist, pos=positions[i],
+            window=window, scale=scale, dtype=dtype)``: each row sums to 1
+            over its visible keys and is exactly 0 on every invisible key.
+
+    Visible keys (1) of three positions, history_len=8, window=3::
+
+        visible: history_len=8 pos=5 window=3
+        t     0  1  2  3  4  5  6  7
+        vis   .  .  .  1  1  1  .  .
+
+        visible: history_len=8 pos=1 window=3
+        t     0  1  2  3  4  5  6  7
+        vis   1  1  .  .  .  .  .  .
+
+        visible: history_len=8 pos=7 window=3
+        t     0  1  2  3  4  5  6  7
+        vis   .  .  .  .  .  1  1  1
+    """
+    dt = _check_dtype(dtype)
+    q = _float_array(q, "q", 3, "[n_pos, Hq, D]")
+    k_hist = _float_array(k_hist, "k_hist", 3, "[history_len, Hkv, D]")
+    n_pos, hq, d = q.shape
+    history_len, hkv, dk = k_hist.shape
+    if d < 1:
+        raise ValueError("q head dim D must be >= 1, got shape %s" % (tuple(q.shape),))
+    if dk != d:
+        raise ValueError(
+            "k_hist head dim must equal q head dim %d, got k_hist shape %s"
+            % (d, tuple(k_hist.shape))
+        )
+    _check_gqa(hq, hkv, "q", "k_hist")
+    if history_len < 1:
+        raise ValueError(
+            "k_hist must hold at least one key (history_len >= 1), got shape %s"
+            % (tuple(k_hist.shape),)
+        )
+    pos = np.asarray(positions)
+    if pos.ndim != 1:
+        raise ValueError(
+            "positions must be a 1-D integer array of length n_pos = %d, got shape %s"
+            % (n_pos, tuple(pos.shape))
+        )
+    if pos.dtype.kind not in "iu" and not (pos.size == 0 and pos.dtype.kind == "f"):
+        raise ValueError(
+            "positions must be a 1-D integer array, got dtype %s" % (pos.dtype,)
+        )
+    if pos.shape[0] != n_pos:
+        raise ValueError(
+            "positions must have one entry per query row: length n_pos = q.shape[0] = %d, "
+            "got length %d" % (n_pos, pos.shape[0])
+        )
+    pos_list = [int(p) for p in pos.tolist()]
+    for i, p in enumerate(pos_list):
+        if p < 0 or p >= history_len:
+            raise ValueError(
+                "positions[%d] must be in [0, history_len) = [0, %d), got %d"
+                % (i, history_len, p)
+            )
+    if not _is_int(window) or int(window) < 0:
+        raise ValueError(
+            "window must be an integer >= 0 (0 = unbounded), got %r" % (window,)
+        )
+    window = int(window)
+    _check_scale(scale, d, dt)
+    probs = np.zeros((n_pos, hq, history_len), dtype=dt)
+    for i, p in enumerate(pos_list):
+        probs[i] = attention_probs(q[i], k_hist, pos=p, window=window, scale=scale, dtype=dt)
     return probs
 
 

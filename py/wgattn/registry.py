@@ -13,7 +13,7 @@ import re
 
 import os
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Tuple
 
@@ -116,8 +116,10 @@ class Kernel:
     id: str
     interface: Interface
     summary: str
-    overrides: Mapping[str, int]
+    overrides: Mapping[str, object]   # name -> int, or an expression of the params
     requires: Tuple[str, ...]
+    limits: Mapping[str, int] = field(default_factory=dict)  # param -> largest value supported
+    precision: str = "f32"  # "f16": computes in half precision (judged on f16-rounded inputs)
 
     @property
     def path(self) -> Path:
@@ -125,6 +127,13 @@ class Kernel:
 
     def source(self) -> str:
         return self.path.read_text()
+
+    def knobs(self, sizes: Mapping[str, int], overrides: Optional[Mapping[str, object]] = None
+              ) -> Dict[str, int]:
+        """The override constants for params `sizes`: an override may be an expression of the
+        params (tile shapes that follow head_dim); `overrides` replaces the registered ones."""
+        return {k: (_evaluate(v, sizes) if isinstance(v, str) else int(v))
+                for k, v in (self.overrides if overrides is None else overrides).items()}
 
     def dispatches(self, values: Mapping[str, float], buffers: Mapping[int, str],
                    source: Optional[str] = None, entry_points: Optional[Mapping[str, str]] = None,
@@ -135,12 +144,16 @@ class Kernel:
         from .plan import Dispatch
 
         src = self.source() if source is None else source
-        knobs = dict(self.overrides if overrides is None else overrides)
+        sizes = {k: int(v) for k, v in values.items()
+                 if isinstance(v, numbers.Integral) and not isinstance(v, bool)}  # numpy ints too
+        for name, most in self.limits.items():
+            if sizes.get(name, 0) > most:
+                raise ValueError(f"{self.id} supports {name} <= {most}, got {sizes[name]}; "
+                                 f"choose another implementation of {self.interface.name}")
+        knobs = self.knobs(sizes, overrides)
         # Only overrides the shader declares become pipeline constants (WebGPU rejects others);
         # a kernel with a literal @workgroup_size still gets its grid from the same names.
         constants = {k: v for k, v in knobs.items() if re.search(r"\boverride\s+%s\b" % k, src)}
-        sizes = {k: int(v) for k, v in values.items()
-                 if isinstance(v, numbers.Integral) and not isinstance(v, bool)}  # numpy ints too
         out = []
         for p in self.interface.passes:
             entry = (entry_points or {}).get(p.name, p.entry_point)
@@ -236,6 +249,8 @@ def load(path: Optional[Path] = None) -> Registry:
                 summary=spec["summary"],
                 overrides=dict(spec.get("overrides", {})),
                 requires=tuple(spec.get("requires", ())),
+                limits=dict(spec.get("limits", {})),
+                precision=spec.get("precision", "f32"),
             )
             for kid, spec in raw["kernels"].items()
         }
@@ -244,7 +259,7 @@ def load(path: Optional[Path] = None) -> Registry:
 
 
 def _evaluate(expr: str, names: Mapping[str, int]) -> int:
-    """Integer arithmetic on registry names: + - * // and ceil_div(a, b), nothing else."""
+    """Integer arithmetic on registry names: + - * //, ceil_div(a, b), min and max, nothing else."""
 
     def ev(node: ast.AST) -> int:
         if isinstance(node, ast.Expression):
@@ -269,6 +284,10 @@ def _evaluate(expr: str, names: Mapping[str, int]) -> int:
                 and node.func.id == "ceil_div" and len(node.args) == 2):
             a, b = ev(node.args[0]), ev(node.args[1])
             return -(-a // b)
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in ("min", "max") and len(node.args) == 2):
+            pick = min if node.func.id == "min" else max
+            return pick(ev(node.args[0]), ev(node.args[1]))
         raise ValueError(f"grid expression {expr!r}: unsupported syntax")
 
     return ev(ast.parse(expr, mode="eval"))

@@ -15,8 +15,6 @@ dkv holds [dk; dv] ([2, total_k, Hkv, D]).
 """
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -25,14 +23,13 @@ from .. import reference as _reference
 from ..plan import Buffer, Output, Plan
 from ..registry import Kernel
 from . import Case
+from ._varlen import CAUSAL_ALIGNS, I32_MAX, U32_MAX, clip_window, cu_seqlens, float3
+from ._varlen import options as check_options
 
 __all__ = ["OUTPUTS", "CAUSAL_ALIGNS", "plan", "reference", "case_from_reference",
            "conformance_cases"]
 
 OUTPUTS = ("dq", "dk", "dv")
-CAUSAL_ALIGNS = ("bottom_right", "top_left")
-_I32_MAX = 2**31 - 1
-_U32_MAX = 2**32 - 1
 
 
 # ---------------------------------------------------------------------------
@@ -40,80 +37,16 @@ _U32_MAX = 2**32 - 1
 # ---------------------------------------------------------------------------
 
 
-def _float3(x, name: str, doc: str) -> np.ndarray:
-    a = np.asarray(x)
-    if a.dtype.kind != "f":
-        raise ValueError(f"{name} must be a float array {doc}, got dtype {a.dtype}")
-    if a.ndim != 3:
-        raise ValueError(f"{name} must be 3-D {doc}, got shape {tuple(a.shape)}")
-    return np.ascontiguousarray(a, dtype=np.float32)
-
-
-def _cu(x, name: str, total: int, total_name: str) -> np.ndarray:
-    a = np.asarray(x)
-    if a.ndim != 1 or a.shape[0] == 0:
-        raise ValueError(f"{name} must be a 1-D integer array of length batch+1, got shape {tuple(a.shape)}")
-    if a.dtype.kind not in "iu":
-        raise ValueError(f"{name} must be a 1-D integer array, got dtype {a.dtype}")
-    vals = a.astype(np.int64)
-    if vals[0] != 0:
-        raise ValueError(f"{name} must start at 0, got {int(vals[0])}")
-    steps = np.diff(vals)
-    if np.any(steps < 0):
-        at = int(np.argmax(steps < 0)) + 1
-        raise ValueError(f"{name} must be non-decreasing, got {int(vals[at])} after {int(vals[at - 1])} "
-                         f"at index {at}")
-    if vals[-1] != total:
-        raise ValueError(f"{name} must end at {total_name} = {total}, got {int(vals[-1])}")
-    return vals.astype(np.int32)
-
-
-def _options(options: Mapping[str, object], head_dim: int):
-    """(window_left, window_right with causal folded in, align_top_left, softcap, scale)."""
-    causal = options.get("causal", False)
-    if not isinstance(causal, (bool, np.bool_)):
-        raise ValueError(f"causal must be True or False, got {causal!r}")
-    window = options.get("window", (-1, -1))
-    try:
-        pair = tuple(window)
-    except TypeError:
-        pair = ()
-    if (len(pair) != 2 or not all(isinstance(w, numbers.Integral) and not isinstance(w, (bool, np.bool_))
-                                  for w in pair)):
-        raise ValueError(f"window must be a pair (left, right) of integers >= -1, got {window!r}")
-    left, right = int(pair[0]), int(pair[1])
-    if left < -1 or right < -1:
-        raise ValueError(f"window must be (left, right) with each >= -1, got ({left}, {right})")
-    if causal:
-        right = 0 if right == -1 else min(right, 0)
-    align = options.get("causal_align", "bottom_right")
-    if not isinstance(align, str) or align not in CAUSAL_ALIGNS:
-        raise ValueError(f"causal_align must be 'bottom_right' or 'top_left', got {align!r}")
-    softcap = options.get("softcap", 0.0)
-    if (not isinstance(softcap, numbers.Real) or isinstance(softcap, (bool, np.bool_))
-            or not math.isfinite(float(softcap)) or float(softcap) < 0.0):
-        raise ValueError(f"softcap must be a finite real number >= 0 (0 = off), got {softcap!r}")
-    scale = options.get("scale")
-    if scale is None:
-        scale_v = 1.0 / math.sqrt(head_dim)
-    else:
-        if (not isinstance(scale, numbers.Real) or isinstance(scale, (bool, np.bool_))
-                or not math.isfinite(float(scale)) or float(scale) == 0.0):
-            raise ValueError(f"scale must be None or a finite nonzero real number, got {scale!r}")
-        scale_v = float(scale)
-    return left, right, int(align == "top_left"), float(softcap), scale_v
-
-
 def _arrays(inputs: Mapping[str, np.ndarray]):
     """The inputs validated and converted: float32 tensors, int32 prefix sums."""
     for name in ("q", "k", "v", "out", "dout", "lse", "cu_seqlens_q", "cu_seqlens_k"):
         if inputs.get(name) is None:
             raise ValueError(f"{name} is missing from the case's inputs")
-    q = _float3(inputs["q"], "q", "[total_q, Hq, D]")
-    k = _float3(inputs["k"], "k", "[total_k, Hkv, D]")
-    v = _float3(inputs["v"], "v", "[total_k, Hkv, D]")
-    out = _float3(inputs["out"], "out", "[total_q, Hq, D]")
-    dout = _float3(inputs["dout"], "dout", "[total_q, Hq, D]")
+    q = float3(inputs["q"], "q", "[total_q, Hq, D]")
+    k = float3(inputs["k"], "k", "[total_k, Hkv, D]")
+    v = float3(inputs["v"], "v", "[total_k, Hkv, D]")
+    out = float3(inputs["out"], "out", "[total_q, Hq, D]")
+    dout = float3(inputs["dout"], "dout", "[total_q, Hq, D]")
     total_q, hq, d = q.shape
     total_k, hkv, dk = k.shape
     if d < 1:
@@ -135,12 +68,12 @@ def _arrays(inputs: Mapping[str, np.ndarray]):
     if lse.shape != (total_q, hq):
         raise ValueError(f"lse must have shape {(total_q, hq)} [total_q, Hq], got {tuple(lse.shape)}")
     lse = np.ascontiguousarray(lse, dtype=np.float32)
-    if 2 * total_q * hq * d > _U32_MAX or 2 * total_k * hkv * d > _U32_MAX:
+    if 2 * total_q * hq * d > U32_MAX or 2 * total_k * hkv * d > U32_MAX:
         raise ValueError(f"q ({q.shape}) or k ({k.shape}) is too large: element indices must fit in u32")
-    if total_q > _I32_MAX or total_k > _I32_MAX:
+    if total_q > I32_MAX or total_k > I32_MAX:
         raise ValueError("total_q and total_k must fit in i32")
-    cu_q = _cu(inputs["cu_seqlens_q"], "cu_seqlens_q", total_q, "total_q (q.shape[0])")
-    cu_k = _cu(inputs["cu_seqlens_k"], "cu_seqlens_k", total_k, "total_k (k.shape[0])")
+    cu_q = cu_seqlens(inputs["cu_seqlens_q"], "cu_seqlens_q", total_q, "total_q (q.shape[0])")
+    cu_k = cu_seqlens(inputs["cu_seqlens_k"], "cu_seqlens_k", total_k, "total_k (k.shape[0])")
     if cu_q.shape != cu_k.shape:
         raise ValueError(f"cu_seqlens_q and cu_seqlens_k must have the same length (batch+1), "
                          f"got {cu_q.shape[0]} and {cu_k.shape[0]}")
@@ -161,12 +94,8 @@ def plan(kernel: Kernel, case: Case, source: Optional[str] = None,
     q, k, v, out, dout, lse, cu_q, cu_k = _arrays(case.inputs)
     total_q, hq, d = q.shape
     total_k, hkv, _ = k.shape
-    left, right, top_left, softcap, scale = _options(case.options, d)
-    # A bound of total_q + total_k or more excludes nothing (|i + offset - j| < total_q + total_k):
-    # make it -1, which keeps the kernel's i32 index arithmetic far from overflow.
-    reach = total_q + total_k
-    left = -1 if left >= reach else left
-    right = -1 if right >= reach else right
+    left, right, top_left, softcap, scale = check_options(case.options, d)
+    left, right = clip_window(left, right, total_q, total_k)
 
     stats = np.concatenate([lse.ravel(), np.zeros(total_q * hq, dtype=np.float32)])
     values = {
@@ -223,7 +152,7 @@ def case_from_reference(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, *, 
     q32, k32, v32, out32, dout32, lse32, cu_q, cu_k = _arrays(inputs)
     options = {"causal": causal, "scale": scale, "window": window, "softcap": softcap,
                "causal_align": causal_align}
-    _options(options, q32.shape[2])
+    check_options(options, q32.shape[2])
     options["window"] = tuple(int(w) for w in window)
     options["causal"] = bool(causal)
     return Case(name, {"q": q32, "k": k32, "v": v32, "out": out32, "dout": dout32, "lse": lse32,

@@ -1,0 +1,83 @@
+"""The page's benchmark view times the project's kernels in the browser's WebGPU (SwiftShader here)
+and writes records of `wgattn bench --json`'s shape, one per (impl, seq_len), charted as TFLOP/s
+against sequence length; bad input gets a visible message and status error."""
+import math
+
+from conftest import wait_for_status
+from wgattn import bench, registry
+
+SEQ_LENS = [64, 128]
+B, H, D = 1, 2, 32
+
+
+def _open(page, server):
+    page.goto(server + "/?heads=1&seq_q=8&seq_k=8&head_dim=4")
+    assert wait_for_status(page) == "done"
+
+
+def _run(page, *, op="fwd", seq_lens="64,128", runs="10", causal=True, b=B, h=H, d=D):
+    page.select_option("#bench-form select[name=op]", op)
+    page.fill("#bench-form input[name=B]", str(b))
+    page.fill("#bench-form input[name=H]", str(h))
+    page.fill("#bench-form input[name=D]", str(d))
+    page.fill("#bench-form input[name=seq_lens]", seq_lens)
+    page.fill("#bench-form input[name=runs]", str(runs))
+    page.set_checked("#bench-form input[name=causal]", causal)
+    page.click("#bench-run")
+    page.wait_for_function("['done', 'error'].includes(document.getElementById('bench').dataset.status)",
+                           timeout=120_000)
+    return page.evaluate("document.getElementById('bench').dataset.status")
+
+
+def _runnable(features):
+    """The fwd kernels this adapter can run, from the registry (features it has, shader present)."""
+    reg = registry.load()
+    return [i for i in bench.kernel_impls("fwd")
+            if set(reg.kernel(i).requires) <= set(features) and reg.kernel(i).path.exists()]
+
+
+def test_small_benchmark_records_and_chart(page, server, console_errors):
+    _open(page, server)
+    assert page.get_attribute("#bench", "data-status") == "idle"
+    assert _run(page) == "done", page.inner_text("#bench")
+    state = page.evaluate("window.wgattn.bench")
+    assert state["status"] == "done" and state["error"] is None
+    features = page.evaluate("window.wgattn.results.adapter.features")
+    impls = _runnable(features)
+    assert impls and impls[0] == bench.kernel_impls("fwd")[0]
+    records = state["records"]
+    assert sorted((r["impl"], r["shape"][2]) for r in records) == sorted((i, s) for i in impls for s in SEQ_LENS)
+    skipped = {s["impl"] for s in state["skipped"]}
+    assert skipped == set(bench.kernel_impls("fwd")) - set(impls)
+    for r in records:
+        assert set(r) == set(bench.Record.__dataclass_fields__), r
+        assert r["op"] == "fwd" and r["causal"] is True and r["runs"] == 10
+        assert r["shape"] == [B, H, r["shape"][2], D]
+        assert r["dtype"] == bench.dtype_of(r["impl"]) and r["timer"] in ("gpu", "wall")
+        assert "browser" in r["adapter"]
+        assert math.isfinite(r["median_ms"]) and r["median_ms"] > 0
+        assert math.isfinite(r["tflops"]) and r["tflops"] > 0
+        f = bench.flops("fwd", tuple(r["shape"]), True)
+        assert math.isclose(r["tflops"] * r["median_ms"] * 1e9, f, rel_tol=1e-9), (r, f)
+    # The table: one row per record; the chart: one polyline per impl, a point per seq_len.
+    assert page.locator("#bench-table tr[data-impl]").count() == len(records)
+    lines = page.evaluate("""[...document.querySelectorAll('#bench-chart polyline.series')]
+        .map((p) => [p.dataset.impl, p.getAttribute('points').trim().split(/\\s+/).length])""")
+    assert sorted(lines) == sorted([i, len(SEQ_LENS)] for i in impls)
+    legend = page.inner_text("#bench-chart")
+    assert all(i in legend for i in impls)
+    assert "TFLOP/s" in legend and "sequence length" in legend
+    assert page.is_visible("#bench-download")
+    assert console_errors == []
+
+
+def test_bad_input_shows_a_message(page, server, console_errors):
+    _open(page, server)
+    assert _run(page, seq_lens="abc") == "error"
+    assert page.is_visible("#bench-error")
+    assert "seq_lens must be a comma-separated list" in page.inner_text("#bench-error")
+    assert page.evaluate("window.wgattn.bench.status") == "error"
+    assert _run(page, runs=3) == "error"
+    assert "runs must be an integer in 10..100, got 3" in page.inner_text("#bench-error")
+    assert page.evaluate("window.wgattn.bench.records") == []
+    assert console_errors == []

@@ -1,0 +1,304 @@
+"""Benchmarks: the same jobs timed natively (`wgattn bench`), in the page (Pyodide builds the plans
+here, the browser times them) and against the anchors (PyTorch on CUDA, NumPy's reference).
+
+An op is timed on dense (B, H, S, D) problems, Sq = Sk = S, H query and key/value heads:
+    fwd    attention forward: sdpa_arena.seed (seed C's interface) and the flash_fwd kernels
+    bwd    attention backward (dq, dk, dv from dout): the varlen_bwd kernels
+    probs  attention probabilities for the last B positions of a history of S keys (seed B's
+           job): attn_probs.seed once per position; batched kernels once for all of them
+FLOPs follow FlashAttention: forward 4*B*H*S*S*D, halved when causal; backward 2.5x the forward;
+probs 2*B*H*S*D (the scores; every entry of every row is written).
+
+Plans are pure Python (Pyodide builds them too); only `run_native` and the anchors touch a GPU
+or a CPU clock. Inputs are standard normal; the backward's out and lse are stand-ins of the
+right magnitude (timing does not depend on their values; correctness is the harness's job).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import registry
+from .interfaces import Case, module
+from .plan import Plan
+
+__all__ = ["OPS", "DEFAULT_SHAPES", "Record", "flops", "kernel_impls", "plans", "parse_shape",
+           "run", "render_table"]
+
+OPS = ("fwd", "bwd", "probs")
+DEFAULT_SHAPES = {"fwd": [(1, 8, 1024, 64)], "bwd": [(1, 8, 1024, 64)], "probs": [(16, 8, 4096, 64)]}
+_INTERFACES = {"fwd": ("sdpa_arena", "flash_fwd"), "bwd": ("varlen_bwd",),
+               "probs": ("attn_probs", "attn_probs_batched")}
+ANCHORS = ("torch", "numpy")
+
+
+@dataclass
+class Record:
+    op: str
+    impl: str
+    shape: Tuple[int, int, int, int]
+    causal: bool
+    dtype: str
+    adapter: str
+    median_ms: float
+    tflops: float
+    runs: int
+    timer: str  # "gpu" (timestamp queries / CUDA events) or "wall"
+
+    def to_json(self) -> Dict[str, object]:
+        d = asdict(self)
+        d["shape"] = list(self.shape)
+        return d
+
+
+def parse_shape(text: str) -> Tuple[int, int, int, int]:
+    parts = text.split(",")
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        shape = ()
+    if len(shape) != 4 or min(shape) < 1:
+        raise ValueError(f"a shape is B,H,S,D with four positive integers, got {text!r}")
+    return shape  # type: ignore[return-value]
+
+
+def flops(op: str, shape: Sequence[int], causal: bool) -> float:
+    b, h, s, d = shape
+    if op == "probs":
+        return 2.0 * b * h * s * d
+    fwd = 4.0 * b * h * s * s * d / (2.0 if causal else 1.0)
+    return fwd if op == "fwd" else 2.5 * fwd
+
+
+def kernel_impls(op: str) -> List[str]:
+    """Registered kernels that run `op`, baseline first."""
+    if op not in OPS:
+        raise ValueError(f"unknown op {op!r}; ops: {list(OPS)}")
+    reg = registry.load()
+    return [k.id for name in _INTERFACES[op] if name in reg.interfaces for k in reg.kernels_of(name)]
+
+
+def dtype_of(impl: str) -> str:
+    return "f16" if impl.endswith("f16") else "f32"
+
+
+def _normal(rs: np.random.RandomState, shape) -> np.ndarray:
+    return rs.standard_normal(shape).astype(np.float32)
+
+
+def dense_inputs(op: str, shape: Sequence[int], seed: int = 0) -> Dict[str, np.ndarray]:
+    """The job's tensors in PyTorch's layout: q, k, v [B, H, S, D] (and dout for bwd); for probs
+    q [B, H, D] (one query per position) and k_hist [S, H, D]."""
+    b, h, s, d = shape
+    rs = np.random.RandomState(seed)
+    if op == "probs":
+        return {"q": _normal(rs, (b, h, d)), "k_hist": _normal(rs, (s, h, d))}
+    out = {name: _normal(rs, (b, h, s, d)) for name in ("q", "k", "v")}
+    if op == "bwd":
+        out["dout"] = _normal(rs, (b, h, s, d))
+    return out
+
+
+def _packed(t: np.ndarray) -> np.ndarray:
+    """[B, H, S, D] -> [B * S, H, D] (the varlen interfaces' token-major packing)."""
+    return np.ascontiguousarray(t.transpose(0, 2, 1, 3).reshape(-1, t.shape[1], t.shape[3]))
+
+
+def _cases(kernel_id: str, op: str, shape: Sequence[int], causal: bool, seed: int) -> List[Case]:
+    b, h, s, d = shape
+    x = dense_inputs(op, shape, seed)
+    iface = kernel_id.split(".", 1)[0]
+    mod = module(iface)
+    if iface == "sdpa_arena":
+        return [mod.case_from_reference(x["q"], x["k"], x["v"], causal=causal)]
+    if iface == "flash_fwd":
+        return [mod.dense_case(x["q"], x["k"], x["v"], causal=causal)]
+    if iface == "varlen_bwd":
+        cu = np.arange(b + 1, dtype=np.int32) * s
+        rows = np.arange(s, dtype=np.float64)
+        visible = rows + 1 if causal else np.full(s, float(s))
+        lse = np.broadcast_to((np.log(visible) + 0.5)[None, :, None], (b, s, h)).reshape(b * s, h)
+        return [mod.case_from_reference(_packed(x["dout"]), _packed(x["q"]), _packed(x["k"]),
+                                        _packed(x["v"]), _packed(x["v"]), lse.astype(np.float32),
+                                        cu, cu, causal=causal)]
+    if iface == "attn_probs":
+        return [mod.case_from_reference(x["q"][p], x["k_hist"], pos=s - b + p) for p in range(b)]
+    if iface == "attn_probs_batched":
+        return [mod.case_from_reference(x["q"], x["k_hist"], positions=np.arange(s - b, s))]
+    raise ValueError(f"no benchmark job for kernel {kernel_id!r}")
+
+
+def plans(kernel_id: str, op: str, shape: Sequence[int], causal: bool = False, seed: int = 0) -> List[Plan]:
+    """The plans one timed run of `kernel_id` on the job dispatches (several for a kernel that
+    takes one position per dispatch)."""
+    kernel = registry.load().kernel(kernel_id)
+    mod = module(kernel.interface.name)
+    return [mod.plan(kernel, case) for case in _cases(kernel_id, op, shape, causal, seed)]
+
+
+# ---------------------------------------------------------------------------
+# timing (CPython)
+# ---------------------------------------------------------------------------
+
+
+def _torch_fn(op: str, shape, causal: bool, dtype: str):
+    """A zero-argument callable running PyTorch's SDPA (forward, or backward only) on CUDA."""
+    import torch
+    import torch.nn.functional as F
+
+    tdt = torch.float16 if dtype == "f16" else torch.float32
+    x = {k: torch.from_numpy(v).to("cuda", tdt) for k, v in dense_inputs(op, shape).items()}
+    if op == "fwd":
+        return lambda: F.scaled_dot_product_attention(x["q"], x["k"], x["v"], is_causal=causal)
+    q, k, v = (x[n].requires_grad_() for n in ("q", "k", "v"))
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return lambda: torch.autograd.grad(out, (q, k, v), x["dout"], retain_graph=True)
+
+
+def _time_torch(fn: Callable, runs: int, warmup: int) -> List[float]:
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(runs):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        samples.append(start.elapsed_time(end))
+    return samples
+
+
+def torch_cuda() -> Optional[str]:
+    """The CUDA device name when PyTorch with CUDA is importable, else None."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+
+
+def _numpy_fn(op: str, shape, causal: bool):
+    from . import reference
+
+    x = dense_inputs(op, shape)
+    if op == "fwd":
+        return lambda: reference.sdpa(x["q"], x["k"], x["v"], causal=causal, dtype=np.float32)
+    if op == "probs":
+        b, _, s, _ = shape
+        return lambda: [reference.attention_probs(x["q"][p], x["k_hist"], pos=s - b + p, dtype=np.float32)
+                        for p in range(b)]
+    (case,) = _cases("varlen_bwd.seed", op, shape, causal, 0)
+    return lambda: module("varlen_bwd").reference(case, dtype=np.float32)
+
+
+def _time_cpu(fn: Callable, runs: int, budget_s: float = 20.0) -> List[float]:
+    """Wall-clock samples; fewer than `runs` (at least 1) when one run would blow the budget."""
+    samples = []
+    while len(samples) < runs:
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e3)
+        if sum(samples) / 1e3 > budget_s:
+            break
+    return samples
+
+
+def run(ops: Sequence[str], impls: Optional[Sequence[str]], shapes: Optional[Sequence[Tuple[int, ...]]],
+        causal: bool, runs: int = 10, warmup: int = 3, log: Callable[[str], None] = lambda s: None
+        ) -> List[Record]:
+    """Time every (op, impl, shape) natively, with the anchors, in one process and one run."""
+    from . import native
+
+    if runs < 10:
+        raise ValueError(f"runs must be at least 10 (a median of at least 10), got {runs}")
+    rt = native.runtime()
+    adapter = rt.name
+    records = []
+    for op in ops:
+        known = kernel_impls(op) + list(ANCHORS)
+        wanted = known if not impls else [i for i in impls if i in known]
+        for i in impls or ():
+            if not any(i in kernel_impls(o) + list(ANCHORS) for o in ops):
+                raise ValueError(f"unknown impl {i!r}; for {list(ops)}: "
+                                 f"{sorted({x for o in ops for x in kernel_impls(o)} | set(ANCHORS))}")
+        for shape in shapes or DEFAULT_SHAPES[op]:
+            f = flops(op, shape, causal)
+            for impl in wanted:
+                label = f"{op} {impl} {shape}{' causal' if causal else ''}"
+                if impl == "torch":
+                    device = torch_cuda()
+                    if device is None or op == "probs":
+                        log(f"skip {label}: " + ("no PyTorch with CUDA here" if device is None
+                                                 else "PyTorch has no attention-probabilities op"))
+                        continue
+                    dts = ["f32"] + (["f16"] if any(dtype_of(x) == "f16" for x in wanted) else [])
+                    for dt in dts:
+                        samples = _time_torch(_torch_fn(op, shape, causal, dt), runs, warmup)
+                        records.append(_record(op, f"torch", shape, causal, dt, device, samples, f, "gpu"))
+                        log(_line(records[-1]))
+                    continue
+                if impl == "numpy":
+                    samples = _time_cpu(_numpy_fn(op, shape, causal), runs)
+                    records.append(_record(op, "numpy", shape, causal, "f32", "CPU (NumPy reference, float32)",
+                                           samples, f, "wall"))
+                    log(_line(records[-1]))
+                    continue
+                kernel = registry.load().kernel(impl)
+                missing = [r for r in kernel.requires if native._FEATURE_NAMES.get(r, r) not in rt.features]
+                if missing:
+                    log(f"skip {label}: needs adapter features {missing}")
+                    continue
+                try:
+                    job = plans(impl, op, shape, causal)
+                except ValueError as e:
+                    log(f"skip {label}: {e}")
+                    continue
+                timer, total = "gpu", None
+                for p in job:
+                    timer, samples = rt.time(p, runs=runs, warmup=warmup)
+                    total = samples if total is None else [a + b for a, b in zip(total, samples)]
+                records.append(_record(op, impl, shape, causal, dtype_of(impl), adapter, total, f, timer))
+                log(_line(records[-1]))
+    return records
+
+
+def _record(op, impl, shape, causal, dtype, adapter, samples, f, timer) -> Record:
+    med = statistics.median(samples)
+    return Record(op=op, impl=impl, shape=tuple(int(x) for x in shape), causal=bool(causal), dtype=dtype,
+                  adapter=adapter, median_ms=med, tflops=f / (med * 1e-3) / 1e12, runs=len(samples),
+                  timer=timer)
+
+
+def _line(r: Record) -> str:
+    return (f"{r.op:5s} {r.impl:26s} {','.join(map(str, r.shape)):16s} {r.dtype} "
+            f"{r.median_ms:10.3f} ms {r.tflops:9.4f} TFLOP/s ({r.timer}, {r.runs} runs)")
+
+
+def render_table(records: Sequence[Record]) -> str:
+    """A table per (op, shape): each row with its TFLOP/s and its ratio to the row it is named
+    against (the op's first kernel, the baseline)."""
+    lines = []
+    groups: Dict[Tuple, List[Record]] = {}
+    for r in records:
+        groups.setdefault((r.op, r.shape, r.causal), []).append(r)
+    for (op, shape, causal), rows in groups.items():
+        lines.append(f"{op} (B,H,S,D)={shape}{' causal' if causal else ''}")
+        base = next((r for r in rows if r.impl not in ANCHORS), None)
+        torch32 = next((r for r in rows if r.impl == "torch" and r.dtype == "f32"), None)
+        lines.append(f"  {'impl':26s} {'dtype':5s} {'median ms':>11s} {'TFLOP/s':>10s} "
+                     f"{'x baseline':>10s} {'% torch f32':>11s}  adapter")
+        for r in rows:
+            xb = f"{base.median_ms / r.median_ms:10.2f}" if base else f"{'':10s}"
+            pt = f"{100 * r.tflops / torch32.tflops:10.1f}%" if torch32 else f"{'':11s}"
+            lines.append(f"  {r.impl:26s} {r.dtype:5s} {r.median_ms:11.3f} {r.tflops:10.4f} {xb} {pt}  "
+                         f"{r.adapter} ({r.timer}, {r.runs} runs)")
+    return "\n".join(lines)

@@ -1,0 +1,233 @@
+// flash_fwd.tiled: FlashAttention-2 forward over packed variable-length sequences, wgattn's
+// contract: GQA, (left, right) windows in both alignments, softcap, out and a natural-log lse.
+//
+//   Per sequence b, query row i (head h), key j (kv head g = h / (heads_q / heads_kv)):
+//     s0_ij = scale * q_i . k_j;  s_ij = softcap * tanh(s0_ij / softcap) if softcap > 0 else s0_ij
+//     out_i = sum_j softmax_j(s_ij) v_j over visible j;  lse_i = log sum_j exp(s_ij)
+//   Visible: with offset = len_k - len_q (bottom-right, align_top_left == 0) or 0 (top-left),
+//     (window_left < 0 or j >= i + offset - window_left) and (window_right < 0 or j <= i + offset + window_right);
+//     causal is folded in by the host (window_right = min(right, 0), -1 -> 0).
+//   A row with no visible key gets out = 0 and lse = -inf.
+//
+// Layout (token-major, f32): q, out [total_q, heads_q, D]; k, v [total_k, heads_kv, D];
+// lse [total_q, heads_q]; cu_seqlens_* [batch_size + 1].
+//
+// Work split: one workgroup per (block of WG query rows, sequence, query head), heads fastest so
+// that the query heads of one kv group run side by side and share K/V through the cache. One
+// invocation owns one query row: its q, its running max m, sum l and accumulator o live in
+// registers, so the online softmax needs no reduction between invocations. The workgroup stages
+// BC keys (and values) at a time in workgroup memory; every invocation reads the same key at the
+// same time (a broadcast), one vec4 load per four multiply-adds. Key tiles lie inside the union of
+// the rows' visible bands: tiles that the causal mask or the window removes for every row of the
+// block are never loaded. Within a tile, scores are taken for all BC keys first, then the running
+// max moves once per tile (one rescale of o per tile, not per key).
+// Tile shapes are override constants: D4 = ceil(D / 4) vec4 columns (so loops over the head dim
+// have a constant trip count and unroll into registers), BC keys per tile (2 * BC * D4 * 16 bytes
+// of workgroup memory; the registry picks BC for 16 KiB).
+// Reference: wgattn.reference.varlen_attention_fwd, keywords mapped in wgattn/interfaces/flash_fwd.py.
+
+override WG: u32;             // query rows (= invocations) per workgroup
+override D4: u32;             // vec4 columns of a row: ceil(head_dim / 4), at most MAX_D4
+override BC: u32;             // keys per staged tile, at most MAX_BC
+const MAX_D4: u32 = 64u;      // head_dim <= 256 (the registry refuses more)
+const MAX_BC: u32 = 64u;
+const LOWEST: f32 = -3.4028234663852886e38;  // stands for -inf in the running max
+const TANH_CLAMP: f32 = 10.0;  // tanh(10) rounds to 1 in f32; clamping keeps tanh finite everywhere
+
+struct Params {
+  total_q: u32,         // query tokens over all sequences
+  total_k: u32,         // key tokens over all sequences
+  heads_q: u32,         // query heads Hq
+  heads_kv: u32,        // key/value heads Hkv (Hq % Hkv == 0)
+  head_dim: u32,        // D
+  batch_size: u32,      // sequences; cu_seqlens_* hold batch_size + 1 entries
+  window_left: i32,     // keys j >= i + offset - window_left are visible; -1 unbounded
+  window_right: i32,    // keys j <= i + offset + window_right are visible; -1 unbounded (causal: 0)
+  align_top_left: u32,  // 1: offset 0 (top-left); 0: offset len_k - len_q (bottom-right)
+  softcap: f32,         // > 0: s = softcap * tanh(s0 / softcap); 0 off
+  scale: f32,           // score scale
+  max_seqlen_q: u32,    // the longest query sequence: the grid has ceil(max_seqlen_q / WG) row blocks
+}
+
+@group(0) @binding(0) var<storage, read> q: array<f32>;              // [total_q, heads_q, D]
+@group(0) @binding(1) var<storage, read> k: array<f32>;              // [total_k, heads_kv, D]
+@group(0) @binding(2) var<storage, read> v: array<f32>;              // [total_k, heads_kv, D]
+@group(0) @binding(3) var<storage, read> cu_seqlens_q: array<i32>;   // [batch_size + 1]
+@group(0) @binding(4) var<storage, read> cu_seqlens_k: array<i32>;   // [batch_size + 1]
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;      // [total_q, heads_q, D]
+@group(0) @binding(6) var<storage, read_write> lse: array<f32>;      // [total_q, heads_q]
+@group(0) @binding(7) var<uniform> params: Params;
+
+var<workgroup> k_tile: array<vec4<f32>, BC * D4>;
+var<workgroup> v_tile: array<vec4<f32>, BC * D4>;
+
+fn neg_inf() -> f32 {
+  // WGSL has no infinity literal, and a constant bitcast to -inf is rejected (Tint): go through
+  // a variable.
+  var bits = 0xff800000u;
+  return bitcast<f32>(bits);
+}
+
+@compute @workgroup_size(WG)
+fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) lid: u32) {
+  // Everything up to the tile loop depends only on the workgroup: returns here are uniform.
+  let w = wid.x + wid.y * nwg.x;
+  let hq = params.heads_q;
+  let nb = params.batch_size;
+  if (nb == 0u) {
+    return;
+  }
+  let head = w % hq;
+  let b = (w / hq) % nb;
+  let block = w / (hq * nb);
+  let q_start = cu_seqlens_q[b];
+  let len_q = cu_seqlens_q[b + 1u] - q_start;
+  let k_start = cu_seqlens_k[b];
+  let len_k = cu_seqlens_k[b + 1u] - k_start;
+  let row0 = i32(block * WG);
+  if (row0 >= len_q) {
+    return;
+  }
+  let dim = params.head_dim;
+  let hkv = params.heads_kv;
+  let kvh = head / (hq / hkv);
+  var offset = len_k - len_q;
+  if (params.align_top_left != 0u) {
+    offset = 0;
+  }
+  let wl = params.window_left;
+  let wr = params.window_right;
+  let row_last = min(row0 + i32(WG), len_q) - 1;
+  // The keys any row of the block can see: [lo, hi).
+  var lo = 0;
+  var hi = len_k;
+  if (wl >= 0) {
+    lo = max(lo, row0 + offset - wl);
+  }
+  if (wr >= 0) {
+    hi = min(hi, row_last + offset + wr + 1);
+  }
+
+  let i = row0 + i32(lid);
+  let live = i <= row_last;
+  var row_lo = 0;
+  var row_hi = len_k;
+  if (wl >= 0) {
+    row_lo = max(row_lo, i + offset - wl);
+  }
+  if (wr >= 0) {
+    row_hi = min(row_hi, i + offset + wr + 1);
+  }
+
+  // This row's q, pre-scaled (softcap, when on, applies to the scaled score), zero past D.
+  let q_base = (u32(q_start + i) * hq + head) * dim;
+  var qr: array<vec4<f32>, MAX_D4>;
+  var o: array<vec4<f32>, MAX_D4>;
+  for (var c = 0u; c < D4; c++) {
+    var x = vec4<f32>(0.0);
+    if (live) {
+      for (var e = 0u; e < 4u; e++) {
+        let d = c * 4u + e;
+        if (d < dim) {
+          x[e] = q[q_base + d] * params.scale;
+        }
+      }
+    }
+    qr[c] = x;
+    o[c] = vec4<f32>(0.0);
+  }
+  let cap = params.softcap;
+  var m = LOWEST;
+  var l = 0.0;
+
+  let tile_elems = BC * D4 * 4u;
+  for (var t0 = lo; t0 < hi; t0 += i32(BC)) {
+    workgroupBarrier();  // the previous tile is no longer read
+    for (var e = lid; e < tile_elems; e += WG) {
+      let jj = e / (D4 * 4u);
+      let d = e % (D4 * 4u);
+      let j = t0 + i32(jj);
+      var kx = 0.0;
+      var vx = 0.0;
+      if (j < hi && d < dim) {
+        let at = (u32(k_start + j) * hkv + kvh) * dim + d;
+        kx = k[at];
+        vx = v[at];
+      }
+      k_tile[jj * D4 + d / 4u][d % 4u] = kx;
+      v_tile[jj * D4 + d / 4u][d % 4u] = vx;
+    }
+    workgroupBarrier();
+    // Not `continue`: the loop holds barriers, so its control flow must stay uniform.
+    if (live) {
+      // Scores of the tile; two partial sums per dot product keep long head dims accurate.
+      var s: array<f32, MAX_BC>;
+      var tile_max = LOWEST;
+      for (var jj = 0u; jj < BC; jj++) {
+        let j = t0 + i32(jj);
+        var even = 0.0;
+        var odd = 0.0;
+        for (var c = 0u; c < D4; c++) {
+          let x = dot(qr[c], k_tile[jj * D4 + c]);
+          if ((c & 1u) == 0u) {
+            even += x;
+          } else {
+            odd += x;
+          }
+        }
+        var x = even + odd;
+        if (cap > 0.0) {
+          x = cap * tanh(clamp(x / cap, -TANH_CLAMP, TANH_CLAMP));
+        }
+        if (j >= row_lo && j < row_hi) {
+          s[jj] = x;
+          tile_max = max(tile_max, x);
+        } else {
+          s[jj] = LOWEST;
+        }
+      }
+      if (tile_max != LOWEST) {  // some key of this tile is visible to this row
+        let m_new = max(m, tile_max);
+        let alpha = exp(m - m_new);
+        var tile_sum = 0.0;
+        for (var c = 0u; c < D4; c++) {
+          o[c] *= alpha;
+        }
+        for (var jj = 0u; jj < BC; jj++) {
+          // A masked key holds LOWEST: exp(LOWEST - m_new) is 0 since m_new is a visible score.
+          let p = exp(s[jj] - m_new);
+          tile_sum += p;
+          for (var c = 0u; c < D4; c++) {
+            o[c] += p * v_tile[jj * D4 + c];
+          }
+        }
+        l = l * alpha + tile_sum;
+        m = m_new;
+      }
+    }
+  }
+
+  if (!live) {
+    return;
+  }
+  let o_base = (u32(q_start + i) * hq + head) * dim;
+  let lse_at = u32(q_start + i) * hq + head;
+  if (l > 0.0) {
+    let inv = 1.0 / l;
+    for (var c = 0u; c < D4; c++) {
+      for (var e = 0u; e < 4u; e++) {
+        let d = c * 4u + e;
+        if (d < dim) {
+          out[o_base + d] = o[c][e] * inv;
+        }
+      }
+    }
+    lse[lse_at] = m + log(l);
+  } else {
+    for (var d = 0u; d < dim; d++) {
+      out[o_base + d] = 0.0;
+    }
+    lse[lse_at] = neg_inf();
+  }
+}
