@@ -1,0 +1,64 @@
+"""`wgattn bench`: records of the documented shape, FlashAttention's FLOP convention, every
+registered kernel of an op timed or skipped with a reason, and clear errors. Speed itself is a
+benchmark figure, never asserted here."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from wgattn import bench, cli, registry
+
+SMALL = "1,2,64,16"
+
+
+def test_flops_follow_flashattention():
+    assert bench.flops("fwd", (4, 16, 2048, 64), False) == 4 * 4 * 16 * 2048 * 2048 * 64
+    assert bench.flops("fwd", (4, 16, 2048, 64), True) == 2 * 4 * 16 * 2048 * 2048 * 64
+    assert bench.flops("bwd", (2, 16, 4096, 128), True) == 2.5 * bench.flops("fwd", (2, 16, 4096, 128), True)
+    assert bench.flops("probs", (16, 8, 4096, 64), False) == 2 * 16 * 8 * 4096 * 64
+
+
+def test_every_op_lists_its_registered_kernels_baseline_first():
+    reg = registry.load()
+    assert bench.kernel_impls("fwd")[0] == "sdpa_arena.seed"
+    assert set(bench.kernel_impls("fwd")) >= {k.id for k in reg.kernels_of("flash_fwd")}
+    assert bench.kernel_impls("bwd") == [k.id for k in reg.kernels_of("varlen_bwd")]
+    assert bench.kernel_impls("probs")[0] == "attn_probs.seed"
+    with pytest.raises(ValueError, match="unknown op"):
+        bench.kernel_impls("nope")
+
+
+@pytest.mark.parametrize("op", bench.OPS)
+def test_json_records(native_runtime, capsys, op):
+    assert cli.main(["bench", "--op", op, "--shape", SMALL, "--causal", "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    shape = [1, 2, 64, 16]
+    have = set(native_runtime.features)
+    from wgattn import native
+
+    runnable = [k for k in bench.kernel_impls(op)
+                if all(native._FEATURE_NAMES.get(f, f) in have for f in registry.load().kernel(k).requires)]
+    assert [r["impl"] for r in records if r["impl"] not in bench.ANCHORS] == runnable
+    assert "numpy" in [r["impl"] for r in records]
+    for r in records:
+        assert set(r) == {"op", "impl", "shape", "causal", "dtype", "adapter", "median_ms", "tflops",
+                          "runs", "timer"}
+        assert r["op"] == op and r["shape"] == shape and r["causal"] is True
+        assert r["dtype"] in ("f32", "f16") and r["timer"] in ("gpu", "wall")
+        assert math.isfinite(r["median_ms"]) and r["median_ms"] > 0
+        assert r["tflops"] == pytest.approx(bench.flops(op, shape, True) / (r["median_ms"] * 1e-3) / 1e12)
+        if r["impl"] != "numpy":
+            assert r["runs"] >= 10 and r["adapter"] == native_runtime.name
+
+
+def test_errors_are_clear(capsys):
+    assert cli.main(["bench", "--shape", "1,2,3"]) == 2
+    assert "B,H,S,D" in capsys.readouterr().err
+    assert cli.main(["bench", "--impl", "nope", "--shape", SMALL]) == 2
+    assert "unknown impl 'nope'" in capsys.readouterr().err
+    assert cli.main(["bench", "--runs", "3", "--shape", SMALL]) == 2
+    assert "at least 10" in capsys.readouterr().err
+    assert cli.main(["bench", "--op", "nope"]) == 2
+    assert "unknown op" in capsys.readouterr().err
