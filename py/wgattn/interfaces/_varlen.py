@@ -9,7 +9,7 @@ from typing import Mapping
 
 import numpy as np
 
-__all__ = ["CAUSAL_ALIGNS", "U32_MAX", "I32_MAX", "float3", "cu_seqlens", "options", "clip_window"]
+__all__ = ["CAUSAL_ALIGNS", "U32_MAX", "I32_MAX", "float3", "cu_seqlens", "qkv", "options", "clip_window"]
 
 CAUSAL_ALIGNS = ("bottom_right", "top_left")
 I32_MAX = 2**31 - 1
@@ -85,3 +85,33 @@ def clip_window(left: int, right: int, total_q: int, total_k: int):
     make it -1, which keeps the kernels' i32 index arithmetic far from overflow."""
     reach = total_q + total_k
     return (-1 if left >= reach else left), (-1 if right >= reach else right)
+
+
+def qkv(inputs: Mapping[str, np.ndarray], copies: int = 1):
+    """q, k, v (float32, [total, heads, D], GQA shapes) and the int32 prefix sums, validated.
+    `copies`: how many [total, heads, D] tensors share one buffer (element indices fit in u32)."""
+    q = float3(inputs["q"], "q", "[total_q, Hq, D]")
+    k = float3(inputs["k"], "k", "[total_k, Hkv, D]")
+    v = float3(inputs["v"], "v", "[total_k, Hkv, D]")
+    total_q, hq, d = q.shape
+    total_k, hkv, dk = k.shape
+    if d < 1:
+        raise ValueError(f"q head dim D must be >= 1, got shape {q.shape}")
+    if dk != d:
+        raise ValueError(f"k head dim must equal q head dim {d}, got k shape {k.shape}")
+    if v.shape != k.shape:
+        raise ValueError(f"v must have k's shape {k.shape} [total_k, Hkv, D], got {v.shape}")
+    if hq < 1 or hkv < 1:
+        raise ValueError(f"head counts must be >= 1, got q heads {hq} and k/v heads {hkv}")
+    if hq % hkv:
+        raise ValueError(f"q heads ({hq}) must be a multiple of k/v heads ({hkv}) for grouped-query attention")
+    if copies * total_q * hq * d > U32_MAX or copies * total_k * hkv * d > U32_MAX:
+        raise ValueError(f"q ({q.shape}) or k ({k.shape}) is too large: element indices must fit in u32")
+    if total_q > I32_MAX or total_k > I32_MAX:
+        raise ValueError("total_q and total_k must fit in i32")
+    cu_q = cu_seqlens(inputs["cu_seqlens_q"], "cu_seqlens_q", total_q, "total_q (q.shape[0])")
+    cu_k = cu_seqlens(inputs["cu_seqlens_k"], "cu_seqlens_k", total_k, "total_k (k.shape[0])")
+    if cu_q.shape != cu_k.shape:
+        raise ValueError(f"cu_seqlens_q and cu_seqlens_k must have the same length (batch+1), "
+                         f"got {cu_q.shape[0]} and {cu_k.shape[0]}")
+    return q, k, v, cu_q, cu_k

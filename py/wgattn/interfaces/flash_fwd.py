@@ -21,7 +21,7 @@ from .. import reference as _reference
 from ..plan import Buffer, Output, Plan
 from ..registry import Kernel
 from . import Case
-from ._varlen import I32_MAX, U32_MAX, clip_window, cu_seqlens, float3
+from ._varlen import clip_window, qkv
 from ._varlen import options as check_options
 
 __all__ = ["OUTPUTS", "INPUTS", "plan", "reference", "case_from_reference", "dense_case",
@@ -36,31 +36,7 @@ def _arrays(inputs: Mapping[str, np.ndarray]):
     for name in INPUTS:
         if inputs.get(name) is None:
             raise ValueError(f"{name} is missing from the case's inputs; flash_fwd takes {list(INPUTS)}")
-    q = float3(inputs["q"], "q", "[total_q, Hq, D]")
-    k = float3(inputs["k"], "k", "[total_k, Hkv, D]")
-    v = float3(inputs["v"], "v", "[total_k, Hkv, D]")
-    total_q, hq, d = q.shape
-    total_k, hkv, dk = k.shape
-    if d < 1:
-        raise ValueError(f"q head dim D must be >= 1, got shape {q.shape}")
-    if dk != d:
-        raise ValueError(f"k head dim must equal q head dim {d}, got k shape {k.shape}")
-    if v.shape != k.shape:
-        raise ValueError(f"v must have k's shape {k.shape} [total_k, Hkv, D], got {v.shape}")
-    if hq < 1 or hkv < 1:
-        raise ValueError(f"head counts must be >= 1, got q heads {hq} and k/v heads {hkv}")
-    if hq % hkv:
-        raise ValueError(f"q heads ({hq}) must be a multiple of k/v heads ({hkv}) for grouped-query attention")
-    if total_q * hq * d > U32_MAX or total_k * hkv * d > U32_MAX:
-        raise ValueError(f"q ({q.shape}) or k ({k.shape}) is too large: element indices must fit in u32")
-    if total_q > I32_MAX or total_k > I32_MAX:
-        raise ValueError("total_q and total_k must fit in i32")
-    cu_q = cu_seqlens(inputs["cu_seqlens_q"], "cu_seqlens_q", total_q, "total_q (q.shape[0])")
-    cu_k = cu_seqlens(inputs["cu_seqlens_k"], "cu_seqlens_k", total_k, "total_k (k.shape[0])")
-    if cu_q.shape != cu_k.shape:
-        raise ValueError(f"cu_seqlens_q and cu_seqlens_k must have the same length (batch+1), "
-                         f"got {cu_q.shape[0]} and {cu_k.shape[0]}")
-    return q, k, v, cu_q, cu_k
+    return qkv(inputs)
 
 
 def plan(kernel: Kernel, case: Case, source: Optional[str] = None,

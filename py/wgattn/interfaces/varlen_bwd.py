@@ -23,7 +23,7 @@ from .. import reference as _reference
 from ..plan import Buffer, Output, Plan
 from ..registry import Kernel
 from . import Case
-from ._varlen import CAUSAL_ALIGNS, I32_MAX, U32_MAX, clip_window, cu_seqlens, float3
+from ._varlen import CAUSAL_ALIGNS, clip_window, float3, qkv
 from ._varlen import options as check_options
 
 __all__ = ["OUTPUTS", "CAUSAL_ALIGNS", "plan", "reference", "case_from_reference",
@@ -42,23 +42,10 @@ def _arrays(inputs: Mapping[str, np.ndarray]):
     for name in ("q", "k", "v", "out", "dout", "lse", "cu_seqlens_q", "cu_seqlens_k"):
         if inputs.get(name) is None:
             raise ValueError(f"{name} is missing from the case's inputs")
-    q = float3(inputs["q"], "q", "[total_q, Hq, D]")
-    k = float3(inputs["k"], "k", "[total_k, Hkv, D]")
-    v = float3(inputs["v"], "v", "[total_k, Hkv, D]")
+    q, k, v, cu_q, cu_k = qkv(inputs, copies=2)  # dkv holds dk and dv
+    total_q, hq, _ = q.shape
     out = float3(inputs["out"], "out", "[total_q, Hq, D]")
     dout = float3(inputs["dout"], "dout", "[total_q, Hq, D]")
-    total_q, hq, d = q.shape
-    total_k, hkv, dk = k.shape
-    if d < 1:
-        raise ValueError(f"q head dim D must be >= 1, got shape {q.shape}")
-    if dk != d:
-        raise ValueError(f"k head dim must equal q head dim {d}, got k shape {k.shape}")
-    if v.shape != k.shape:
-        raise ValueError(f"v must have k's shape {k.shape} [total_k, Hkv, D], got {v.shape}")
-    if hq < 1 or hkv < 1:
-        raise ValueError(f"head counts must be >= 1, got q heads {hq} and k/v heads {hkv}")
-    if hq % hkv:
-        raise ValueError(f"q heads ({hq}) must be a multiple of k/v heads ({hkv}) for grouped-query attention")
     for name, t in (("out", out), ("dout", dout)):
         if t.shape != q.shape:
             raise ValueError(f"{name} must have q's shape {q.shape} [total_q, Hq, D], got {t.shape}")
@@ -68,15 +55,6 @@ def _arrays(inputs: Mapping[str, np.ndarray]):
     if lse.shape != (total_q, hq):
         raise ValueError(f"lse must have shape {(total_q, hq)} [total_q, Hq], got {tuple(lse.shape)}")
     lse = np.ascontiguousarray(lse, dtype=np.float32)
-    if 2 * total_q * hq * d > U32_MAX or 2 * total_k * hkv * d > U32_MAX:
-        raise ValueError(f"q ({q.shape}) or k ({k.shape}) is too large: element indices must fit in u32")
-    if total_q > I32_MAX or total_k > I32_MAX:
-        raise ValueError("total_q and total_k must fit in i32")
-    cu_q = cu_seqlens(inputs["cu_seqlens_q"], "cu_seqlens_q", total_q, "total_q (q.shape[0])")
-    cu_k = cu_seqlens(inputs["cu_seqlens_k"], "cu_seqlens_k", total_k, "total_k (k.shape[0])")
-    if cu_q.shape != cu_k.shape:
-        raise ValueError(f"cu_seqlens_q and cu_seqlens_k must have the same length (batch+1), "
-                         f"got {cu_q.shape[0]} and {cu_k.shape[0]}")
     return q, k, v, out, dout, lse, cu_q, cu_k
 
 
