@@ -222,14 +222,14 @@ def run(ops: Sequence[str], impls: Optional[Sequence[str]], shapes: Optional[Seq
         raise ValueError(f"runs must be at least 10 (a median of at least 10), got {runs}")
     rt = native.runtime()
     adapter = rt.name
+    every = {x for o in ops for x in kernel_impls(o)} | set(ANCHORS)
+    unknown = [i for i in impls or () if i not in every]
+    if unknown:
+        raise ValueError(f"unknown impl {unknown[0]!r}; for {list(ops)}: {sorted(every)}")
     records = []
     for op in ops:
         known = kernel_impls(op) + list(ANCHORS)
         wanted = known if not impls else [i for i in impls if i in known]
-        for i in impls or ():
-            if not any(i in kernel_impls(o) + list(ANCHORS) for o in ops):
-                raise ValueError(f"unknown impl {i!r}; for {list(ops)}: "
-                                 f"{sorted({x for o in ops for x in kernel_impls(o)} | set(ANCHORS))}")
         for shape in shapes or DEFAULT_SHAPES[op]:
             f = flops(op, shape, causal)
             for impl in wanted:
@@ -243,7 +243,7 @@ def run(ops: Sequence[str], impls: Optional[Sequence[str]], shapes: Optional[Seq
                     dts = ["f32"] + (["f16"] if any(dtype_of(x) == "f16" for x in wanted) else [])
                     for dt in dts:
                         samples = _time_torch(_torch_fn(op, shape, causal, dt), runs, warmup)
-                        records.append(_record(op, f"torch", shape, causal, dt, device, samples, f, "gpu"))
+                        records.append(_record(op, "torch", shape, causal, dt, device, samples, f, "gpu"))
                         log(_line(records[-1]))
                     continue
                 if impl == "numpy":

@@ -244,7 +244,7 @@ class NativeRuntime:
             raise ValueError(f"runs must be >= 1 and warmup >= 0, got {runs} and {warmup}")
         buffers, pipelines, groups = self._upload(plan)
         timed = "timestamp-query" in self.features
-        fence = self.device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
+        fence = None if timed else self.device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
         samples = []
         for r in range(warmup + runs):
             t0 = time.perf_counter()

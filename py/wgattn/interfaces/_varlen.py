@@ -9,7 +9,8 @@ from typing import Mapping
 
 import numpy as np
 
-__all__ = ["CAUSAL_ALIGNS", "U32_MAX", "I32_MAX", "float3", "cu_seqlens", "qkv", "options", "clip_window"]
+__all__ = ["CAUSAL_ALIGNS", "U32_MAX", "I32_MAX", "float3", "cu_seqlens", "qkv", "options", "clip_window",
+           "DEFAULT_OPTIONS", "random_packed"]
 
 CAUSAL_ALIGNS = ("bottom_right", "top_left")
 I32_MAX = 2**31 - 1
@@ -114,4 +115,21 @@ def qkv(inputs: Mapping[str, np.ndarray], copies: int = 1):
     if cu_q.shape != cu_k.shape:
         raise ValueError(f"cu_seqlens_q and cu_seqlens_k must have the same length (batch+1), "
                          f"got {cu_q.shape[0]} and {cu_k.shape[0]}")
+    return q, k, v, cu_q, cu_k
+
+
+# The options of wgattn.reference's varlen functions at their defaults (a grid case overrides some).
+DEFAULT_OPTIONS = {"causal": False, "scale": None, "window": (-1, -1), "softcap": 0.0,
+                   "causal_align": "bottom_right"}
+
+
+def random_packed(rs: np.random.RandomState, seqs, hq: int, hkv: int, d: int, amp: float):
+    """Standard-normal q, k (times amp) and v for sequences [(len_q, len_k)], packed, with their
+    prefix sums: (q, k, v, cu_seqlens_q, cu_seqlens_k). Draws q, k, v in that order."""
+    cu_q = np.concatenate([[0], np.cumsum([s[0] for s in seqs])]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum([s[1] for s in seqs])]).astype(np.int32)
+    total_q, total_k = int(cu_q[-1]), int(cu_k[-1])
+    q = (amp * rs.standard_normal((total_q, hq, d))).astype(np.float32)
+    k = (amp * rs.standard_normal((total_k, hkv, d))).astype(np.float32)
+    v = rs.standard_normal((total_k, hkv, d)).astype(np.float32)
     return q, k, v, cu_q, cu_k

@@ -27,6 +27,7 @@ from .. import reference as _reference
 from ..plan import Buffer, Output, Plan
 from ..registry import Kernel
 from . import Case
+from .attn_probs import _float_input, _is_int  # the same argument rules as seed B's interface
 
 __all__ = ["OUTPUTS", "INPUTS", "plan", "reference", "case_from_reference", "conformance_cases"]
 
@@ -36,19 +37,6 @@ INPUTS = ("q", "k_hist", "positions")
 _OPTIONS = ("window", "scale")
 _U32_MAX = 2**32 - 1
 _I32_MAX = 2**31 - 1
-
-
-def _is_int(x: object) -> bool:
-    return isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_))
-
-
-def _float_input(x: object, name: str, ndim: int, shape_doc: str) -> np.ndarray:
-    a = np.asarray(x)
-    if a.dtype.kind != "f":
-        raise ValueError(f"{name} must be a float16/32/64 array {shape_doc}, got dtype {a.dtype}")
-    if a.ndim != ndim:
-        raise ValueError(f"{name} must be {ndim}-D {shape_doc}, got shape {a.shape}")
-    return np.ascontiguousarray(a, dtype=np.float32)
 
 
 def _validate(q: object, k_hist: object, positions: object, window: object,

@@ -21,7 +21,7 @@ from .. import reference as _reference
 from ..plan import Buffer, Output, Plan
 from ..registry import Kernel
 from . import Case
-from ._varlen import clip_window, qkv
+from ._varlen import DEFAULT_OPTIONS, clip_window, qkv, random_packed
 from ._varlen import options as check_options
 
 __all__ = ["OUTPUTS", "INPUTS", "plan", "reference", "case_from_reference", "dense_case",
@@ -197,14 +197,8 @@ _SPECS: List[Tuple[str, List[Tuple[int, int]], int, int, int, Dict[str, object],
 
 def _make_case(rs: np.random.RandomState, name: str, seqs, hq: int, hkv: int, d: int,
                options: Dict[str, object], amp: float) -> Case:
-    cu_q = np.concatenate([[0], np.cumsum([s[0] for s in seqs])]).astype(np.int32)
-    cu_k = np.concatenate([[0], np.cumsum([s[1] for s in seqs])]).astype(np.int32)
-    total_q, total_k = int(cu_q[-1]), int(cu_k[-1])
-    q = (amp * rs.standard_normal((total_q, hq, d))).astype(np.float32)
-    k = (amp * rs.standard_normal((total_k, hkv, d))).astype(np.float32)
-    v = rs.standard_normal((total_k, hkv, d)).astype(np.float32)
-    opts = {"causal": False, "scale": None, "window": (-1, -1), "softcap": 0.0,
-            "causal_align": "bottom_right"}
+    q, k, v, cu_q, cu_k = random_packed(rs, seqs, hq, hkv, d, amp)
+    opts = dict(DEFAULT_OPTIONS)
     opts.update(options)
     inputs = {"q": q, "k": k, "v": v, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}
     label = "+".join(f"{a}x{b}" for a, b in seqs) if len(seqs) <= 6 else f"{len(seqs)}seqs"

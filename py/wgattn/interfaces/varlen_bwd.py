@@ -23,7 +23,7 @@ from .. import reference as _reference
 from ..plan import Buffer, Output, Plan
 from ..registry import Kernel
 from . import Case
-from ._varlen import CAUSAL_ALIGNS, clip_window, float3, qkv
+from ._varlen import CAUSAL_ALIGNS, DEFAULT_OPTIONS, clip_window, float3, qkv, random_packed
 from ._varlen import options as check_options
 
 __all__ = ["OUTPUTS", "CAUSAL_ALIGNS", "plan", "reference", "case_from_reference",
@@ -170,15 +170,9 @@ _SPECS: List[Tuple[str, List[Tuple[int, int]], int, int, int, Dict[str, object],
 
 def _make_case(rs: np.random.RandomState, name: str, seqs, hq: int, hkv: int, d: int,
                options: Dict[str, object], amp: float) -> Case:
-    cu_q = np.concatenate([[0], np.cumsum([s[0] for s in seqs])]).astype(np.int32)
-    cu_k = np.concatenate([[0], np.cumsum([s[1] for s in seqs])]).astype(np.int32)
-    total_q, total_k = int(cu_q[-1]), int(cu_k[-1])
-    q = (amp * rs.standard_normal((total_q, hq, d))).astype(np.float32)
-    k = (amp * rs.standard_normal((total_k, hkv, d))).astype(np.float32)
-    v = rs.standard_normal((total_k, hkv, d)).astype(np.float32)
-    dout = rs.standard_normal((total_q, hq, d)).astype(np.float32)
-    opts = {"causal": False, "scale": None, "window": (-1, -1), "softcap": 0.0,
-            "causal_align": "bottom_right"}
+    q, k, v, cu_q, cu_k = random_packed(rs, seqs, hq, hkv, d, amp)
+    dout = rs.standard_normal(q.shape).astype(np.float32)
+    opts = dict(DEFAULT_OPTIONS)
     opts.update(options)
     # What a float32 forward hands over: the float64 forward rounded to float32.
     out, lse = _reference.varlen_attention_fwd(q, k, v, cu_q, cu_k, dtype=np.float64, **opts)
