@@ -16,7 +16,7 @@ def python_bundle(tests: bool = False):
     files = {}
     for path in sorted((PY / "wgattn").rglob("*.py")):
         files[str(path.relative_to(PY.parent))] = path.read_text()
-    for path in sorted(SHADERS.iterdir()):
+    for path in sorted(SHADERS.rglob("*")):  # lib/ holds the snippets kernels #include
         if path.suffix in (".wgsl", ".json"):
             files[str(path.relative_to(SHADERS.parent))] = path.read_text()
     if tests:

@@ -149,26 +149,27 @@ fn diag_offset(len_q: i32, len_k: i32) -> i32 {
 }
 
 // Four columns d .. d + 3 of a row starting at `at`, zero from column `dim` on. (One function per
-// buffer: WGSL passes no storage pointers. An index past the row reads some in-bounds value or 0,
-// which select drops.)
+// buffer: WGSL passes no storage pointers.) select evaluates both operands, so the index is
+// clamped to the row's last column: every read stays inside the row, also where the runtime
+// does no bounds checks (the kernel is registered as trusted).
 fn q4(at: u32, d: u32, dim: u32) -> vec4<f32> {
-  return vec4<f32>(select(0.0, q[at + d], d < dim), select(0.0, q[at + d + 1u], d + 1u < dim),
-                   select(0.0, q[at + d + 2u], d + 2u < dim), select(0.0, q[at + d + 3u], d + 3u < dim));
+  return vec4<f32>(select(0.0, q[at + min(d, dim - 1u)], d < dim), select(0.0, q[at + min(d + 1u, dim - 1u)], d + 1u < dim),
+                   select(0.0, q[at + min(d + 2u, dim - 1u)], d + 2u < dim), select(0.0, q[at + min(d + 3u, dim - 1u)], d + 3u < dim));
 }
 
 fn do4(at: u32, d: u32, dim: u32) -> vec4<f32> {
-  return vec4<f32>(select(0.0, dout[at + d], d < dim), select(0.0, dout[at + d + 1u], d + 1u < dim),
-                   select(0.0, dout[at + d + 2u], d + 2u < dim), select(0.0, dout[at + d + 3u], d + 3u < dim));
+  return vec4<f32>(select(0.0, dout[at + min(d, dim - 1u)], d < dim), select(0.0, dout[at + min(d + 1u, dim - 1u)], d + 1u < dim),
+                   select(0.0, dout[at + min(d + 2u, dim - 1u)], d + 2u < dim), select(0.0, dout[at + min(d + 3u, dim - 1u)], d + 3u < dim));
 }
 
 fn k4(at: u32, d: u32, dim: u32) -> vec4<f32> {
-  return vec4<f32>(select(0.0, k[at + d], d < dim), select(0.0, k[at + d + 1u], d + 1u < dim),
-                   select(0.0, k[at + d + 2u], d + 2u < dim), select(0.0, k[at + d + 3u], d + 3u < dim));
+  return vec4<f32>(select(0.0, k[at + min(d, dim - 1u)], d < dim), select(0.0, k[at + min(d + 1u, dim - 1u)], d + 1u < dim),
+                   select(0.0, k[at + min(d + 2u, dim - 1u)], d + 2u < dim), select(0.0, k[at + min(d + 3u, dim - 1u)], d + 3u < dim));
 }
 
 fn v4(at: u32, d: u32, dim: u32) -> vec4<f32> {
-  return vec4<f32>(select(0.0, v[at + d], d < dim), select(0.0, v[at + d + 1u], d + 1u < dim),
-                   select(0.0, v[at + d + 2u], d + 2u < dim), select(0.0, v[at + d + 3u], d + 3u < dim));
+  return vec4<f32>(select(0.0, v[at + min(d, dim - 1u)], d < dim), select(0.0, v[at + min(d + 1u, dim - 1u)], d + 1u < dim),
+                   select(0.0, v[at + min(d + 2u, dim - 1u)], d + 2u < dim), select(0.0, v[at + min(d + 3u, dim - 1u)], d + 3u < dim));
 }
 
 // Four columns at element 4 * a4 (a 16-byte boundary, where D % 4 == 0): adjacent loads that

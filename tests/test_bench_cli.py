@@ -4,6 +4,7 @@ benchmark figure, never asserted here."""
 from __future__ import annotations
 
 import json
+import re
 import math
 
 import pytest
@@ -40,11 +41,16 @@ def test_json_records(native_runtime, capsys, op):
 
     runnable = [k for k in bench.kernel_impls(op)
                 if all(native._FEATURE_NAMES.get(f, f) in have for f in registry.load().kernel(k).requires)]
-    assert [r["impl"] for r in records if r["impl"] not in bench.ANCHORS] == runnable
+    # Each kernel in both modes when it is registered as trusted, checked only otherwise.
+    want = [(k, m) for k in runnable for m in bench.MODES if m == "checked" or registry.load().kernel(k).trusted]
+    assert [(r["impl"], r["mode"]) for r in records if r["impl"] not in bench.ANCHORS] == want
     assert "numpy" in [r["impl"] for r in records]
     for r in records:
         assert set(r) == {"op", "impl", "shape", "causal", "dtype", "adapter", "median_ms", "tflops",
-                          "runs", "timer"}
+                          "runs", "timer", "mode", "config"}
+        assert (r["mode"] == "") == (r["impl"] in bench.ANCHORS)
+        if r["mode"]:  # the tile shape that ran, as override constants
+            assert re.fullmatch(r"(\w+=\d+ ?)+", r["config"]), r["config"]
         assert r["op"] == op and r["shape"] == shape and r["causal"] is True
         assert r["dtype"] in ("f32", "f16") and r["timer"] in ("gpu", "wall")
         assert math.isfinite(r["median_ms"]) and r["median_ms"] > 0
@@ -62,3 +68,11 @@ def test_errors_are_clear(capsys):
     assert "at least 10" in capsys.readouterr().err
     assert cli.main(["bench", "--op", "nope"]) == 2
     assert "unknown op" in capsys.readouterr().err
+
+
+def test_one_mode(native_runtime, capsys):
+    assert cli.main(["bench", "--shape", SMALL, "--impl", "flash_fwd.blocked,flash_fwd.tiled",
+                     "--mode", "checked", "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [(r["impl"], r["mode"]) for r in records] == [("flash_fwd.tiled", "checked"),
+                                                       ("flash_fwd.blocked", "checked")]

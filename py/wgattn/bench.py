@@ -31,6 +31,7 @@ __all__ = ["OPS", "DEFAULT_SHAPES", "Record", "flops", "kernel_impls", "plans", 
            "run", "render_table"]
 
 OPS = ("fwd", "bwd", "probs")
+MODES = ("trusted", "checked")
 DEFAULT_SHAPES = {"fwd": [(1, 8, 1024, 64)], "bwd": [(1, 8, 1024, 64)], "probs": [(16, 8, 4096, 64)]}
 _INTERFACES = {"fwd": ("sdpa_arena", "flash_fwd"), "bwd": ("varlen_bwd",),
                "probs": ("attn_probs", "attn_probs_batched")}
@@ -49,6 +50,8 @@ class Record:
     tflops: float
     runs: int
     timer: str  # "gpu" (timestamp queries / CUDA events) or "wall"
+    mode: str = ""  # "trusted" or "checked" (wgattn.native's shader modules); "" for the anchors
+    config: str = ""  # the tile shape that ran (override constants), e.g. "BR=64 BC=32 WG=128"
 
     def to_json(self) -> Dict[str, object]:
         d = asdict(self)
@@ -213,13 +216,17 @@ def _time_cpu(fn: Callable, runs: int, budget_s: float = 20.0) -> List[float]:
 
 
 def run(ops: Sequence[str], impls: Optional[Sequence[str]], shapes: Optional[Sequence[Tuple[int, ...]]],
-        causal: bool, runs: int = 10, warmup: int = 3, log: Callable[[str], None] = lambda s: None
-        ) -> List[Record]:
-    """Time every (op, impl, shape) natively, with the anchors, in one process and one run."""
+        causal: bool, runs: int = 10, warmup: int = 3, log: Callable[[str], None] = lambda s: None,
+        modes: Sequence[str] = MODES) -> List[Record]:
+    """Time every (op, impl, shape) natively, with the anchors, in one process and one run;
+    kernels in each of `modes` (a kernel not registered as trusted runs checked only)."""
     from . import native
 
     if runs < 10:
         raise ValueError(f"runs must be at least 10 (a median of at least 10), got {runs}")
+    bad = [m for m in modes if m not in MODES] or ([] if modes else ["(none)"])
+    if bad:
+        raise ValueError(f"unknown mode {bad[0]!r}; modes: {list(MODES)}")
     rt = native.runtime()
     adapter = rt.name
     every = {x for o in ops for x in kernel_impls(o)} | set(ANCHORS)
@@ -262,25 +269,40 @@ def run(ops: Sequence[str], impls: Optional[Sequence[str]], shapes: Optional[Seq
                 except ValueError as e:
                     log(f"skip {label}: {e}")
                     continue
-                timer, total = "gpu", None
-                for p in job:
-                    timer, samples = rt.time(p, runs=runs, warmup=warmup)
-                    total = samples if total is None else [a + b for a, b in zip(total, samples)]
-                records.append(_record(op, impl, shape, causal, dtype_of(impl), adapter, total, f, timer))
-                log(_line(records[-1]))
+                config = " ".join(f"{k}={v}" for k, v in job[0].dispatches[0].constants.items())
+                kernel_modes = [m for m in modes if m == "checked" or kernel.trusted]
+                if not kernel_modes:
+                    log(f"skip {label}: not registered as trusted, and only trusted mode was asked for")
+                saved = rt.trusted
+                try:
+                    for mode in kernel_modes:
+                        rt.trusted = mode == "trusted"
+                        timer, total = "gpu", None
+                        for p in job:
+                            timer, samples = rt.time(p, runs=runs, warmup=warmup)
+                            total = samples if total is None else [a + b for a, b in zip(total, samples)]
+                        records.append(_record(op, impl, shape, causal, dtype_of(impl), adapter, total, f,
+                                               timer, mode=mode, config=config))
+                        log(_line(records[-1]))
+                finally:
+                    rt.trusted = saved
     return records
 
 
-def _record(op, impl, shape, causal, dtype, adapter, samples, f, timer) -> Record:
+def _record(op, impl, shape, causal, dtype, adapter, samples, f, timer, mode="", config="") -> Record:
     med = statistics.median(samples)
     return Record(op=op, impl=impl, shape=tuple(int(x) for x in shape), causal=bool(causal), dtype=dtype,
                   adapter=adapter, median_ms=med, tflops=f / (med * 1e-3) / 1e12, runs=len(samples),
-                  timer=timer)
+                  timer=timer, mode=mode, config=config)
+
+
+def _name(r: Record) -> str:
+    return f"{r.impl} [{r.mode}]" if r.mode else r.impl
 
 
 def _line(r: Record) -> str:
-    return (f"{r.op:5s} {r.impl:26s} {','.join(map(str, r.shape)):16s} {r.dtype} "
-            f"{r.median_ms:10.3f} ms {r.tflops:9.4f} TFLOP/s ({r.timer}, {r.runs} runs)")
+    return (f"{r.op:5s} {_name(r):36s} {','.join(map(str, r.shape)):16s} {r.dtype} "
+            f"{r.median_ms:10.3f} ms {r.tflops:9.4f} TFLOP/s ({r.timer}, {r.runs} runs) {r.config}")
 
 
 def render_table(records: Sequence[Record]) -> str:
@@ -294,11 +316,11 @@ def render_table(records: Sequence[Record]) -> str:
         lines.append(f"{op} (B,H,S,D)={shape}{' causal' if causal else ''}")
         base = next((r for r in rows if r.impl not in ANCHORS), None)
         torch32 = next((r for r in rows if r.impl == "torch" and r.dtype == "f32"), None)
-        lines.append(f"  {'impl':26s} {'dtype':5s} {'median ms':>11s} {'TFLOP/s':>10s} "
-                     f"{'x baseline':>10s} {'% torch f32':>11s}  adapter")
+        lines.append(f"  {'impl [mode]':36s} {'dtype':5s} {'median ms':>11s} {'TFLOP/s':>10s} "
+                     f"{'x baseline':>10s} {'% torch f32':>11s}  adapter, tile")
         for r in rows:
             xb = f"{base.median_ms / r.median_ms:10.2f}" if base else f"{'':10s}"
             pt = f"{100 * r.tflops / torch32.tflops:10.1f}%" if torch32 else f"{'':11s}"
-            lines.append(f"  {r.impl:26s} {r.dtype:5s} {r.median_ms:11.3f} {r.tflops:10.4f} {xb} {pt}  "
-                         f"{r.adapter} ({r.timer}, {r.runs} runs)")
+            lines.append(f"  {_name(r):36s} {r.dtype:5s} {r.median_ms:11.3f} {r.tflops:10.4f} {xb} {pt}  "
+                         f"{r.adapter} ({r.timer}, {r.runs} runs) {r.config}")
     return "\n".join(lines)

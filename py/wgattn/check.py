@@ -61,7 +61,7 @@ def check(interface: str, wgsl: Optional[str] = None, entry: Optional[str] = Non
         for case in cases:
             try:
                 outs = conformance.run_case(runtime, kernel, case, source=wgsl, entry_points=entry_points,
-                                            overrides=overrides)
+                                            overrides=sets or None)
             except ValueError as exc:
                 if "does not compile" in str(exc) or "does not match" in str(exc):
                     raise CheckError(str(exc)) from None

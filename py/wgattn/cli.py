@@ -1,11 +1,12 @@
 """The `wgattn` command.
 
-    wgattn check --interface NAME [--wgsl FILE] [--entry NAME] [--set KEY=VALUE ...] [--json]
-    wgattn bench [--op NAME] [--impl A,B] [--shape B,H,S,D ...] [--causal] [--runs N] [--json]
+    wgattn check --interface NAME [--wgsl FILE] [--entry NAME] [--set KEY=VALUE ...] [--checked] [--json]
+    wgattn bench [--op NAME] [--impl A,B] [--shape B,H,S,D ...] [--causal] [--runs N] [--mode M] [--json]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -34,6 +35,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--entry", help="entry point (NAME, or PASS=NAME,... for multi-pass interfaces)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override constant, e.g. WG=128")
+    p.add_argument("--checked", action="store_true",
+                   help="compile every kernel with runtime bounds checks (default: registered trusted kernels without)")
     p.add_argument("--json", action="store_true", help="print a JSON report")
     b = sub.add_parser("bench", help="time kernels natively beside PyTorch (CUDA) and NumPy")
     b.add_argument("--op", action="append", help="fwd, bwd or probs (repeatable; default fwd)")
@@ -41,6 +44,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     b.add_argument("--shape", action="append", help="B,H,S,D (repeatable)")
     b.add_argument("--causal", action="store_true", help="causal attention (fwd, bwd)")
     b.add_argument("--runs", type=int, default=10, help="timed runs per row after warm-up (>= 10)")
+    b.add_argument("--mode", action="append", choices=("trusted", "checked"),
+                   help="shader modules with or without runtime checks (repeatable; default both)")
     b.add_argument("--json", action="store_true", help="print a JSON list of records")
     args = parser.parse_args(argv)
     if args.command == "bench":
@@ -55,6 +60,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"wgattn check: no such WGSL file: {path}", file=sys.stderr)
             return 2
         source = path.read_text()
+    if args.checked:
+        os.environ["WGATTN_TRUSTED"] = "0"  # read when the runtime is made
     try:
         report = check(args.interface, wgsl=source, entry=args.entry, sets=_sets(args.set),
                        kernel_ids=args.kernel)
@@ -77,7 +84,8 @@ def _bench(args) -> int:
         shapes = [bench.parse_shape(s) for s in args.shape] if args.shape else None
         impls = [i.strip() for i in args.impl.split(",") if i.strip()] if args.impl else None
         records = bench.run(ops, impls, shapes, args.causal, runs=args.runs,
-                            log=lambda line: print(line, file=sys.stderr))
+                            log=lambda line: print(line, file=sys.stderr),
+                            modes=args.mode or bench.MODES)
     except ValueError as exc:
         print(f"wgattn bench: {exc}", file=sys.stderr)
         return 2

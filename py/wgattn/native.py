@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
 from .plan import Plan
-from .registry import shader_dir
+from .registry import set_target_limits, shader_dir
 
 __all__ = ["AdapterError", "NativeRuntime", "RunResult", "runtime", "implementations", "sdpa",
            "varlen_attention_fwd", "varlen_attention_bwd", "attention_probs",
@@ -55,6 +55,31 @@ def _for_naga(source: str) -> str:
     return _ENABLE_SUBGROUPS.sub("// enable subgroups; (naga: implied by the device feature)", source)
 
 
+def trusted_default() -> bool:
+    """Trusted mode unless WGATTN_TRUSTED=0 (see NativeRuntime)."""
+    return os.environ.get("WGATTN_TRUSTED", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _trusted_module(device: "wgpu.GPUDevice", label: str, code: str) -> "wgpu.GPUShaderModule":
+    """A shader module without runtime bounds checks or forced loop bounding, through wgpu-native's
+    wgpuDeviceCreateShaderModuleTrusted (wgpu-py has no wrapper; its cffi handles are public enough:
+    the same calls as its own create_shader_module, with the trusted entry point)."""
+    from wgpu.backends.wgpu_native import _api
+    from wgpu.backends.wgpu_native._ffi import ffi, lib
+
+    src = _api.new_struct_p("WGPUShaderSourceWGSL *", code=_api.to_c_string_view(code))
+    src[0].chain.next = ffi.NULL
+    src[0].chain.sType = lib.WGPUSType_ShaderSourceWGSL
+    desc = _api.new_struct_p("WGPUShaderModuleDescriptor *",
+                             nextInChain=ffi.cast("WGPUChainedStruct *", src),
+                             label=_api.to_c_string_view(label))
+    handle = _api.libf.wgpuDeviceCreateShaderModuleTrusted(
+        device._internal, desc, lib.WGPUShaderRuntimeChecks_None)
+    if handle == ffi.NULL:
+        raise RuntimeError(f"{label}: trusted shader module creation failed")
+    return _api.GPUShaderModule(label, handle, device)
+
+
 class AdapterError(RuntimeError):
     """No usable adapter: none found, or one that computes wrong answers."""
 
@@ -67,9 +92,17 @@ class RunResult:
 
 
 class NativeRuntime:
-    """A wgpu-py device that runs plans."""
+    """A wgpu-py device that runs plans.
 
-    def __init__(self, adapter: Optional[wgpu.GPUAdapter] = None, *, check_loops: bool = True):
+    Trusted mode (`trusted`, on unless WGATTN_TRUSTED=0): dispatches of registered kernels marked
+    "trusted" in the manifest are compiled without wgpu's runtime bounds checks and loop bounding,
+    which cost 2-6x on the H100 (docs/performance.md). An out-of-bounds access would then go
+    uncaught, so only kernels that guard every index themselves are marked, their plans validate
+    every size before dispatch, and their grids run in both modes in the tests. User WGSL is
+    always checked."""
+
+    def __init__(self, adapter: Optional[wgpu.GPUAdapter] = None, *, check_loops: bool = True,
+                 trusted: Optional[bool] = None):
         adapter = adapter or wgpu.gpu.request_adapter_sync(power_preference="high-performance")
         if adapter is None:
             raise AdapterError(
@@ -80,7 +113,10 @@ class NativeRuntime:
         self.limits = {name: adapter.limits[name] for name in _LIMITS}
         self.device = adapter.request_device_sync(
             label="wgattn", required_features=list(self.features), required_limits=dict(self.limits))
-        self._pipelines: Dict[Tuple[str, str, Tuple], wgpu.GPUComputePipeline] = {}
+        self._pipelines: Dict[Tuple, wgpu.GPUComputePipeline] = {}
+        self.trusted = trusted_default() if trusted is None else bool(trusted)
+        set_target_limits(self.limits["max-compute-workgroup-storage-size"],
+                          self.limits["max-compute-invocations-per-workgroup"])
         if check_loops:
             self.check_loop_cap()
 
@@ -135,15 +171,19 @@ class NativeRuntime:
                 "`make setup` does this), or use Chromium's SwiftShader: "
                 "VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json")
 
-    def _pipeline(self, label: str, source: str, entry: str, constants: Dict[str, float], layout=None):
+    def _pipeline(self, label: str, source: str, entry: str, constants: Dict[str, float], layout=None,
+                  trusted: bool = False):
         """A cached compute pipeline; `layout` [(binding, type)] makes its bind group layout
-        explicit ("auto" only when None: tool shaders)."""
+        explicit ("auto" only when None: tool shaders); `trusted` builds it without runtime checks."""
         key = (hashlib.sha256(source.encode()).hexdigest(), entry, tuple(sorted(constants.items())),
-               tuple(map(tuple, layout or ())))
+               tuple(map(tuple, layout or ())), trusted)
         pipeline = self._pipelines.get(key)
         if pipeline is None:
             try:
-                module = self.device.create_shader_module(label=label, code=_for_naga(source))
+                if trusted:
+                    module = _trusted_module(self.device, label, _for_naga(source))
+                else:
+                    module = self.device.create_shader_module(label=label, code=_for_naga(source))
                 pl = "auto"
                 if layout is not None:
                     bgl = self.device.create_bind_group_layout(label=label, entries=[
@@ -180,7 +220,8 @@ class NativeRuntime:
         """Buffers (filled), pipelines and bind groups for every dispatch of the plan."""
         self.check_plan(plan)
         dev = self.device
-        pipelines = [self._pipeline(d.label, d.source, d.entry_point, d.constants, d.layout)
+        pipelines = [self._pipeline(d.label, d.source, d.entry_point, d.constants, d.layout,
+                                    trusted=self.trusted and d.trusted)
                      for d in plan.dispatches]
         buffers = {}
         for b in plan.buffers:

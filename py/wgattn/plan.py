@@ -46,6 +46,7 @@ class Dispatch:
     layout: List[Tuple[int, str]]  # (binding, "uniform" | "storage" | "read-only-storage")
     workgroups: Tuple[int, int, int]
     requires: Tuple[str, ...] = ()  # adapter features the shader needs
+    trusted: bool = False  # a registered kernel that may run without runtime bounds checks
 
 
 @dataclass

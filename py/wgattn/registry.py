@@ -13,17 +13,35 @@ import re
 
 import os
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Tuple
+
+from .wgsl import preprocess, reader
 
 if TYPE_CHECKING:  # plan imports nothing from here; the import is only for the annotation
     from .plan import Dispatch
 
-__all__ = ["Interface", "Kernel", "Pass", "Registry", "load", "shader_dir"]
+__all__ = ["Interface", "Kernel", "Pass", "Registry", "load", "shader_dir", "target_limits",
+           "set_target_limits", "DEFAULT_LIMITS"]
 
 # WGSL scalar types a Params field may have, as struct format characters (little-endian, 4 bytes).
 _FIELD_FORMATS = {"u32": "I", "i32": "i", "f32": "f"}
+
+# The adapter limits that tile choices may name. WebGPU's defaults hold on every adapter; a runtime
+# that knows its adapter (wgattn.native, the page) sets what the device was created with.
+DEFAULT_LIMITS = {"max_wg_storage": 16384, "max_invocations": 256}
+_TARGET_LIMITS: Dict[str, int] = dict(DEFAULT_LIMITS)
+
+
+def target_limits() -> Dict[str, int]:
+    """The limits plans are built for now (tile shapes are chosen to fit them)."""
+    return dict(_TARGET_LIMITS)
+
+
+def set_target_limits(max_wg_storage: int, max_invocations: int) -> None:
+    """Build later plans for an adapter with these limits (its device asked for them in full)."""
+    _TARGET_LIMITS.update(max_wg_storage=int(max_wg_storage), max_invocations=int(max_invocations))
 
 
 def shader_dir() -> Path:
@@ -120,20 +138,60 @@ class Kernel:
     requires: Tuple[str, ...]
     limits: Mapping[str, int] = field(default_factory=dict)  # param -> largest value supported
     precision: str = "f32"  # "f16": computes in half precision (judged on f16-rounded inputs)
+    template: str = ""  # the .wgsl file (without suffix) when it is not the kernel id
+    # for #if in the template: an int, or an expression of the params (a variant per size class)
+    defines: Mapping[str, object] = field(default_factory=dict)
+    # Tile candidates, best first: each overrides `overrides`; the first whose workgroup storage
+    # (the `storage` expression, bytes) and invocations (WG) fit the target adapter is used.
+    tiles: Tuple[Mapping[str, object], ...] = ()
+    storage: str = ""
+    caps: Mapping[str, int] = field(default_factory=dict)  # knob -> most the WGSL's arrays hold
+    constraints: Tuple[str, ...] = ()  # expressions of the knobs that must be 0 (e.g. "BC % NCG")
+    # May be compiled without runtime bounds checks (wgattn.native's trusted mode): every index the
+    # kernel makes is guarded in its own code, given inputs the interface module validated.
+    trusted: bool = False
+    grids: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # pass -> its own grid
 
     @property
     def path(self) -> Path:
-        return shader_dir() / f"{self.id}.wgsl"
+        return shader_dir() / f"{self.template or self.id}.wgsl"
 
-    def source(self) -> str:
-        return self.path.read_text()
+    def source(self, sizes: Optional[Mapping[str, int]] = None) -> str:
+        """The WGSL both runtimes compile: the template with includes and this kernel's defines
+        (evaluated on the params `sizes` where they are expressions) expanded (wgattn.wgsl)."""
+        defines = {k: (_evaluate(v, sizes or {}) if isinstance(v, str) else int(v))  # type: ignore[arg-type]
+                   for k, v in self.defines.items()}
+        return preprocess(self.path.read_text(), defines, reader(shader_dir()), self.path.name)
 
-    def knobs(self, sizes: Mapping[str, int], overrides: Optional[Mapping[str, object]] = None
-              ) -> Dict[str, int]:
-        """The override constants for params `sizes`: an override may be an expression of the
-        params (tile shapes that follow head_dim); `overrides` replaces the registered ones."""
-        return {k: (_evaluate(v, sizes) if isinstance(v, str) else int(v))
-                for k, v in (self.overrides if overrides is None else overrides).items()}
+    def knobs(self, sizes: Mapping[str, int], overrides: Optional[Mapping[str, object]] = None,
+              limits: Optional[Mapping[str, int]] = None) -> Dict[str, int]:
+        """The override constants for params `sizes`. A knob may be an expression of the params
+        and of the knobs before it (tile shapes that follow head_dim); `overrides` replaces the
+        registered values it names. With tile candidates, the first whose workgroup storage and
+        invocations fit `limits` (default: target_limits()) is taken."""
+        lim = dict(target_limits() if limits is None else limits)
+        tried = []
+        for tile in self.tiles or ({},):
+            # The tile's own knobs first: the registered ones may be expressions of them.
+            spec = dict(tile)
+            spec.update((k, v) for k, v in self.overrides.items() if k not in tile)
+            spec.update(overrides or {})
+            knobs: Dict[str, int] = {}
+            for k, v in spec.items():
+                knobs[k] = _evaluate(v, {**sizes, **knobs}) if isinstance(v, str) else int(v)  # type: ignore[arg-type]
+            if not self.tiles:
+                return knobs
+            need = _evaluate(self.storage, {**sizes, **knobs}) if self.storage else 0
+            over = [f"{k}={knobs[k]} > {most}" for k, most in self.caps.items() if knobs.get(k, 0) > most]
+            over += [f"{c} != 0" for c in self.constraints if _evaluate(c, {**sizes, **knobs}) != 0]
+            if not over and need <= lim["max_wg_storage"] and knobs.get("WG", 1) <= lim["max_invocations"]:
+                return knobs
+            tried.append(f"{tile}: {need} bytes, {knobs.get('WG', 1)} invocations{', ' if over else ''}"
+                         + ", ".join(over))
+        raise ValueError(
+            f"{self.id}: no tile shape fits an adapter with {lim['max_wg_storage']} bytes of workgroup "
+            f"storage and {lim['max_invocations']} invocations ({'; '.join(tried)}); choose another "
+            f"implementation of {self.interface.name}")
 
     def dispatches(self, values: Mapping[str, float], buffers: Mapping[int, str],
                    source: Optional[str] = None, entry_points: Optional[Mapping[str, str]] = None,
@@ -143,9 +201,9 @@ class Kernel:
         the override constants). `buffers` maps binding index to buffer name."""
         from .plan import Dispatch
 
-        src = self.source() if source is None else source
         sizes = {k: int(v) for k, v in values.items()
                  if isinstance(v, numbers.Integral) and not isinstance(v, bool)}  # numpy ints too
+        src = self.source(sizes) if source is None else source
         for name, most in self.limits.items():
             if sizes.get(name, 0) > most:
                 raise ValueError(f"{self.id} supports {name} <= {most}, got {sizes[name]}; "
@@ -156,6 +214,8 @@ class Kernel:
         constants = {k: v for k, v in knobs.items() if re.search(r"\boverride\s+%s\b" % k, src)}
         out = []
         for p in self.interface.passes:
+            if p.name in self.grids:  # this kernel's blocking sets how many workgroups a pass needs
+                p = replace(p, grid=self.grids[p.name])
             entry = (entry_points or {}).get(p.name, p.entry_point)
             names = dict(knobs)
             literal = literal_workgroup_size(src, entry)
@@ -170,6 +230,9 @@ class Kernel:
                 layout=self.interface.layout(p.uses),
                 workgroups=p.workgroups(sizes, names),
                 requires=self.requires,
+                # A user's WGSL is checked; so are overrides, unless the kernel's tile candidates
+                # come with caps and constraints that knobs() enforced on them.
+                trusted=self.trusted and source is None and (not overrides or bool(self.tiles)),
             ))
         return out
 
@@ -251,6 +314,14 @@ def load(path: Optional[Path] = None) -> Registry:
                 requires=tuple(spec.get("requires", ())),
                 limits=dict(spec.get("limits", {})),
                 precision=spec.get("precision", "f32"),
+                template=spec.get("template", ""),
+                defines=dict(spec.get("defines", {})),
+                tiles=tuple(dict(t) for t in spec.get("tiles", ())),
+                storage=spec.get("storage", ""),
+                caps=dict(spec.get("caps", {})),
+                constraints=tuple(spec.get("constraints", ())),
+                trusted=bool(spec.get("trusted", False)),
+                grids={name: dict(g) for name, g in spec.get("grid", {}).items()},
             )
             for kid, spec in raw["kernels"].items()
         }
@@ -259,7 +330,7 @@ def load(path: Optional[Path] = None) -> Registry:
 
 
 def _evaluate(expr: str, names: Mapping[str, int]) -> int:
-    """Integer arithmetic on registry names: + - * //, ceil_div(a, b), min and max, nothing else."""
+    """Integer arithmetic on registry names: + - * // %, ceil_div(a, b), min and max, nothing else."""
 
     def ev(node: ast.AST) -> int:
         if isinstance(node, ast.Expression):
@@ -280,6 +351,8 @@ def _evaluate(expr: str, names: Mapping[str, int]) -> int:
                 return a * b
             if isinstance(node.op, ast.FloorDiv):
                 return a // b
+            if isinstance(node.op, ast.Mod):
+                return a % b
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                 and node.func.id == "ceil_div" and len(node.args) == 2):
             a, b = ev(node.args[0]), ev(node.args[1])

@@ -1,0 +1,47 @@
+"""Time a kernel's forward on one shape for several tile shapes, natively, in one run:
+
+    python bench/sweep_tiles.py --causal flash_fwd.blocked 4,16,2048,64 BR=64,BC=32,WG=128 BR=32,BC=16,WG=64
+
+With no tiles given, every candidate registered in the manifest. Prints median GPU ms and TFLOP/s
+per tile (FlashAttention's FLOP count); a tile that does not fit the adapter says why. This is how
+the registry's candidate order was chosen (docs/performance.md).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+
+from wgattn import bench, native, registry
+from wgattn.interfaces import module
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("kernel")
+    ap.add_argument("shape")
+    ap.add_argument("tiles", nargs="*", help="KEY=V,KEY=V (default: the registered candidates)")
+    ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--runs", type=int, default=10)
+    args = ap.parse_args()
+    rt = native.runtime()
+    kernel = registry.load().kernel(args.kernel)
+    shape = bench.parse_shape(args.shape)
+    tiles = ([{k: int(v) for k, v in (p.split("=") for p in t.split(","))} for t in args.tiles]
+             or [dict(t) for t in kernel.tiles])
+    (case,) = bench._cases(args.kernel, "fwd", shape, args.causal, 0)
+    flop = bench.flops("fwd", shape, args.causal)
+    print(f"{args.kernel} {shape}{' causal' if args.causal else ''} on {rt.name}, trusted={rt.trusted}")
+    for tile in tiles:
+        label = ",".join(f"{k}={v}" for k, v in tile.items())
+        try:
+            plan = module(kernel.interface.name).plan(kernel, case, overrides=tile)
+            _, samples = rt.time(plan, runs=args.runs, warmup=3)
+        except ValueError as exc:
+            print(f"  {label:28s} skip: {str(exc)[:150]}")
+            continue
+        ms = statistics.median(samples)
+        print(f"  {label:28s} {ms:9.3f} ms {flop / ms / 1e9:8.2f} TFLOP/s")
+
+
+if __name__ == "__main__":
+    main()
