@@ -5,7 +5,8 @@
 //     s0_ij = scale * q_i . k_j;  s_ij = softcap * tanh(s0_ij / softcap) if softcap > 0 else s0_ij
 //     P_ij  = exp(s_ij - lse_i)        on visible (i, j); rows with a non-finite lse contribute nothing
 //     delta_i = sum_d dout_i * out_i
-//     dP_ij = dout_i . v_j;  dS_ij = P_ij * (dP_ij - delta_i) * (1 - tanh^2)  (the factor only with softcap)
+//     dP_ij = dout_i . v_j;  dS_ij = P_ij * (dP_ij - delta_i) * (1 - tanh^2)  (the factor only with softcap;
+//             softcap_slope computes it without cancellation)
 //     dv_j = sum_{h in group(g)} sum_i P_ij dout_i;   dk_j = scale * sum_{h in group(g)} sum_i dS_ij q_i
 //     dq_i = scale * sum_j dS_ij k_j
 //   Visible: with offset = len_k - len_q (bottom-right, align_top_left == 0) or 0 (top-left),
@@ -61,8 +62,54 @@ override BQ: u32;             // query rows per staged tile (bwd_dkdv)
 override BK: u32;             // keys per staged tile (bwd_dq)
 const SUM_BLOCK: u32 = 32u;   // terms summed into a block sum before it joins the total
 const LOG2E: f32 = 1.4426950408889634;
-const TANH_CLAMP: f32 = 10.0;  // tanh(10) rounds to 1 in f32; clamping keeps every tanh formula finite
 const EMPTY_LSE: f32 = 1.0e30; // stands for a non-finite lse in a tile: exp(s - EMPTY_LSE) is 0
+
+// ---- softcap (shaders/lib/softcap.wgsl, pasted verbatim; tests/test_softcap_lib.py checks) ----
+// cap * tanh(x / cap) and its slope without the tanh built-in: WGSL and Vulkan let tanh inherit
+// exp's error as an ABSOLUTE error, and lavapipe's is 1e-7 near 0 (thousands of ulps), so
+// 30 * tanh(s / 30) moved small scores by 3e-6 (docs/runtimes.md, issue 11). Here |y| < 0.55
+// takes an odd polynomial (relative error 1e-9 before f32 rounding: the first term is y itself)
+// and |y| >= 0.55 takes (1 - e) / (1 + e) with e = exp(-2|y|) <= 0.33, where no cancellation
+// amplifies exp2's error. Both stay finite for every finite input (e underflows to 0: t = 1).
+const SOFTCAP_POLY_EDGE: f32 = 0.55;
+
+// tanh(y) with a relative error of a few ulps over all of f32.
+fn softcap_tanh(y: f32) -> f32 {
+  let a = abs(y);
+  if (a < SOFTCAP_POLY_EDGE) {
+    // tanh(y) = y + y^3 P(y^2), P fitted (weighted least squares) on [0, 0.55].
+    let z = y * y;
+    let p = -0.33333316445350647 + z * (0.13332585990428925 + z * (-0.05385235697031021
+            + z * (0.02107190527021885 + z * -0.006274590268731117)));
+    return y + (y * z) * p;
+  }
+  let e = exp2(-2.8853900817779268 * a);  // exp(-2|y|): -2 * log2(e) * |y|
+  return sign(y) * ((1.0 - e) / (1.0 + e));
+}
+
+// 1 - tanh(y)^2 with a relative error of a few ulps: 4e / (1 + e)^2 where |tanh| nears 1 (the
+// form 1 - t * t would lose every digit there).
+fn softcap_sech2(y: f32) -> f32 {
+  let a = abs(y);
+  if (a < SOFTCAP_POLY_EDGE) {
+    let t = softcap_tanh(y);
+    return 1.0 - t * t;  // >= 0.75: no cancellation
+  }
+  let e = exp2(-2.8853900817779268 * a);
+  let d = 1.0 + e;
+  return 4.0 * e / (d * d);
+}
+
+// The soft-capped score: cap * tanh(x / cap) (cap > 0), relatively accurate near 0.
+fn softcap_apply(x: f32, cap: f32) -> f32 {
+  return cap * softcap_tanh(x / cap);
+}
+
+// d softcap_apply / dx = 1 - tanh(x / cap)^2 = 1 - (s / cap)^2, from the UNcapped score x.
+fn softcap_slope(x: f32, cap: f32) -> f32 {
+  return softcap_sech2(x / cap);
+}
+// ---- end softcap ----
 
 struct Params {
   total_q: u32,         // query tokens over all sequences
@@ -436,9 +483,8 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3<u32>,
             }
             var dfac = 1.0;
             if (cap > 0.0) {
-              let t = tanh(clamp(s / cap, -TANH_CLAMP, TANH_CLAMP));
-              s = cap * t;
-              dfac = 1.0 - t * t;
+              dfac = softcap_slope(s, cap);  // from the uncapped score
+              s = softcap_apply(s, cap);
             }
             let i = i0 + i32(ii);
             var pr = 0.0;
@@ -637,9 +683,8 @@ fn bwd_dq(@builtin(workgroup_id) wid: vec3<u32>,
           }
           var dfac = 1.0;
           if (cap > 0.0) {
-            let t = tanh(clamp(s / cap, -TANH_CLAMP, TANH_CLAMP));
-            s = cap * t;
-            dfac = 1.0 - t * t;
+            dfac = softcap_slope(s, cap);  // from the uncapped score
+            s = softcap_apply(s, cap);
           }
           let j = j0 + i32(jj);
           var ds = 0.0;
