@@ -81,6 +81,7 @@ class NativeRuntime:
         self.device = adapter.request_device_sync(
             label="wgattn", required_features=list(self.features), required_limits=dict(self.limits))
         self._pipelines: Dict[Tuple[str, str, Tuple], wgpu.GPUComputePipeline] = {}
+        self._precision: Optional[Dict[str, object]] = None
         if check_loops:
             self.check_loop_cap()
 
@@ -134,6 +135,15 @@ class NativeRuntime:
                 "Mesa >= 23 (Debian 12: apt-get install -t bookworm-backports mesa-vulkan-drivers; "
                 "`make setup` does this), or use Chromium's SwiftShader: "
                 "VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json")
+
+    def precision(self) -> Dict[str, object]:
+        """The precision probe's report for this adapter (wgattn.precision), run once and kept:
+        {adapter, functions: [{name, max_ulps, max_abs, ...}]}."""
+        if self._precision is None:
+            from . import precision
+
+            self._precision = precision.probe(self)
+        return self._precision
 
     def _pipeline(self, label: str, source: str, entry: str, constants: Dict[str, float], layout=None):
         """A cached compute pipeline; `layout` [(binding, type)] makes its bind group layout
