@@ -9,6 +9,19 @@ function fmt(x) {
   return typeof x === "number" ? x.toExponential(2) : String(x);
 }
 
+/** A failing output, localised by Python (wgattn.localise): likely class and worst elements. */
+function whereRow(w) {
+  const tr = document.createElement("tr");
+  tr.className = "where";
+  const at = (w.worst || []).slice(0, 3).map((it) => ("sequence" in it
+    ? `seq ${it.sequence} ${"key" in it ? "key " + it.key : "row " + it.row} head ${it.head}` +
+      `${"column" in it ? " col " + it.column : ""} (${"keys" in it ? "keys" : "queries"} ` +
+      `${(it.keys || it.queries)[0]}..${(it.keys || it.queries)[1]})`
+    : `index [${it.index}]`) + `: |err| ${fmt(it.err)}`).join("; ");
+  tr.innerHTML = `<td></td><td class=l colspan=5>likely <b>${w.likely}</b> — ${at}<br><span class=muted>${(w.evidence || []).join("; ")}</span></td>`;
+  return tr;
+}
+
 /** Run the grid; `ctx` = {page, executor}. Resolves to the summary. */
 export async function runGrid(ctx, iface, source) {
   const page = ctx.page;
@@ -44,6 +57,7 @@ export async function runGrid(ctx, iface, source) {
         <td>${fmt(r.max_abs_err)}</td><td>${fmt(r.allowance)}</td>
         <td class="${r.pass ? "pass" : "fail"}">${r.pass ? "PASS" : "FAIL"}${r.error ? ": " + r.error : ""}</td>`;
       table.append(tr);
+      if (r.where) table.append(whereRow(r.where));
     }
     if (error && /does not compile/.test(error)) {
       throw new Error(error);  // nothing else will compile either: say so once, plainly
