@@ -117,3 +117,15 @@ def test_a_kernel_trusting_tanh_is_caught_and_explained(native_runtime):
         assert r["where"]["likely"] == "built-in precision"
         assert any("tanh" in e for e in r["where"]["evidence"])
     assert all(r["pass"] for r in conformance.run_case(native_runtime, kernel, case))  # the real kernel
+
+
+def test_a_gross_error_without_geometry_is_a_mask_edge():
+    """An interface without packed sequences (sdpa's [B, H, S, D]): a row computed over the wrong
+    keys is off by far more than float32 rounding, everywhere; not a built-in's precision."""
+    rs = np.random.RandomState(1)
+    ref = rs.standard_normal((1, 2, 16, 8))
+    got = ref.copy()
+    got[:, :, 1:, :] += 0.05 * rs.standard_normal((1, 2, 15, 8))  # every row but the first
+    loc = localise(Case("sdpa-like", {}), "out", got, ref, allowance=1e-6)
+    assert loc["likely"] == "mask edge", loc["evidence"]
+    assert loc["worst"][0]["index"][2] >= 1 and "sequence" not in loc["worst"][0]

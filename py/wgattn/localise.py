@@ -5,8 +5,9 @@ rule: its worst elements (index, and for the packed variable-length interfaces t
 row, head and the key or query range that element sums over), a coarse |error| map (max
 |error| / allowance per head and block of rows), and a likely class:
 
-- "mask edge": the worst error sits where the reference is exactly 0 or infinite (a masked key,
-  a row with no visible key, a key no query sees) or where the element sums over nothing;
+- "mask edge": the worst error sits where an element sums over nothing (a row with no visible
+  key, a key no query sees), a side is not finite, or the error is too large (over 1e-3 of the
+  output's scale) for any float32 rounding: a wrong set of terms;
 - "summation order" (tested after a named suspect): the error grows with the number of terms an
   element sums (rank correlation over rows >= 0.5), as a sequential float32 sum's does;
 - "built-in precision": the error is spread over many rows and the kernel calls a built-in that
@@ -29,7 +30,8 @@ __all__ = ["localise", "CLASSES"]
 CLASSES = ("mask edge", "summation order", "built-in precision", "localised")
 WORST = 5  # elements listed
 MAP_BLOCKS = 8  # row blocks per head in the error map
-KEY_OUTPUTS = ("dk", "dv")  # indexed by key tokens; every other packed output by query tokens
+KEY_OUTPUTS = ("dk", "dv")
+GROSS = 1e-3  # an error above this fraction of the output's scale is no float32 rounding  # indexed by key tokens; every other packed output by query tokens
 
 
 def _abs_err(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
@@ -170,6 +172,14 @@ def localise(case, output: str, got: np.ndarray, ref: np.ndarray, allowance: flo
         edge = edge | (big & (geo["terms"][[np.unravel_index(int(f), ref.shape)[0] for f in top]] == 0))
     else:  # without the geometry, a reference of exactly 0 stands for a masked element
         edge = edge | (big & (r_top == 0))
+    finite_ref = np.abs(ref[np.isfinite(ref)])
+    scale = float(max(1.0, finite_ref.max())) if finite_ref.size else 1.0
+    if not edge.any() and n and flat[top[0]] > GROSS * scale:
+        # float32 rounding (a built-in's or a sum's) stays near 1e-6 of the scale: an error this
+        # large is a wrong set of terms, i.e. a mask or index edge.
+        likely = "mask edge"
+        evidence.append(f"the worst error is {flat[top[0]] / scale:.1e} of the output's scale, far beyond "
+                        "float32 rounding: a wrong set of terms")
     if edge.any():
         likely = "mask edge"
         evidence.append(f"{int(edge.sum())} of the {n} worst elements sum over no term (masked), or "
