@@ -34,4 +34,5 @@ def test_probe_section_and_localised_failure(page, server, console_errors):
     assert all(r["where"]["likely"] == "mask edge" and r["where"]["worst"] for r in failing), \
         [r["where"]["evidence"] for r in failing]
     assert "likely mask edge" in page.inner_text("#grid-table")
+    assert summary["precision"]["functions"][0]["name"] == "exp"  # the report stores the probe
     assert console_errors == []

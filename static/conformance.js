@@ -1,7 +1,8 @@
 // The conformance view: the `wgattn check` grid run by this browser's WebGPU, for the project's
 // kernels of an interface or for WGSL pasted or dropped in. Python (under Pyodide) builds every
 // plan and judges every output; this module only executes and draws.
-// Publishes window.wgattn.conformance = {interface, cases: [{kernel, case, pass, rows}], passed, failed}.
+// Publishes window.wgattn.conformance = {interface, cases: [{kernel, case, pass, rows}], passed, failed,
+// precision} (rows of a failing output carry `where`: wgattn.localise).
 
 const $ = (id) => document.getElementById(id);
 
@@ -28,7 +29,8 @@ export async function runGrid(ctx, iface, source) {
   const start = JSON.parse(page.grid_start(JSON.stringify({
     interface: iface, source: source || null, features: ctx.gpu.info.features })));
   // Kernels needing features this adapter lacks are skipped, and listed as skipped (not passed).
-  const summary = { interface: iface, user: !!source, cases: [], passed: 0, failed: 0, skipped: start.skipped };
+  const summary = { interface: iface, user: !!source, cases: [], passed: 0, failed: 0, skipped: start.skipped,
+    precision: (window.wgattn.precision || {}).browser || null };  // this browser's built-ins, measured
   window.wgattn.conformance = summary;
   const table = $("grid-table");
   table.innerHTML = "<tr><th class=l>kernel</th><th class=l>case</th><th class=l>output</th><th>max abs err</th><th>allowance</th><th>verdict</th></tr>";
