@@ -29,11 +29,12 @@ def kernels():
 
 @router.get("/adapter")
 def adapter():
-    """The native (wgpu-py) adapter, or 503 saying why there is none."""
+    """The native (wgpu-py) adapter, with its precision probe (wgattn.precision: the error of
+    each built-in the kernels use), or 503 saying why there is none."""
     info = native_service.adapter_info()
     if "error" in info:
         raise HTTPException(status_code=503, detail=info["error"])
-    return info
+    return dict(info, precision=wire.jsonable(native_service.run_locked(lambda rt: rt.precision())))
 
 
 @router.post("/run", response_model=RunResponse)

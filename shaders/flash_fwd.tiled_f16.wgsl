@@ -15,7 +15,8 @@ override BC: u32;             // keys per staged tile, a multiple of 4, at most 
 const MAX_D4: u32 = 64u;      // head_dim <= 256 (the registry refuses more)
 const MAX_BC: u32 = 64u;
 const LOWEST: f32 = -3.4028234663852886e38;  // stands for -inf in the running max
-const TANH_CLAMP: f32 = 10.0;  // tanh(10) rounds to 1 in f32; clamping keeps tanh finite everywhere
+
+#include "lib/softcap.wgsl"
 
 struct Params {
   total_q: u32,         // query tokens over all sequences
@@ -157,7 +158,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         }
         var x = ((acc.x + acc.y) + (acc.z + acc.w)) * params.scale;
         if (cap > 0.0) {
-          x = cap * tanh(clamp(x / cap, -TANH_CLAMP, TANH_CLAMP));
+          x = softcap_apply(x, cap);
         }
         if (j >= row_lo && j < row_hi) {
           s[jj] = x;

@@ -5,7 +5,8 @@
 //     s0_ij = scale * q_i . k_j;  s_ij = softcap * tanh(s0_ij / softcap) if softcap > 0 else s0_ij
 //     P_ij  = exp(s_ij - lse_i)        on visible (i, j); rows with a non-finite lse contribute nothing
 //     delta_i = sum_d dout_i * out_i
-//     dP_ij = dout_i . v_j;  dS_ij = P_ij * (dP_ij - delta_i) * (1 - tanh^2)  (the factor only with softcap)
+//     dP_ij = dout_i . v_j;  dS_ij = P_ij * (dP_ij - delta_i) * (1 - tanh^2)  (the factor only with softcap;
+//             softcap_slope computes it without cancellation)
 //     dv_j = sum_{h in group(g)} sum_i P_ij dout_i;   dk_j = scale * sum_{h in group(g)} sum_i dS_ij q_i
 //     dq_i = scale * sum_j dS_ij k_j
 //   Visible: with offset = len_k - len_q (bottom-right, align_top_left == 0) or 0 (top-left),
@@ -35,7 +36,8 @@ override WG: u32;            // invocations (rows) per workgroup
 const CHUNK: u32 = 64u;      // output columns one sweep accumulates (any head_dim works)
 const SUM_BLOCK: i32 = 32;   // terms summed into a partial sum before it joins the total
 const LOG2E: f32 = 1.4426950408889634;
-const TANH_CLAMP: f32 = 10.0;  // tanh(10) rounds to 1 in f32; clamping keeps every tanh formula finite
+
+#include "lib/softcap.wgsl"
 
 struct Params {
   total_q: u32,         // query tokens over all sequences
@@ -116,9 +118,8 @@ fn score(q_base: u32, k_base: u32, lse: f32) -> Score {
   var s = dot * params.scale;
   var dfac: f32 = 1.0;
   if (params.softcap > 0.0) {
-    let t = tanh(clamp(s / params.softcap, -TANH_CLAMP, TANH_CLAMP));
-    s = params.softcap * t;
-    dfac = 1.0 - t * t;
+    dfac = softcap_slope(s, params.softcap);  // from the uncapped score
+    s = softcap_apply(s, params.softcap);
   }
   let p = exp2((s - lse) * LOG2E);
   return Score(p, p * dfac);

@@ -5,7 +5,8 @@
 //     s0_ij = scale * q_i . k_j;  s_ij = softcap * tanh(s0_ij / softcap) if softcap > 0 else s0_ij
 //     P_ij  = exp(s_ij - lse_i)        on visible (i, j); rows with a non-finite lse contribute nothing
 //     delta_i = sum_d dout_i * out_i
-//     dP_ij = dout_i . v_j;  dS_ij = P_ij * (dP_ij - delta_i) * (1 - tanh^2)  (the factor only with softcap)
+//     dP_ij = dout_i . v_j;  dS_ij = P_ij * (dP_ij - delta_i) * (1 - tanh^2)  (the factor only with softcap;
+//             softcap_slope computes it without cancellation)
 //     dv_j = sum_{h in group(g)} sum_i P_ij dout_i;   dk_j = scale * sum_{h in group(g)} sum_i dS_ij q_i
 //     dq_i = scale * sum_j dS_ij k_j
 //   Visible: with offset = len_k - len_q (bottom-right, align_top_left == 0) or 0 (top-left),
@@ -61,8 +62,9 @@ override BQ: u32;             // query rows per staged tile (bwd_dkdv)
 override BK: u32;             // keys per staged tile (bwd_dq)
 const SUM_BLOCK: u32 = 32u;   // terms summed into a block sum before it joins the total
 const LOG2E: f32 = 1.4426950408889634;
-const TANH_CLAMP: f32 = 10.0;  // tanh(10) rounds to 1 in f32; clamping keeps every tanh formula finite
 const EMPTY_LSE: f32 = 1.0e30; // stands for a non-finite lse in a tile: exp(s - EMPTY_LSE) is 0
+
+#include "lib/softcap.wgsl"
 
 struct Params {
   total_q: u32,         // query tokens over all sequences
@@ -437,9 +439,8 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3<u32>,
             }
             var dfac = 1.0;
             if (cap > 0.0) {
-              let t = tanh(clamp(s / cap, -TANH_CLAMP, TANH_CLAMP));
-              s = cap * t;
-              dfac = 1.0 - t * t;
+              dfac = softcap_slope(s, cap);  // from the uncapped score
+              s = softcap_apply(s, cap);
             }
             let i = i0 + i32(ii);
             var pr = 0.0;
@@ -638,9 +639,8 @@ fn bwd_dq(@builtin(workgroup_id) wid: vec3<u32>,
           }
           var dfac = 1.0;
           if (cap > 0.0) {
-            let t = tanh(clamp(s / cap, -TANH_CLAMP, TANH_CLAMP));
-            s = cap * t;
-            dfac = 1.0 - t * t;
+            dfac = softcap_slope(s, cap);  // from the uncapped score
+            s = softcap_apply(s, cap);
           }
           let j = j0 + i32(jj);
           var ds = 0.0;

@@ -1,12 +1,26 @@
 // The conformance view: the `wgattn check` grid run by this browser's WebGPU, for the project's
 // kernels of an interface or for WGSL pasted or dropped in. Python (under Pyodide) builds every
 // plan and judges every output; this module only executes and draws.
-// Publishes window.wgattn.conformance = {interface, cases: [{kernel, case, pass, rows}], passed, failed}.
+// Publishes window.wgattn.conformance = {interface, cases: [{kernel, case, pass, rows}], passed, failed,
+// precision} (rows of a failing output carry `where`: wgattn.localise).
 
 const $ = (id) => document.getElementById(id);
 
 function fmt(x) {
   return typeof x === "number" ? x.toExponential(2) : String(x);
+}
+
+/** A failing output, localised by Python (wgattn.localise): likely class and worst elements. */
+function whereRow(w) {
+  const tr = document.createElement("tr");
+  tr.className = "where";
+  const at = (w.worst || []).slice(0, 3).map((it) => ("sequence" in it
+    ? `seq ${it.sequence} ${"key" in it ? "key " + it.key : "row " + it.row} head ${it.head}` +
+      `${"column" in it ? " col " + it.column : ""} (${"keys" in it ? "keys" : "queries"} ` +
+      `${(it.keys || it.queries)[0]}..${(it.keys || it.queries)[1]})`
+    : `index [${it.index}]`) + `: |err| ${fmt(it.err)}`).join("; ");
+  tr.innerHTML = `<td></td><td class=l colspan=5>likely <b>${w.likely}</b> — ${at}<br><span class=muted>${(w.evidence || []).join("; ")}</span></td>`;
+  return tr;
 }
 
 /** Run the grid; `ctx` = {page, executor}. Resolves to the summary. */
@@ -15,7 +29,8 @@ export async function runGrid(ctx, iface, source) {
   const start = JSON.parse(page.grid_start(JSON.stringify({
     interface: iface, source: source || null, features: ctx.gpu.info.features })));
   // Kernels needing features this adapter lacks are skipped, and listed as skipped (not passed).
-  const summary = { interface: iface, user: !!source, cases: [], passed: 0, failed: 0, skipped: start.skipped };
+  const summary = { interface: iface, user: !!source, cases: [], passed: 0, failed: 0, skipped: start.skipped,
+    precision: (window.wgattn.precision || {}).browser || null };  // this browser's built-ins, measured
   window.wgattn.conformance = summary;
   const table = $("grid-table");
   table.innerHTML = "<tr><th class=l>kernel</th><th class=l>case</th><th class=l>output</th><th>max abs err</th><th>allowance</th><th>verdict</th></tr>";
@@ -44,6 +59,7 @@ export async function runGrid(ctx, iface, source) {
         <td>${fmt(r.max_abs_err)}</td><td>${fmt(r.allowance)}</td>
         <td class="${r.pass ? "pass" : "fail"}">${r.pass ? "PASS" : "FAIL"}${r.error ? ": " + r.error : ""}</td>`;
       table.append(tr);
+      if (r.where) table.append(whereRow(r.where));
     }
     if (error && /does not compile/.test(error)) {
       throw new Error(error);  // nothing else will compile either: say so once, plainly

@@ -5,6 +5,7 @@ import { Executor, openDevice } from "./webgpu.js";
 import { loadPython } from "./python.js";
 import { setupConformance } from "./conformance.js";
 import { benchState, setupBench } from "./bench.js";
+import { runProbe } from "./precision.js";
 
 const $ = (id) => document.getElementById(id);
 const NUMERIC = ["batch", "heads", "seq_q", "seq_k", "head_dim", "window", "seed"];
@@ -171,6 +172,7 @@ async function main() {
   // The benchmark runs only on its Run button, or at once with ?bench=OP in the URL (after the
   // demo's first run, which it would otherwise slow down); main() does not wait for it.
   setupBench(ctx, params);
+  runProbe(ctx);  // the built-ins' precision, browser and native; sets #precision's data-status
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     $("run").disabled = true;

@@ -74,5 +74,5 @@ def test_one_mode(native_runtime, capsys):
     assert cli.main(["bench", "--shape", SMALL, "--impl", "flash_fwd.blocked,flash_fwd.tiled",
                      "--mode", "checked", "--json"]) == 0
     records = json.loads(capsys.readouterr().out)
-    assert [(r["impl"], r["mode"]) for r in records] == [("flash_fwd.tiled", "checked"),
-                                                       ("flash_fwd.blocked", "checked")]
+    assert [(r["impl"], r["mode"]) for r in records] == [("flash_fwd.blocked", "checked"),
+                                                       ("flash_fwd.tiled", "checked")]

@@ -8,6 +8,7 @@ from typing import Dict, List, Mapping, Optional
 
 from . import conformance, registry, wire
 from .interfaces import module
+from .localise import render as render_where
 
 __all__ = ["CheckError", "check", "render_table"]
 
@@ -20,8 +21,9 @@ class CheckError(Exception):
 def check(interface: str, wgsl: Optional[str] = None, entry: Optional[str] = None,
           sets: Optional[Mapping[str, int]] = None, kernel_ids: Optional[List[str]] = None,
           runtime=None) -> Dict[str, object]:
-    """Run the grid; returns {"interface", "adapter", "kernels": [{"kernel", "cases", "passed",
-    "failed"}], "passed", "failed"} with per-case rows naming the failing outputs."""
+    """Run the grid; returns {"interface", "adapter", "precision", "kernels": [{"kernel", "cases",
+    "passed", "failed"}], "passed", "failed"} with per-case rows naming the failing outputs, each
+    failing output localised ("where": worst elements, |error| map, likely class)."""
     reg = registry.load()
     try:
         iface = reg.interface(interface)
@@ -51,6 +53,8 @@ def check(interface: str, wgsl: Optional[str] = None, entry: Optional[str] = Non
         except native.AdapterError as exc:
             raise CheckError(str(exc)) from None
     report = {"interface": interface, "adapter": runtime.info, "kernels": [], "passed": 0, "failed": 0}
+    if hasattr(runtime, "precision"):
+        report["precision"] = runtime.precision()  # the adapter's built-ins, measured (wgattn.precision)
     cases = mod.conformance_cases()
     for kernel in kernels:
         overrides = dict(kernel.overrides)
@@ -104,8 +108,15 @@ def render_table(report: Mapping[str, object]) -> str:
             for r in c["outputs"]:
                 if r.get("error"):
                     lines.append(f"    error: {r['error']}")
+                if r.get("where"):
+                    lines.extend(render_where(r["where"]))
         lines.append(f"  {k['passed']} passed, {k['failed']} failed")
     lines.append(f"\n{report['passed']} passed, {report['failed']} failed")
+    if report.get("precision"):
+        off = [f"{r['name']} {r['max_ulps']:.0f} ulps" for r in report["precision"]["functions"]
+               if r["name"] in conformance.SUSPECT_CALLS and r["max_ulps"] > conformance.SUSPECT_ULPS]
+        lines.append("built-ins off by more than %d ulps on this adapter: %s (wgattn probe)"
+                     % (conformance.SUSPECT_ULPS, ", ".join(off) or "none"))
     return "\n".join(lines)
 
 

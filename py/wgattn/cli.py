@@ -1,6 +1,7 @@
 """The `wgattn` command.
 
     wgattn check --interface NAME [--wgsl FILE] [--entry NAME] [--set KEY=VALUE ...] [--checked] [--json]
+    wgattn probe [--json] [--samples N]
     wgattn bench [--op NAME] [--impl A,B] [--shape B,H,S,D ...] [--causal] [--runs N] [--mode M] [--json]
 """
 from __future__ import annotations
@@ -47,9 +48,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     b.add_argument("--mode", action="append", choices=("trusted", "checked"),
                    help="shader modules with or without runtime checks (repeatable; default both)")
     b.add_argument("--json", action="store_true", help="print a JSON list of records")
+    pr = sub.add_parser("probe", help="measure the native adapter's built-ins (exp, log, tanh, ...) against float64")
+    pr.add_argument("--samples", type=int, default=None, help="arguments per function (default 8192)")
+    pr.add_argument("--json", action="store_true", help="print the JSON report")
     args = parser.parse_args(argv)
     if args.command == "bench":
         return _bench(args)
+    if args.command == "probe":
+        return _probe(args)
 
     from .check import CheckError, check, render_table, to_json
 
@@ -70,6 +76,19 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     print(to_json(report) if args.json else render_table(report))
     return 0 if report["failed"] == 0 else 1
+
+
+def _probe(args) -> int:
+    from . import native, precision
+
+    try:
+        rt = native.runtime()
+        report = rt.precision() if args.samples is None else precision.probe(rt, args.samples)
+    except (native.AdapterError, ValueError) as exc:
+        print(f"wgattn probe: {exc}", file=sys.stderr)
+        return 2
+    print(precision.to_json(report) if args.json else precision.render_table(report))
+    return 0
 
 
 def _bench(args) -> int:

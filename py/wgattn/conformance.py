@@ -2,7 +2,7 @@
 the tolerance rule against the float64 reference. `wgattn check` and the tests build on this."""
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -10,7 +10,7 @@ from . import tolerance
 from .interfaces import Case
 from .registry import Kernel
 
-__all__ = ["judge", "judged_case", "expected", "run_case"]
+__all__ = ["judge", "judged_case", "expected", "run_case", "suspects"]
 
 PRECISIONS = ("f32", "f16")
 
@@ -37,8 +37,12 @@ def expected(kernel: Kernel, case: Case):
 
 
 def judge(case: Case, got: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray],
-          naive: Mapping[str, np.ndarray]) -> List[Dict[str, object]]:
-    """One row per output: {case, output, max_abs_err, allowance, pass, naive_err}."""
+          naive: Mapping[str, np.ndarray], suspects: Sequence[str] = ()) -> List[Dict[str, object]]:
+    """One row per output: {case, output, max_abs_err, allowance, pass, naive_err}, and for a
+    failing output "where" (wgattn.localise: worst elements, |error| map, likely class;
+    `suspects` are the kernel's built-ins that the runtime's precision probe found off)."""
+    from .localise import localise
+
     rows = []
     for name, r in ref.items():
         naive_err = tolerance.max_abs_err(naive[name], r)
@@ -48,19 +52,53 @@ def judge(case: Case, got: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarra
         else:
             err = tolerance.max_abs_err(g, r)
         allowed = tolerance.allowance(naive_err, r)
-        rows.append({"case": case.name, "output": name, "max_abs_err": err, "allowance": allowed,
-                     "naive_err": naive_err, "pass": bool(err <= allowed)})
+        row = {"case": case.name, "output": name, "max_abs_err": err, "allowance": allowed,
+               "naive_err": naive_err, "pass": bool(err <= allowed)}
+        if not row["pass"]:
+            row["where"] = localise(case, name, g if g is not None else np.zeros(0), r, allowed, suspects)
+        rows.append(row)
     return rows
+
+
+# Built-ins whose probe error counts against a kernel that calls them. log/log2 are left out:
+# near 1 their allowed error is absolute (2^-21), huge in ulps of a result near 0, and fma's
+# ulps measure a cancellation that an unfused a * b + c is allowed.
+SUSPECT_CALLS = {"exp": "exp", "exp2": "exp2", "tanh": "tanh", "inverseSqrt": "inverseSqrt", "sqrt": "sqrt"}
+SUSPECT_ULPS = 64.0
+
+
+def suspects(source: str, probe: Optional[Mapping[str, object]]) -> List[str]:
+    """The built-ins `source` (WGSL) calls that the precision probe `probe` found more than
+    SUSPECT_ULPS off, e.g. ["tanh: 687971 ulps (abs 1.4e-07)"]."""
+    import re
+
+    if not probe:
+        return []
+    code = re.sub(r"//[^\n]*", "", source)
+    out = []
+    for row in probe.get("functions", []):
+        call = SUSPECT_CALLS.get(row["name"])
+        if call and row["max_ulps"] > SUSPECT_ULPS and re.search(r"\b%s\s*\(" % call, code):
+            out.append(f"{row['name']}: {row['max_ulps']:.0f} ulps (abs {row['max_abs']:.1e})")
+    return out
 
 
 def run_case(runtime, kernel: Kernel, case: Case, source: Optional[str] = None,
              entry_points: Optional[Mapping[str, str]] = None,
              overrides: Optional[Mapping[str, int]] = None) -> List[Dict[str, object]]:
-    """Run `case` natively on `kernel` (or WGSL `source` on its interface) and judge it."""
+    """Run `case` natively on `kernel` (or WGSL `source` on its interface) and judge it; a
+    failing output is localised, with the runtime's precision probe (when it has one) naming
+    the built-ins the kernel calls that it found off."""
     from .interfaces import module
 
     mod = module(kernel.interface.name)
     case = judged_case(kernel, case)
     plan = mod.plan(kernel, case, source=source, entry_points=entry_points, overrides=overrides)
     got = runtime.run(plan).outputs
-    return judge(case, got, *expected(kernel, case))
+    ref, naive = expected(kernel, case)
+    rows = judge(case, got, ref, naive)
+    if not all(r["pass"] for r in rows) and hasattr(runtime, "precision"):
+        # Rare: judge the failure again with the probe's suspects (the probe runs once per adapter).
+        code = "\n".join(sorted({d.source for d in plan.dispatches}))
+        rows = judge(case, got, ref, naive, suspects=suspects(code, runtime.precision()))
+    return rows

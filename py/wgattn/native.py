@@ -117,6 +117,7 @@ class NativeRuntime:
         self.trusted = trusted_default() if trusted is None else bool(trusted)
         set_target_limits(self.limits["max-compute-workgroup-storage-size"],
                           self.limits["max-compute-invocations-per-workgroup"])
+        self._precision: Optional[Dict[str, object]] = None
         if check_loops:
             self.check_loop_cap()
 
@@ -170,6 +171,15 @@ class NativeRuntime:
                 "Mesa >= 23 (Debian 12: apt-get install -t bookworm-backports mesa-vulkan-drivers; "
                 "`make setup` does this), or use Chromium's SwiftShader: "
                 "VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json")
+
+    def precision(self) -> Dict[str, object]:
+        """The precision probe's report for this adapter (wgattn.precision), run once and kept:
+        {adapter, functions: [{name, max_ulps, max_abs, ...}]}."""
+        if self._precision is None:
+            from . import precision
+
+            self._precision = precision.probe(self)
+        return self._precision
 
     def _pipeline(self, label: str, source: str, entry: str, constants: Dict[str, float], layout=None,
                   trusted: bool = False):

@@ -17,7 +17,7 @@ from . import registry, tolerance, wire
 from .cases import SdpaCase, digest
 
 __all__ = ["prepare", "plan_bytes", "add_buffer", "finish", "grid_start", "grid_prepare", "grid_judge",
-           "bench_start", "bench_plan", "bench_release", "bench_record"]
+           "bench_start", "bench_plan", "bench_release", "bench_record", "probe_prepare", "probe_judge"]
 
 _RUNS: Dict[int, Dict[str, object]] = {}
 _COUNTER = [0]
@@ -166,8 +166,9 @@ def grid_prepare(job: int, index: int) -> str:
 
 
 def grid_judge(run: int, error: str = "") -> str:
-    """Judge a run the browser finished (or report its error): JSON rows per output."""
-    from .conformance import expected, judge
+    """Judge a run the browser finished (or report its error): JSON rows per output. A failing
+    output is localised, with the browser's precision probe (when it ran) naming suspects."""
+    from .conformance import expected, judge, suspects
 
     state = _RUNS.pop(run)
     case, kernel = state["case"], state["kernel"]
@@ -177,10 +178,38 @@ def grid_judge(run: int, error: str = "") -> str:
                  "pass": False, "error": error}]
     else:
         got = state["plan"].unpack(state["raw"])
-        rows = judge(case, got, *expected(kernel, case))
+        code = "\n".join(sorted({d.source for d in state["plan"].dispatches}))
+        rows = judge(case, got, *expected(kernel, case), suspects=suspects(code, _PROBE.get("browser")))
     for r in rows:
         r["kernel"] = kernel.id
     return json.dumps(wire.jsonable(rows))
+
+
+# --- Precision probe: the browser's built-ins measured (wgattn.precision) -------------------
+
+_PROBE: Dict[str, Dict[str, object]] = {}  # "browser": the last report, for grid_judge's suspects
+
+
+def probe_prepare() -> str:
+    """JSON {"run", "plan"} of the precision probe (bytes via plan_bytes, as for the demo)."""
+    from . import precision
+
+    plan = precision.plan()
+    run = _next_run()
+    _RUNS[run] = {"plan": plan, "raw": {}}
+    return json.dumps({"run": run, "plan": plan.to_js()})
+
+
+def probe_judge(run: int, adapter_json: str = "{}") -> str:
+    """The probe's report from the browser's read-back: JSON {adapter, functions}."""
+    from . import precision
+
+    state = _RUNS.pop(run)
+    got = state["plan"].unpack(state["raw"])["got"]
+    report = {"adapter": json.loads(adapter_json or "{}"),
+              "functions": precision.judge(got, state["plan"].meta["samples"])}
+    _PROBE["browser"] = report
+    return json.dumps(wire.jsonable(report))
 
 
 # --- Benchmark view: `wgattn bench`'s jobs timed by the browser's WebGPU --------------------

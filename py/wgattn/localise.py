@@ -1,0 +1,227 @@
+"""Where a runtime and the reference disagree, and the likely why (issue 11).
+
+`localise(case, output, got, ref, allowance)` describes one output that failed the tolerance
+rule: its worst elements (index, and for the packed variable-length interfaces the sequence,
+row, head and the key or query range that element sums over), a coarse |error| map (max
+|error| / allowance per head and block of rows), and a likely class:
+
+- "mask edge": the worst error sits where an element sums over nothing (a row with no visible
+  key, a key no query sees), a side is not finite, or the error is too large (over 1e-3 of the
+  output's scale) for any float32 rounding: a wrong set of terms;
+- "summation order" (tested after a named suspect): the error grows with the number of terms an
+  element sums (rank correlation over rows >= 0.5), as a sequential float32 sum's does;
+- "built-in precision": the error is spread over many rows and the kernel calls a built-in that
+  the adapter's precision probe found far off (the caller names these suspects), or, with no
+  suspect, spread over many rows or worst where an element sums the fewest terms (each term
+  weighs most there): a shift of every score gives that;
+- "localised": a few elements only; read the worst elements.
+
+The classes are heuristics, said as such; the evidence (correlation, spread) comes with them.
+Runs on Python 3.8 with numpy 1.17 (the page judges its grid under Pyodide).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+__all__ = ["localise", "CLASSES"]
+
+CLASSES = ("mask edge", "summation order", "built-in precision", "localised")
+WORST = 5  # elements listed
+MAP_BLOCKS = 8  # row blocks per head in the error map
+KEY_OUTPUTS = ("dk", "dv")
+GROSS = 1e-3  # an error above this fraction of the output's scale is no float32 rounding  # indexed by key tokens; every other packed output by query tokens
+
+
+def _abs_err(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """|got - ref| elementwise; matching infinities are 0, any other non-finite value inf."""
+    g = np.asarray(got, dtype=np.float64)
+    r = np.asarray(ref, dtype=np.float64)
+    finite = np.isfinite(g) & np.isfinite(r)
+    same_inf = np.isinf(g) & (g == r)
+    diff = np.abs(np.where(finite, g, 0.0) - np.where(finite, r, 0.0))
+    return np.where(finite, diff, np.where(same_inf, 0.0, np.inf))
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    order = np.argsort(x, kind="mergesort")
+    r = np.empty(len(x), dtype=np.float64)
+    r[order] = np.arange(len(x), dtype=np.float64)
+    # ties share their mean rank
+    vals = x[order]
+    start = 0
+    for i in range(1, len(x) + 1):
+        if i == len(x) or vals[i] != vals[start]:
+            r[order[start:i]] = (start + i - 1) / 2.0
+            start = i
+    return r
+
+
+def _spearman(x: np.ndarray, y: np.ndarray) -> float:
+    if len(x) < 3 or np.all(x == x[0]) or np.all(y == y[0]):
+        return 0.0
+    rx, ry = _ranks(np.asarray(x, dtype=np.float64)), _ranks(np.asarray(y, dtype=np.float64))
+    rx -= rx.mean()
+    ry -= ry.mean()
+    return float((rx * ry).sum() / np.sqrt((rx * rx).sum() * (ry * ry).sum()))
+
+
+def _varlen_geometry(case, output: str, shape: Tuple[int, ...]):
+    """For packed varlen cases: per token of the output's first axis, (sequence, row in it,
+    first and last visible partner, partner count), and the partner's word; None otherwise."""
+    cu_q = case.inputs.get("cu_seqlens_q")
+    cu_k = case.inputs.get("cu_seqlens_k")
+    if cu_q is None or cu_k is None or len(shape) < 2:
+        return None
+    from .interfaces._varlen import options
+
+    q = case.inputs.get("q")
+    k = case.inputs.get("k")
+    try:
+        left, right, top_left, _, _ = options(case.options, int(np.shape(q)[-1]))
+    except (ValueError, TypeError, IndexError):
+        return None
+    group = max(1, int(np.shape(q)[1]) // max(1, int(np.shape(k)[1])))
+    by_key = output in KEY_OUTPUTS
+    cu_q = np.asarray(cu_q, dtype=np.int64)
+    cu_k = np.asarray(cu_k, dtype=np.int64)
+    cu = cu_k if by_key else cu_q
+    tokens = shape[0]
+    if int(cu[-1]) != tokens:
+        return None
+    seq = np.zeros(tokens, dtype=np.int64)
+    pos = np.zeros(tokens, dtype=np.int64)
+    lo = np.zeros(tokens, dtype=np.int64)
+    hi = np.full(tokens, -1, dtype=np.int64)
+    for b in range(len(cu) - 1):
+        len_q, len_k = int(cu_q[b + 1] - cu_q[b]), int(cu_k[b + 1] - cu_k[b])
+        off = 0 if top_left else len_k - len_q
+        t = np.arange(int(cu[b]), int(cu[b + 1]))
+        p = t - int(cu[b])
+        seq[t], pos[t] = b, p
+        if by_key:  # queries i that see key p: p - off - right <= i <= p - off + left
+            a = np.maximum(0, p - off - right) if right >= 0 else np.zeros_like(p)
+            z = np.minimum(len_q - 1, p - off + left) if left >= 0 else np.full_like(p, len_q - 1)
+        else:  # keys j that query p sees: p + off - left <= j <= p + off + right
+            a = np.maximum(0, p + off - left) if left >= 0 else np.zeros_like(p)
+            z = np.minimum(len_k - 1, p + off + right) if right >= 0 else np.full_like(p, len_k - 1)
+        lo[t], hi[t] = a, z
+    count = np.maximum(0, hi - lo + 1) * (group if by_key else 1)
+    return {"seq": seq, "pos": pos, "lo": lo, "hi": hi, "terms": count,
+            "partner": "queries" if by_key else "keys", "row": "key" if by_key else "row",
+            "heads_per_row": group if by_key else 1}
+
+
+def _error_map(row_err: np.ndarray, allowance: float) -> Dict[str, object]:
+    """Max |error| / allowance per head (columns of row_err) and block of rows."""
+    rows = row_err.shape[0]
+    blocks = max(1, min(MAP_BLOCKS, rows))
+    edges = np.linspace(0, rows, blocks + 1).astype(int)
+    grid = []
+    for h in range(row_err.shape[1]):
+        grid.append([float(row_err[a:b, h].max()) / allowance if b > a and allowance > 0 else 0.0
+                     for a, b in zip(edges[:-1], edges[1:])])
+    return {"axis0_blocks": [[int(a), int(b)] for a, b in zip(edges[:-1], edges[1:])],
+            "ratio_by_head": grid}
+
+
+def localise(case, output: str, got: np.ndarray, ref: np.ndarray, allowance: float,
+             suspects: Sequence[str] = (), worst: int = WORST) -> Dict[str, object]:
+    """{output, worst: [{index, got, ref, err, ...}], map, likely, evidence} for one output.
+    `suspects`: built-ins the kernel calls that the runtime's precision probe found far off
+    (e.g. "tanh: 687971 ulps"); a broad error with a suspect is put down to built-in precision."""
+    got = np.asarray(got)
+    ref = np.asarray(ref)
+    if got.shape != ref.shape:
+        return {"output": output, "likely": "mask edge" if got.size == 0 else "localised",
+                "evidence": f"shape {list(got.shape)} instead of {list(ref.shape)}", "worst": [], "map": None}
+    err = _abs_err(got, ref)
+    flat = err.ravel()
+    n = min(worst, flat.size)
+    top = np.argsort(-flat, kind="mergesort")[:n]
+    geo = _varlen_geometry(case, output, ref.shape)
+    items = []
+    for f in top:
+        idx = tuple(int(i) for i in np.unravel_index(int(f), ref.shape))
+        item = {"index": list(idx), "got": float(got.flat[f]), "ref": float(ref.flat[f]), "err": float(flat[f])}
+        if geo is not None:
+            t = idx[0]
+            item.update({"sequence": int(geo["seq"][t]), geo["row"]: int(geo["pos"][t]), "head": idx[1],
+                         geo["partner"]: [int(geo["lo"][t]), int(geo["hi"][t])],
+                         "terms": int(geo["terms"][t])})
+            if len(idx) > 2:
+                item["column"] = idx[2]
+        items.append(item)
+
+    # Per (row, head): the worst |error| over the remaining axes (one column when axis 1 is not
+    # a head axis of a packed case and is long, e.g. a probability row).
+    if ref.ndim == 1 or (geo is None and ref.shape[1] > 64):
+        per_row = err.reshape(ref.shape[0], -1).max(axis=1)[:, None]
+    else:
+        per_row = err.reshape(ref.shape[0], ref.shape[1], -1).max(axis=2)
+    emap = _error_map(per_row, allowance)
+
+    # Classify (a heuristic: the evidence is reported with it).
+    r_top = ref.ravel()[top]
+    evidence = []
+    likely = None
+    big = flat[top] > 0.5 * allowance
+    edge = big & (~np.isfinite(r_top) | ~np.isfinite(got.ravel()[top]))
+    if geo is not None:  # an element that sums over no term (a row sees no key, a key no row)
+        edge = edge | (big & (geo["terms"][[np.unravel_index(int(f), ref.shape)[0] for f in top]] == 0))
+    else:  # without the geometry, a reference of exactly 0 stands for a masked element
+        edge = edge | (big & (r_top == 0))
+    finite_ref = np.abs(ref[np.isfinite(ref)])
+    scale = float(max(1.0, finite_ref.max())) if finite_ref.size else 1.0
+    if not edge.any() and n and flat[top[0]] > GROSS * scale:
+        # float32 rounding (a built-in's or a sum's) stays near 1e-6 of the scale: an error this
+        # large is a wrong set of terms, i.e. a mask or index edge.
+        likely = "mask edge"
+        evidence.append(f"the worst error is {flat[top[0]] / scale:.1e} of the output's scale, far beyond "
+                        "float32 rounding: a wrong set of terms")
+    if edge.any():
+        likely = "mask edge"
+        evidence.append(f"{int(edge.sum())} of the {n} worst elements sum over no term (masked), or "
+                        "one side is not finite" if geo is not None else
+                        f"{int(edge.sum())} of the {n} worst elements are where the reference is exactly 0 "
+                        "or not finite")
+    row_max = per_row.max(axis=1)
+    finite_rows = np.isfinite(row_max)
+    live = finite_rows & (row_max > 0)
+    spread = float((row_max[live] > 0.25 * row_max[live].max()).mean()) if live.any() else 0.0
+    evidence.append(f"{spread:.0%} of the rows with any error are within 4x of the worst row")
+    if likely is None and suspects:
+        likely = "built-in precision"
+        evidence.append("the kernel calls built-ins the precision probe found off: " + ", ".join(suspects))
+    rho = None
+    if geo is not None and live.sum() >= 3:
+        rho = _spearman(geo["terms"][live].astype(np.float64), row_max[live])
+        evidence.append(f"rank correlation of row error with terms summed: {rho:.2f}")
+    if likely is None and rho is not None and rho >= 0.5:
+        likely = "summation order"
+    if likely is None and (spread >= 0.2 or (rho is not None and rho <= -0.3)):
+        likely = "built-in precision"  # every term shifted, or worst where each term weighs most
+    if likely is None:
+        likely = "localised"
+    return {"output": output, "worst": items, "map": emap, "likely": likely, "evidence": evidence}
+
+
+def render(loc: Dict[str, object], allowance: Optional[float] = None) -> List[str]:
+    """Text lines for `wgattn check`'s table."""
+    lines = [f"    {loc['output']}: likely {loc['likely']} ({'; '.join(loc['evidence'])})"]
+    for it in loc["worst"]:
+        where = f"index {it['index']}"
+        if "sequence" in it:
+            kind = "key" if "key" in it else "row"
+            partner = "queries" if "queries" in it else "keys"
+            where = (f"seq {it['sequence']} {kind} {it[kind]} head {it['head']}"
+                     + (f" col {it['column']}" if "column" in it else "")
+                     + f", {partner} {it[partner][0]}..{it[partner][1]} ({it['terms']} terms)")
+        lines.append(f"      {where}: got {it['got']:.7g} ref {it['ref']:.7g} |err| {it['err']:.3e}")
+    if loc.get("map"):
+        m = loc["map"]
+        lines.append(f"      |err|/allowance by head (rows) x row blocks {[b[0] for b in m['axis0_blocks']]}:")
+        for h, row in enumerate(m["ratio_by_head"][:16]):
+            lines.append(f"        {h:3d}: " + " ".join(f"{x:5.2f}" for x in row))
+    return lines

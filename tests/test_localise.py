@@ -1,0 +1,131 @@
+"""Localising a disagreement (wgattn.localise, issue 11): where (sequence, row, head, key range),
+an |error| map, and the likely class, on planted errors of known kind and on a planted kernel
+that trusts the tanh built-in."""
+import numpy as np
+import pytest
+
+from wgattn import conformance, reference, registry
+from wgattn.interfaces import Case, varlen_bwd
+from wgattn.localise import _varlen_geometry, localise
+
+
+def _case(options, seqs=((40, 25), (10, 30), (0, 5)), hq=4, hkv=2, d=8, seed=3):
+    rs = np.random.RandomState(seed)
+    return varlen_bwd._make_case(rs, "t", list(seqs), hq, hkv, d, dict(options), 1.0)
+
+
+@pytest.mark.parametrize("options", [
+    {"causal": True}, {"causal": True, "causal_align": "top_left"}, {"window": (3, 2)},
+    {"window": (0, -1), "causal_align": "top_left"}, {}])
+def test_key_and_query_ranges_match_the_reference_mask(options):
+    case = _case(options)
+    cu_q, cu_k = case.inputs["cu_seqlens_q"], case.inputs["cu_seqlens_k"]
+    left, right = options.get("window", (-1, -1))
+    right = reference._effective_right(options.get("causal", False), right)
+    rows = _varlen_geometry(case, "dq", case.inputs["q"].shape)
+    keys = _varlen_geometry(case, "dk", case.inputs["k"].shape)
+    for b in range(len(cu_q) - 1):
+        lq, lk = int(cu_q[b + 1] - cu_q[b]), int(cu_k[b + 1] - cu_k[b])
+        mask = reference._seq_mask(lq, lk, options.get("causal_align", "bottom_right"), left, right)
+        for i in range(lq):
+            t = int(cu_q[b]) + i
+            seen = np.flatnonzero(mask[i])
+            assert rows["terms"][t] == seen.size
+            if seen.size:
+                assert (rows["lo"][t], rows["hi"][t]) == (seen[0], seen[-1])
+        for j in range(lk):
+            t = int(cu_k[b]) + j
+            seen = np.flatnonzero(mask[:, j])
+            assert keys["terms"][t] == seen.size * 2  # a group of 2 query heads per kv head
+            if seen.size:
+                assert (keys["lo"][t], keys["hi"][t]) == (seen[0], seen[-1])
+
+
+def test_a_value_where_the_reference_is_masked_is_a_mask_edge():
+    case = _case({"causal": True})  # bottom-right, 40 queries on 25 keys: 15 rows see no key
+    ref = varlen_bwd.reference(case)["dq"]
+    got = ref.astype(np.float32).copy()
+    got[3, 1, 5] = 0.25  # row 3 of sequence 0 sees no key: dq must be 0 there
+    loc = localise(case, "dq", got, ref, allowance=1e-6)
+    assert loc["likely"] == "mask edge"
+    w = loc["worst"][0]
+    assert (w["sequence"], w["row"], w["head"], w["column"], w["terms"]) == (0, 3, 1, 5, 0)
+    assert w["keys"][1] < w["keys"][0]  # an empty range
+    assert max(max(r) for r in loc["map"]["ratio_by_head"]) == pytest.approx(0.25 / 1e-6, rel=1e-3)
+
+
+def test_error_growing_with_the_terms_summed_is_summation_order():
+    case = _case({"causal": True}, seqs=((200, 200), (60, 20)))  # early keys: many queries
+    ref = varlen_bwd.reference(case)["dv"]
+    geo = _varlen_geometry(case, "dv", ref.shape)
+    rs = np.random.RandomState(0)
+    err = 1e-7 * geo["terms"][:, None, None] * rs.uniform(0.5, 1.0, ref.shape)
+    loc = localise(case, "dv", ref + err, ref, allowance=1e-6)
+    assert loc["likely"] == "summation order", loc["evidence"]
+
+
+def test_a_per_term_shift_is_built_in_precision():
+    case = _case({"causal": True}, seqs=((100, 100),))
+    ref = varlen_bwd.reference(case)["dq"]
+    geo = _varlen_geometry(case, "dq", ref.shape)
+    rs = np.random.RandomState(0)
+    # worst where a row sums the fewest keys: each term's error weighs most there
+    err = 1e-6 / np.maximum(geo["terms"], 1)[:, None, None] * rs.uniform(0.5, 1.0, ref.shape)
+    loc = localise(case, "dq", ref + err, ref, allowance=1e-7)
+    assert loc["likely"] == "built-in precision", loc["evidence"]
+    named = localise(case, "dq", ref + err, ref, allowance=1e-7, suspects=["tanh: 687971 ulps"])
+    assert named["likely"] == "built-in precision" and "tanh: 687971 ulps" in " ".join(named["evidence"])
+
+
+def test_judge_localises_only_failing_outputs():
+    case = _case({"softcap": 5.0})
+    ref = varlen_bwd.reference(case)
+    naive = varlen_bwd.reference(case, dtype=np.float32)
+    got = {k: v.astype(np.float32) for k, v in ref.items()}
+    got["dk"] = got["dk"] + np.float32(1e-3)
+    rows = {r["output"]: r for r in conformance.judge(case, got, ref, naive)}
+    assert rows["dq"]["pass"] and "where" not in rows["dq"]
+    assert not rows["dk"]["pass"] and rows["dk"]["where"]["output"] == "dk"
+    assert rows["dk"]["where"]["worst"][0]["err"] == pytest.approx(1e-3, rel=1e-3)
+
+
+def test_suspects_are_builtins_the_kernel_calls_that_the_probe_found_off():
+    probe = {"functions": [{"name": "tanh", "max_ulps": 7e5, "max_abs": 1.4e-7},
+                           {"name": "exp2", "max_ulps": 3.0, "max_abs": 1e-7},
+                           {"name": "log", "max_ulps": 4000.0, "max_abs": 1e-6}]}
+    assert conformance.suspects("let t = tanh(x); // tanh(", probe) == ["tanh: 700000 ulps (abs 1.4e-07)"]
+    assert conformance.suspects("// only a comment: tanh(x)\nlet y = log(x);", probe) == []
+    assert conformance.suspects("let t = tanh(x);", None) == []
+
+
+def test_a_kernel_trusting_tanh_is_caught_and_explained(native_runtime):
+    """The bug of issue 11, planted back: varlen_bwd.seed with the built-in tanh fails the
+    softcap/MQA grid case where the adapter's tanh is imprecise, and the report names it."""
+    tanh = {r["name"]: r for r in native_runtime.precision()["functions"]}["tanh"]
+    if tanh["max_ulps"] <= conformance.SUSPECT_ULPS:
+        pytest.skip(f"this adapter's tanh is accurate ({tanh['max_ulps']:.1f} ulps): the planted bug cannot show")
+    kernel = registry.load().kernel("varlen_bwd.seed")
+    source = kernel.path.read_text()
+    fixed = "dfac = softcap_slope(s, params.softcap);  // from the uncapped score\n    s = softcap_apply(s, params.softcap);"
+    assert fixed in source
+    planted = source.replace(fixed, "let t = tanh(s / params.softcap);\n    s = params.softcap * t;\n    dfac = 1.0 - t * t;")
+    case = next(c for c in varlen_bwd.conformance_cases() if c.name.startswith("softcap50-causal-br-mqa6"))
+    rows = conformance.run_case(native_runtime, kernel, case, source=planted)
+    failing = [r for r in rows if not r["pass"]]
+    assert failing, "the planted tanh passed: the grid case no longer catches issue 11's bug"
+    for r in failing:
+        assert r["where"]["likely"] == "built-in precision"
+        assert any("tanh" in e for e in r["where"]["evidence"])
+    assert all(r["pass"] for r in conformance.run_case(native_runtime, kernel, case))  # the real kernel
+
+
+def test_a_gross_error_without_geometry_is_a_mask_edge():
+    """An interface without packed sequences (sdpa's [B, H, S, D]): a row computed over the wrong
+    keys is off by far more than float32 rounding, everywhere; not a built-in's precision."""
+    rs = np.random.RandomState(1)
+    ref = rs.standard_normal((1, 2, 16, 8))
+    got = ref.copy()
+    got[:, :, 1:, :] += 0.05 * rs.standard_normal((1, 2, 15, 8))  # every row but the first
+    loc = localise(Case("sdpa-like", {}), "out", got, ref, allowance=1e-6)
+    assert loc["likely"] == "mask edge", loc["evidence"]
+    assert loc["worst"][0]["index"][2] >= 1 and "sequence" not in loc["worst"][0]
