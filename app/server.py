@@ -1,11 +1,16 @@
 """The FastAPI application: the page, its static files, the WGSL files as they are, Pyodide and
-the Python the page imports, and the JSON API."""
+the Python the page imports, and the JSON API; with the limits, error handlers and security
+headers of docs/reliability.md."""
+from contextlib import asynccontextmanager
 
+import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
+from . import errors, limits
 from .api import router
+from .security import SecurityHeaders
 from .paths import PY, PYODIDE, SHADERS, STATIC, TESTS
 
 
@@ -25,8 +30,19 @@ def python_bundle(tests: bool = False):
     return files
 
 
+@asynccontextmanager
+async def _lifespan(app: FastAPI):
+    # Room in the thread pool for every admitted native run on top of the default (limits.py).
+    limiter = anyio.to_thread.current_default_thread_limiter()
+    limiter.total_tokens = max(limiter.total_tokens, limits.THREADS)
+    yield
+
+
 def create_app() -> FastAPI:
-    app = FastAPI(title="wgattn", summary="WGSL attention kernels, checked across runtimes")
+    app = FastAPI(title="wgattn", summary="WGSL attention kernels, checked across runtimes",
+                  max_body_size=limits.MAX_BODY_BYTES, lifespan=_lifespan)
+    errors.install(app)
+    app.add_middleware(SecurityHeaders)
     app.include_router(router)
 
     @app.get("/", include_in_schema=False)
