@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from wgattn.native import AdapterError
 
-from . import limits, native_service
+from . import limits, native_service, security
 
 __all__ = ["ErrorBody", "RESPONSES", "install"]
 
@@ -95,4 +95,6 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception):
         log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-        return JSONResponse({"detail": "internal server error (logged on the server)"}, status_code=500)
+        # Sent by Starlette's outermost middleware, past SecurityHeaders: add them here.
+        return JSONResponse({"detail": "internal server error (logged on the server)"}, status_code=500,
+                            headers=security.headers_for(request.url.path))

@@ -3,8 +3,9 @@
 The page loads nothing off the machine: its scripts, styles, Pyodide (its .js, .wasm and package
 files) and data all come from this server, so the Content-Security-Policy allows 'self' only, plus:
 - 'wasm-unsafe-eval': Pyodide compiles its WebAssembly (CSP level 3's name for exactly that);
-- 'unsafe-eval': Pyodide 0.17's Emscripten glue and its package loader call eval() (without it
-  the page stops at "starting Python"; checked with the e2e tests in headless Chromium);
+- 'unsafe-eval': Pyodide 0.17 converts Python objects to JavaScript with eval(); without it the
+  demo stops with "pyodide.ConversionError: Conversion from python to javascript failed"
+  (checked in headless Chromium; Playwright's string wait_for_function needs it too);
 - img-src data: for the page's empty favicon (`<link rel="icon" href="data:,">`).
 FastAPI's own API pages (/docs, /redoc) are the exception: they are made of Swagger UI and ReDoc
 from a CDN and an inline script, so they get a policy naming those and nothing else.

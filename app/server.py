@@ -39,10 +39,10 @@ async def _lifespan(app: FastAPI):
 
 
 def create_app() -> FastAPI:
-    app = FastAPI(title="wgattn", summary="WGSL attention kernels, checked across runtimes",
-                  max_body_size=limits.MAX_BODY_BYTES, lifespan=_lifespan)
+    app = FastAPI(title="wgattn", summary="WGSL attention kernels, checked across runtimes", lifespan=_lifespan)
     errors.install(app)
-    app.add_middleware(SecurityHeaders)
+    app.add_middleware(limits.BodyLimit)
+    app.add_middleware(SecurityHeaders)  # added last: outermost, so on every response
     app.include_router(router)
 
     @app.get("/", include_in_schema=False)
