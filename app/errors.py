@@ -10,7 +10,9 @@ import logging
 from typing import List, Union
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
@@ -75,6 +77,13 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError):
         return JSONResponse({"detail": _items(exc)}, status_code=422)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException):
+        # A 503 from a route ("no adapter") also says when to ask again.
+        if exc.status_code == 503 and not (exc.headers or {}).get("Retry-After"):
+            exc.headers = {**(exc.headers or {}), "Retry-After": str(native_service.ADAPTER_RETRY_S)}
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(native_service.Busy)
     async def busy(request: Request, exc: native_service.Busy):

@@ -10,7 +10,8 @@ runtime and runs the jobs in turn. Around it:
 - a job that fails with anything but ValueError (the caller's: a plan that does not fit or does
   not compile) or AdapterError, e.g. a device lost mid-run, discards the runtime; that request
   gets `DeviceFault` (503 + Retry-After) and the next one creates the runtime anew.
-- "no adapter" (AdapterError) is remembered for `ADAPTER_RETRY_S` and then probed again.
+- "no adapter" (AdapterError, or any error while creating the runtime) is remembered for
+  `ADAPTER_RETRY_S` and then probed again.
 """
 import concurrent.futures
 import threading
@@ -67,6 +68,10 @@ def _get_runtime(generation: int):
     except native.AdapterError as exc:
         _remember_error(str(exc))
         raise
+    except Exception as exc:  # wgpu-py raises RuntimeError, not None, when no driver loads at all
+        why = " ".join(str(exc).split())[:400]
+        _remember_error(f"wgpu-py found no usable adapter: {why}")
+        raise native.AdapterError(_error) from exc
     with _state:
         _error = None
         if generation == _generation:
