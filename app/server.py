@@ -10,8 +10,8 @@ from fastapi.staticfiles import StaticFiles
 
 from . import errors, limits
 from .api import router
+from .paths import PY, PYODIDE, ROOT, SHADERS, STATIC, TESTS
 from .security import SecurityHeaders
-from .paths import PY, PYODIDE, SHADERS, STATIC, TESTS
 
 
 def python_bundle(tests: bool = False):
@@ -28,6 +28,13 @@ def python_bundle(tests: bool = False):
         for path in sorted(TESTS.glob("test_reference*.py")) + [TESTS.parent / "docs" / "contract.md"]:
             files[str(path.relative_to(TESTS.parent))] = path.read_text()
     return files
+
+
+def _relative(path) -> str:
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return path.name
 
 
 @asynccontextmanager
@@ -66,6 +73,7 @@ def create_app() -> FastAPI:
         @app.get("/pyodide/{path:path}", include_in_schema=False)
         def no_pyodide(path: str):
             return JSONResponse(
-                {"detail": f"Pyodide {PYODIDE.name} is not installed in {PYODIDE}: run `make setup`"},
+                # The repo-relative folder: error bodies carry no absolute paths.
+                {"detail": f"Pyodide {PYODIDE.name} is not installed in {_relative(PYODIDE)}: run `make setup`"},
                 status_code=503)
     return app

@@ -241,6 +241,14 @@ def test_unexpected_exception_is_a_bare_500(monkeypatch):
     assert "secret" not in r.text and r.headers["x-content-type-options"] == "nosniff"
 
 
+def test_missing_pyodide_is_a_503_without_paths(monkeypatch):
+    from app import server
+
+    monkeypatch.setattr(server, "PYODIDE", server.ROOT / ".cache" / "pyodide" / "0.0.0-missing")
+    r = TestClient(server.create_app()).get("/pyodide/pyodide.js")
+    check_error(r, 503, "Pyodide 0.0.0-missing is not installed in .cache/pyodide/0.0.0-missing", "make setup")
+
+
 def test_no_endpoint_takes_wgsl_from_a_client():
     """User-supplied WGSL runs only in the browser: no operation of the API has a parameter or body
     field that could carry shader source, and /api/run refuses one (extra fields are forbidden).
