@@ -6,9 +6,12 @@ from wgattn import registry, wire
 from wgattn.cases import digest
 
 from . import native_service
+from .errors import RESPONSES
+from .json_body import JSONBodyRoute
 from .schemas import RunRequest, RunResponse
 
-router = APIRouter(prefix="/api", tags=["api"])
+# Every route reads its body through JSONBodyRoute and documents the errors of app/errors.py.
+router = APIRouter(prefix="/api", tags=["api"], route_class=JSONBodyRoute, responses=RESPONSES)
 
 
 @router.get("/kernels")
@@ -39,7 +42,8 @@ def adapter():
 
 @router.post("/run", response_model=RunResponse)
 def run(request: RunRequest):
-    """Run a kernel natively with wgpu-py and return its outputs (base64 float32) and timings."""
+    """Run a kernel natively with wgpu-py and return its outputs (base64 float32) and timings.
+    Runs are queued (503 + Retry-After when the queue is full) and time-limited (504)."""
     try:
         kernel = registry.load().kernel(request.kernel)
     except ValueError as exc:

@@ -23,7 +23,7 @@ class RunRequest(BaseModel):
     """Run `kernel` natively on `config`'s seeded inputs, or on `inputs` when given."""
 
     model_config = ConfigDict(extra="forbid")
-    kernel: str = Field("sdpa_arena.seed", description="a registered kernel id")
+    kernel: str = Field("sdpa_arena.seed", max_length=200, description="a registered kernel id")
     config: SdpaCase = Field(default_factory=SdpaCase)
     inputs: Optional[Dict[str, Tensor]] = Field(
         None, description="q, k, v (and mask for padding) in config's shapes; default: seeded")

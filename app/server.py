@@ -1,12 +1,17 @@
 """The FastAPI application: the page, its static files, the WGSL files as they are, Pyodide and
-the Python the page imports, and the JSON API."""
+the Python the page imports, and the JSON API; with the limits, error handlers and security
+headers of docs/reliability.md."""
+from contextlib import asynccontextmanager
 
+import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
+from . import errors, limits
 from .api import router
-from .paths import PY, PYODIDE, SHADERS, STATIC, TESTS
+from .paths import PY, PYODIDE, ROOT, SHADERS, STATIC, TESTS
+from .security import SecurityHeaders
 
 
 def python_bundle(tests: bool = False):
@@ -25,8 +30,26 @@ def python_bundle(tests: bool = False):
     return files
 
 
+def _relative(path) -> str:
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return path.name
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI):
+    # Room in the thread pool for every admitted native run on top of the default (limits.py).
+    limiter = anyio.to_thread.current_default_thread_limiter()
+    limiter.total_tokens = max(limiter.total_tokens, limits.THREADS)
+    yield
+
+
 def create_app() -> FastAPI:
-    app = FastAPI(title="wgattn", summary="WGSL attention kernels, checked across runtimes")
+    app = FastAPI(title="wgattn", summary="WGSL attention kernels, checked across runtimes", lifespan=_lifespan)
+    errors.install(app)
+    app.add_middleware(limits.BodyLimit)
+    app.add_middleware(SecurityHeaders)  # added last: outermost, so on every response
     app.include_router(router)
 
     @app.get("/", include_in_schema=False)
@@ -50,6 +73,7 @@ def create_app() -> FastAPI:
         @app.get("/pyodide/{path:path}", include_in_schema=False)
         def no_pyodide(path: str):
             return JSONResponse(
-                {"detail": f"Pyodide {PYODIDE.name} is not installed in {PYODIDE}: run `make setup`"},
+                # The repo-relative folder: error bodies carry no absolute paths.
+                {"detail": f"Pyodide {PYODIDE.name} is not installed in {_relative(PYODIDE)}: run `make setup`"},
                 status_code=503)
     return app
