@@ -103,7 +103,13 @@ class NativeRuntime:
 
     def __init__(self, adapter: Optional[wgpu.GPUAdapter] = None, *, check_loops: bool = True,
                  trusted: Optional[bool] = None):
-        adapter = adapter or wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+        if adapter is None:
+            try:
+                adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+            except RuntimeError as exc:  # wgpu-py raises, rather than returning None, with no driver
+                raise AdapterError(
+                    f"no WebGPU adapter found by wgpu-py ({exc}); install a Vulkan driver "
+                    "(software: Mesa's lavapipe >= 23, `make setup` does it on Debian)") from None
         if adapter is None:
             raise AdapterError(
                 "no WebGPU adapter found by wgpu-py; install a Vulkan driver "
