@@ -372,7 +372,14 @@ async function main() {
   buildFields(first.kernel, Object.fromEntries(Object.entries(first.config).map(([k, v]) => [k, String(v)])));
   $("kernel").addEventListener("change", () => buildFields($("kernel").value));
   await nativeInfo.catch(() => null);
-  await runOnce(first);
+  // A bad configuration in the URL is a message; the rest of the page still works.
+  let firstError = null;
+  try {
+    await runOnce(first);
+  } catch (e) {
+    firstError = e;
+    showMessage(e.message, "error", null, true);
+  }
   $("run").disabled = false;
   $("run-all").disabled = false;
   setupConformance(ctx, Object.keys(reg.interfaces), showMessage);
@@ -390,12 +397,13 @@ async function main() {
   });
   $("run-all").addEventListener("click", () => busy(() => runAll()));
   $("live-cancel").addEventListener("click", () => { live.cancel = true; });
+  if (firstError) throw firstError;
 }
 
 main().then(
   () => { document.body.dataset.status = "done"; },
   (e) => {
-    showMessage(`The page stopped: ${e.message}`);
+    if ($("message").hidden) showMessage(`The page stopped: ${e.message}`);
     document.body.dataset.status = "error";
   },
 );
