@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 PYODIDE_VERSION=0.17.1
 PYODIDE_INTEGRITY="sha512-VCeLGQ9NpydiVNUiTWexZEfErQqqo0I8050p5uTxHRlmI4jA1cXt0WOR3pq5WjOCtApkCCT4qV1per1nMOYoFw=="
-PYODIDE_PACKAGES="numpy pytest"   # loaded in the page; their dependencies are unpacked too
+PYODIDE_PACKAGES="numpy pytest micropip"   # loaded in the page; their dependencies are unpacked too
 PYODIDE_DIR=".cache/pyodide/$PYODIDE_VERSION"
 
 say() { printf 'setup: %s\n' "$*"; }
@@ -109,4 +109,7 @@ PY
     tar -xzf "$tgz" -C "$PYODIDE_DIR" --strip-components=2 $members
     touch "$PYODIDE_DIR/.complete"
 fi
+
+# --- 4. The wgattn wheel the page installs with micropip ------------------------------------
+bash scripts/build_wheel.sh
 say "ready"

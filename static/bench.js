@@ -239,8 +239,15 @@ function chart(series, op) {
   const step = 10 ** Math.floor(Math.log10(top / 4));
   const ystep = [1, 2, 5, 10].map((k) => k * step).find((s) => top / s <= 5);
   const ymax = Math.ceil(top / ystep) * ystep;
+  // Figures from an H100 beside a software adapter's span decades: then the y axis is log10.
+  const positive = records.map((r) => r.tflops).filter((t) => t > 0);
+  const logY = positive.length > 1 && Math.max(...positive) / Math.min(...positive) > 100;
+  const d0 = logY ? Math.floor(Math.log10(Math.min(...positive))) : 0;
+  const d1 = logY ? Math.ceil(Math.log10(Math.max(...positive))) : 1;
   const X = (s) => m.l + (Math.log2(s) - x0) / (x1 - x0) * (W - m.l - m.r);
-  const Y = (t) => H - m.b - t / ymax * (H - m.t - m.b);
+  const Y = logY
+    ? (t) => H - m.b - (Math.log10(Math.max(t, 10 ** d0)) - d0) / (d1 - d0) * (H - m.t - m.b)
+    : (t) => H - m.b - t / ymax * (H - m.t - m.b);
   const axis = { stroke: "#656d76", "stroke-width": 1 };
   svg.append(el("line", { x1: m.l, y1: H - m.b, x2: W - m.r, y2: H - m.b, ...axis }),
     el("line", { x1: m.l, y1: m.t, x2: m.l, y2: H - m.b, ...axis }));
@@ -248,14 +255,17 @@ function chart(series, op) {
     svg.append(el("line", { x1: X(s), y1: H - m.b, x2: X(s), y2: H - m.b + 4, ...axis }),
       el("text", { x: X(s), y: H - m.b + 16, "text-anchor": "middle", class: "tick" }, String(s)));
   }
-  for (let t = 0; t <= ymax * (1 + 1e-9); t += ystep) {
+  const yticks = [];
+  if (logY) for (let d = d0; d <= d1; d++) yticks.push(10 ** d);
+  else for (let t = 0; t <= ymax * (1 + 1e-9); t += ystep) yticks.push(t);
+  for (const t of yticks) {
     svg.append(el("line", { x1: m.l, y1: Y(t), x2: W - m.r, y2: Y(t), stroke: "#eaeef2" }),
       el("text", { x: m.l - 6, y: Y(t) + 4, "text-anchor": "end", class: "tick" }, num(Number(t.toPrecision(6)))));
   }
   svg.append(el("text", { x: (m.l + W - m.r) / 2, y: H - 8, "text-anchor": "middle", class: "axis-label" },
     "sequence length S (tokens, log2 scale)"));
   svg.append(el("text", { x: 14, y: (m.t + H - m.b) / 2, "text-anchor": "middle", class: "axis-label",
-    transform: `rotate(-90 14 ${(m.t + H - m.b) / 2})` }, "TFLOP/s"));
+    transform: `rotate(-90 14 ${(m.t + H - m.b) / 2})` }, logY ? "TFLOP/s (log10 scale)" : "TFLOP/s"));
   series.forEach((srs, k) => {
     const color = COLORS[k % COLORS.length];
     const pts = [...srs.points].sort((a, b) => a.shape[2] - b.shape[2]);
@@ -271,7 +281,8 @@ function chart(series, op) {
     const ly = m.t + 8 + 18 * k;
     g.append(el("line", { x1: W - m.r + 14, y1: ly, x2: W - m.r + 34, y2: ly, stroke: color, "stroke-width": 2,
       "stroke-dasharray": srs.source === "file" ? "6 3" : "none" }),
-      el("text", { x: W - m.r + 40, y: ly + 4, class: "legend" }, srs.label.length > 40 ? srs.label.slice(0, 39) + "…" : srs.label));
+      el("text", { x: W - m.r + 40, y: ly + 4, class: "legend" }, srs.label.length > 34 ? srs.label.slice(0, 33) + "…" : srs.label));
+    g.lastChild.append(el("title", {}, srs.label));
     svg.append(g);
   });
   return svg;

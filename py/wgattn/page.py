@@ -1,8 +1,11 @@
 """What the page's JavaScript calls under Pyodide (Python 3.8, numpy 1.17).
 
-The page's JS only moves bytes: it asks `prepare` for a dispatch plan, runs it in WebGPU, hands the
-read-back buffers to `add_buffer`, fetches the server's native run, and asks `finish` to compare
-every pair of runtimes against the float64 reference computed here.
+The page's JS only moves bytes: it asks `prepare` for the dispatch plan of any registered kernel on
+a live configuration (wgattn.live), runs it in WebGPU, hands the read-back buffers to
+`add_buffer`, fetches the server's native run, and asks `finish` to compare every pair of runtimes
+on every output against the float64 reference computed here; `heatmap` and `error_map` draw a
+finished run (wgattn.pictures). The conformance grid (`grid_*`) and the benchmark (`bench_*`,
+`bench_import` for a dropped `wgattn bench --json` file) work the same way.
 """
 from __future__ import annotations
 
