@@ -239,8 +239,9 @@ class Live:
 
     @property
     def digest(self) -> str:
-        """sha256 of the case's inputs (as the kernel is judged on them)."""
-        return digest(self.case.inputs)
+        """sha256 of the drawn tensors: equal digests mean the page and the server drew the same
+        inputs (derived ones, such as the backward's out and lse, follow from them)."""
+        return digest(self.tensors)
 
     def plan(self):
         return module(self.kernel.interface.name).plan(self.kernel, self.case)

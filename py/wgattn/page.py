@@ -24,7 +24,7 @@ __all__ = ["prepare", "plan_bytes", "add_buffer", "finish", "heatmap", "error_ma
 
 _RUNS: Dict[int, Dict[str, object]] = {}
 _DONE: Dict[int, Dict[str, object]] = {}  # finished live runs, kept for their pictures
-_KEEP_DONE = 8
+_KEEP_DONE = 16  # more than the registry's kernels: a 'run every kernel' keeps all its pictures
 _COUNTER = [0]
 
 

@@ -91,7 +91,15 @@ def test_every_kernel_live_in_the_browser(live):
             assert "unavailable here" in row and lacking[0] in row
         else:
             assert browser["ok"] is True, (r["kernel"], browser)
-    assert "f16" not in "".join(r["kernel"] for r in runs if r["runtimes"]["browser"]["ok"]) or "shader-f16" in features
+    # Every run's pictures draw under Pyodide (numpy 1.17): the heatmap, and an error map per output
+    for r in runs:
+        pair = ["browser", "native"] if r["runtimes"]["browser"]["ok"] else ["pyodide", "native"]
+        drawn = page.evaluate("""([run, outputs, a, b]) => {
+            const p = window.wgattn.ctx.page;
+            const heat = JSON.parse(p.heatmap(run, 0));
+            return [heat.width * heat.height, ...outputs.map((o) => JSON.parse(p.error_map(run, o, a, b, 0)).over)];
+        }""", [r["run"], sorted(outputs[REG.kernel(r["kernel"]).interface.name]), *pair])
+        assert drawn[0] > 0 and drawn[1:] == [0] * (len(drawn) - 1), (r["kernel"], drawn)
     assert errors == []
 
 
