@@ -186,3 +186,15 @@ def test_bench_import_checks_records():
                           (json.dumps([{"op": "fwd"}]), "expected the fields")]:
         with pytest.raises(ValueError, match=expected):
             page.bench_import(bad)
+
+
+def test_heatmaps_of_large_cases_stay_within_memory():
+    """Pictures compute at most MAX_CELLS probabilities and say what they left out."""
+    for kernel, config in [("flash_fwd.tiled", {"batch": 1, "heads": 1, "seq_q": 4096, "seq_k": 4096, "head_dim": 4}),
+                           ("flash_fwd.tiled", {"batch": 64, "heads": 1, "seq_q": 300, "seq_k": 300, "head_dim": 4}),
+                           ("sdpa_arena.seed", {"batch": 4, "heads": 1, "seq_q": 2048, "seq_k": 2048, "head_dim": 4})]:
+        run_ = live.build(kernel, config)
+        p, visible, layout = pictures.probabilities(run_.kernel.interface.name, run_.case, 0)
+        assert p.size <= pictures.MAX_CELLS and p.shape == visible.shape and "fit" in layout, (config, p.shape)
+        pic = pictures.heatmap(run_.kernel.interface.name, run_.case, 0)
+        assert max(pic["width"], pic["height"]) <= pictures.MAX_SIDE

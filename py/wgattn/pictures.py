@@ -24,6 +24,7 @@ from .interfaces import Case
 __all__ = ["MAX_SIDE", "probabilities", "heatmap", "error_map", "head_view"]
 
 MAX_SIDE = 512
+MAX_CELLS = 1 << 22  # probabilities computed for one picture (32 MiB of float64): later rows are left out
 # viridis at nine stops (matplotlib's, public domain): perceptual, readable by colour-blind eyes
 _VIRIDIS = np.array([[68, 1, 84], [71, 44, 122], [59, 81, 139], [44, 113, 142], [33, 144, 141],
                      [39, 173, 129], [92, 200, 99], [170, 220, 50], [253, 231, 37]], dtype=np.float64)
@@ -66,9 +67,13 @@ def probabilities(interface: str, case: Case, head: int) -> Tuple[np.ndarray, np
             p = _ref.attention_probs(i["q"], i["k_hist"], pos=o["pos"], window=o.get("window", 0), scale=1.0)
             p, pos = p[head][None, :], np.array([o["pos"]])
         else:
-            p = _ref.attention_probs_batched(i["q"], i["k_hist"], i["positions"], window=o.get("window", 0),
-                                             scale=o.get("scale", 1.0))[:, head, :]
-            pos = np.asarray(i["positions"])
+            # this head alone (and its key head), for the first positions that fit
+            rows = max(1, min(len(i["positions"]), MAX_CELLS // i["k_hist"].shape[0]))
+            kv = head // (i["q"].shape[1] // i["k_hist"].shape[1])
+            p = _ref.attention_probs_batched(i["q"][:rows, head:head + 1], i["k_hist"][:, kv:kv + 1],
+                                             i["positions"][:rows], window=o.get("window", 0),
+                                             scale=o.get("scale", 1.0))[:, 0, :]
+            pos = np.asarray(i["positions"])[:rows]
         j = np.arange(p.shape[1])[None, :]
         window = o.get("window", 0)
         visible = (j <= pos[:, None]) & ((window == 0) | (j > pos[:, None] - window))
@@ -77,19 +82,22 @@ def probabilities(interface: str, case: Case, head: int) -> Tuple[np.ndarray, np
         q, k = i["q"].astype(np.float64), i["k"].astype(np.float64)
         if o.get("layout", "bhsd") == "bshd":
             q, k = q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3)
-        b, _, sq, d = q.shape
-        sk = k.shape[2]
+        sk, d = k.shape[2], q.shape[3]
+        sq = max(1, min(q.shape[2], MAX_CELLS // sk))  # the first batches (and queries) that fit
+        b = max(1, min(q.shape[0], MAX_CELLS // (sq * sk)))
+        q, k = q[:b, :, :sq], k[:b]
         scale = o.get("scale") or 1.0 / np.sqrt(d)
         kind = o.get("mask_kind", "none")
         band = {"none": (-1, -1), "causal": (-1, 0), "padding": (-1, -1),
                 "window": (int(o.get("window", 0)), 0)}[kind]
         visible = np.broadcast_to(_ref._band_mask(sq, sk, 0, *band), (b, sq, sk))
         if kind == "padding":
-            visible = visible & i["mask"].reshape(b, 1, sk)
+            visible = visible & i["mask"][:b].reshape(b, 1, sk)
         s = np.matmul(q[:, head], k[:, head].transpose(0, 2, 1)) * scale
         p, _ = _ref._masked_softmax(s, visible, np.dtype(np.float64))
+        shown = "" if (b, sq) == (i["q"].shape[0], i["q"].shape[2]) else f"; only the first {b} batches, {sq} queries fit"
         return (p.reshape(b * sq, sk), visible.reshape(b * sq, sk),
-                "rows: queries (batches stacked); columns: keys")
+                "rows: queries (batches stacked%s); columns: keys" % shown)
     # packed sequences: a block per sequence on the diagonal of (total_q, total_k)
     q, k = i["q"].astype(np.float64), i["k"].astype(np.float64)
     cu_q, cu_k = np.asarray(i["cu_seqlens_q"]), np.asarray(i["cu_seqlens_k"])
@@ -100,19 +108,27 @@ def probabilities(interface: str, case: Case, head: int) -> Tuple[np.ndarray, np
     align = o.get("causal_align", "top_left" if interface == "varlen_fwd" else "bottom_right")
     scale = o.get("scale") or 1.0 / np.sqrt(d)
     cap = float(o.get("softcap", 0.0))
-    p = np.zeros((q.shape[0], k.shape[0]))
+    n = len(cu_q) - 1  # the first sequences whose block-diagonal picture fits
+    while n > 1 and int(cu_q[n]) * int(cu_k[n]) > MAX_CELLS:
+        n -= 1
+    cu_q, cu_k = cu_q[:n + 1], cu_k[:n + 1]
+    rows = max(1, min(int(cu_q[-1]), MAX_CELLS // max(int(cu_k[-1]), 1)))  # one long sequence: its first rows
+    p = np.zeros((rows, int(cu_k[-1])))
     visible = np.zeros(p.shape, dtype=bool)
     for bq in range(len(cu_q) - 1):
         q0, q1, k0, k1 = int(cu_q[bq]), int(cu_q[bq + 1]), int(cu_k[bq]), int(cu_k[bq + 1])
-        if q1 == q0 or k1 == k0:
+        if q1 == q0 or k1 == k0 or q0 >= rows:
             continue
+        m = _ref._seq_mask(q1 - q0, k1 - k0, align, left, right)[:rows - q0]
+        q1 = q0 + m.shape[0]
         s = q[q0:q1, head] @ k[k0:k1, kv].T * scale
         if cap > 0:
             s = cap * np.tanh(s / cap)
-        m = _ref._seq_mask(q1 - q0, k1 - k0, align, left, right)
         p[q0:q1, k0:k1], _ = _ref._masked_softmax(s, m, np.dtype(np.float64))
         visible[q0:q1, k0:k1] = m
-    return p, visible, "rows: packed queries; columns: packed keys (one block per sequence)"
+    whole = n == len(i["cu_seqlens_q"]) - 1 and rows == int(cu_q[-1])
+    shown = "" if whole else f"; only the first {n} of {len(i['cu_seqlens_q']) - 1} sequences, {rows} rows fit"
+    return p, visible, f"rows: packed queries; columns: packed keys (one block per sequence{shown})"
 
 
 def heatmap(interface: str, case: Case, head: int) -> Dict[str, object]:
