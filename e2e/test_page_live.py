@@ -12,6 +12,7 @@ import pytest
 from conftest import ROOT, wait_for_status
 from png import colours
 from wgattn import pictures, registry
+from wgattn.interfaces import flash_fwd, module
 
 REG = registry.load()
 SHOTS = ROOT / "test-results" / "screenshots"
@@ -74,8 +75,7 @@ def test_every_kernel_live_in_the_browser(live):
     features = page.evaluate("window.wgattn.results.adapter.features")
     runs = page.evaluate("window.wgattn.results.runs")[-len(REG.kernels):]
     assert [r["kernel"] for r in runs] == list(REG.kernels)
-    outputs = {k.interface.name: set(__import__("wgattn.interfaces", fromlist=["module"]).module(k.interface.name).OUTPUTS)
-               for k in REG.kernels.values()}
+    outputs = {k.interface.name: set(module(k.interface.name).OUTPUTS) for k in REG.kernels.values()}
     for r in runs:
         kernel = REG.kernel(r["kernel"])
         lacking = [f for f in kernel.requires if f not in features]
@@ -173,7 +173,7 @@ def test_grid_and_benchmark_show_progress_and_cancel(live):
     page.click("#grid-cancel")
     page.wait_for_function("document.getElementById('conformance').dataset.status === 'cancelled'", timeout=120_000)
     summary = page.evaluate("window.wgattn.conformance")
-    total = len(__import__("wgattn.interfaces.flash_fwd", fromlist=["x"]).conformance_cases())
+    total = len(flash_fwd.conformance_cases())
     assert summary["cancelled"] is True and 1 <= len(summary["cases"]) < total
     assert "cancelled after" in page.inner_text("#grid-status")
 

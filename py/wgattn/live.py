@@ -31,7 +31,8 @@ from .cases import MAX_ELEMENTS, MAX_SCORES, SdpaCase, digest
 from .interfaces import Case, module
 from .registry import Kernel
 
-__all__ = ["VarlenConfig", "ProbsConfig", "Live", "FAMILIES", "build", "config_class", "schema"]
+__all__ = ["VarlenConfig", "ProbsConfig", "Live", "FAMILIES", "build", "config_class", "make_config",
+           "seeded_tensors", "check_tensors", "schema"]
 
 _CAUSAL_ALIGNS = ("bottom_right", "top_left")
 
@@ -197,10 +198,19 @@ class ProbsConfig:
         return asdict(self)
 
 
-def _sdpa_case(self: SdpaCase, interface: str, t: Mapping[str, np.ndarray], name: str) -> Case:
-    case = self.to_case(dict(t))
-    case.name = name
-    return case
+def _draw(cfg) -> Dict[str, np.ndarray]:
+    """The tensors a configuration draws from its seed (SdpaCase's mask only with mask "padding")."""
+    drawn = cfg.inputs() if isinstance(cfg, SdpaCase) else cfg.tensors()
+    return {k: v for k, v in drawn.items() if v is not None}
+
+
+def _case(cfg, interface: str, tensors: Mapping[str, np.ndarray], name: str) -> Case:
+    """The interface's case of a configuration on these tensors."""
+    if isinstance(cfg, SdpaCase):
+        case = cfg.to_case(dict(tensors))
+        case.name = name
+        return case
+    return cfg.case(interface, tensors, name)
 
 
 # interface -> (configuration class, fields the user may set there, defaults differing from the
@@ -285,26 +295,22 @@ def build(kernel_id: str, config: Optional[Mapping[str, object]] = None,
     kernel = registry.load().kernel(kernel_id)
     interface = kernel.interface.name
     cfg = make_config(interface, config)
-    seeded = cfg.inputs() if isinstance(cfg, SdpaCase) else cfg.tensors()
-    drawn = dict(seeded) if tensors is None else check_tensors(seeded, tensors)
-    drawn = {k: v for k, v in drawn.items() if v is not None}
-    make = _sdpa_case if isinstance(cfg, SdpaCase) else type(cfg).case
-    case = make(cfg, interface, drawn, f"live-{kernel.id}")
+    drawn = _draw(cfg)
+    if tensors is not None:
+        drawn = check_tensors(drawn, tensors)
+    case = _case(cfg, interface, drawn, f"live-{kernel.id}")
     return Live(kernel, cfg, drawn, judged_case(kernel, case))
 
 
 def seeded_tensors(kernel_id: str, config: Optional[Mapping[str, object]] = None) -> Dict[str, np.ndarray]:
-    """The tensors a configuration draws (what a client may replace)."""
-    cfg = make_config(registry.load().kernel(kernel_id).interface.name, config)
-    drawn = cfg.inputs() if isinstance(cfg, SdpaCase) else cfg.tensors()
-    return {k: v for k, v in drawn.items() if v is not None}
+    """The tensors a configuration draws (a client may replace the float and bool ones)."""
+    return _draw(make_config(registry.load().kernel(kernel_id).interface.name, config))
 
 
-def check_tensors(seeded: Mapping[str, Optional[np.ndarray]],
-                  given: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
+def check_tensors(seeded: Mapping[str, np.ndarray], given: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
     """Seeded tensors with the given float/bool ones in their place: same shapes and dtypes, finite.
     Integer tensors (sequence offsets) follow from the configuration and cannot be replaced."""
-    allowed = sorted(n for n, t in seeded.items() if t is not None and t.dtype.kind in "fb")
+    allowed = sorted(n for n, t in seeded.items() if t.dtype.kind in "fb")
     unknown = sorted(set(given) - set(allowed))
     if unknown:
         raise ValueError(f"unknown inputs {unknown}; this configuration takes {allowed}")
