@@ -1,9 +1,7 @@
 """The JSON API: list kernels, describe the native adapter, run a kernel natively."""
-import numpy as np
 from fastapi import APIRouter, HTTPException
 
-from wgattn import registry, wire
-from wgattn.cases import digest
+from wgattn import live, registry, wire
 
 from . import native_service
 from .errors import RESPONSES
@@ -24,9 +22,12 @@ def kernels():
             for name, i in reg.interfaces.items()
         },
         "kernels": [
-            {"id": k.id, "interface": k.interface.name, "summary": k.summary, "requires": list(k.requires)}
+            {"id": k.id, "interface": k.interface.name, "summary": k.summary, "requires": list(k.requires),
+             "precision": k.precision}
             for k in reg.kernels.values()
         ],
+        # the live configuration's fields per interface (POST /api/run's config)
+        "configs": live.schema(),
     }
 
 
@@ -42,18 +43,19 @@ def adapter():
 
 @router.post("/run", response_model=RunResponse)
 def run(request: RunRequest):
-    """Run a kernel natively with wgpu-py and return its outputs (base64 float32) and timings.
+    """Run any registered kernel natively with wgpu-py on a seeded configuration (wgattn.live, the
+    page builds the identical case) and return its outputs (base64), the input digest and timings.
     Runs are queued (503 + Retry-After when the queue is full) and time-limited (504)."""
     try:
         kernel = registry.load().kernel(request.kernel)
     except ValueError as exc:
         raise HTTPException(status_code=404, detail=str(exc))
-    case = request.config
-    inputs = case.inputs()
-    if request.inputs is not None:
-        inputs = _client_inputs(request, inputs)
     try:
-        plan = case.plan(kernel, inputs)
+        tensors = None
+        if request.inputs is not None:
+            tensors = {name: t.array(name) for name, t in request.inputs.items()}
+        run_ = live.build(kernel.id, request.config, tensors)
+        plan = run_.plan()
     except ValueError as exc:
         raise HTTPException(status_code=422, detail=str(exc))
     info = native_service.adapter_info()
@@ -65,36 +67,9 @@ def run(request: RunRequest):
         raise HTTPException(status_code=422, detail=str(exc))
     return {
         "kernel": kernel.id,
-        "config": case,
+        "config": run_.config.to_dict(),
         "adapter": info,
-        "digest": digest(inputs),
+        "digest": run_.digest,
         "outputs": {name: wire.encode(arr) for name, arr in result.outputs.items()},
         "timings": result.timings,
     }
-
-
-def _client_inputs(request: RunRequest, seeded):
-    """The client's tensors, checked against the shapes and dtypes the config implies."""
-    out = {}
-    for name, expected in seeded.items():
-        given = request.inputs.get(name)
-        if expected is None:
-            if given is not None:
-                raise HTTPException(status_code=422, detail=f"input {name!r} is only used with mask 'padding'")
-            out[name] = None
-            continue
-        if given is None:
-            raise HTTPException(status_code=422, detail=f"inputs must include {name!r} (shape {list(expected.shape)})")
-        try:
-            arr = given.array(name)
-        except ValueError as exc:
-            raise HTTPException(status_code=422, detail=str(exc))
-        if arr.dtype != expected.dtype or arr.shape != expected.shape:
-            raise HTTPException(
-                status_code=422,
-                detail=f"input {name!r} must be {expected.dtype} of shape {list(expected.shape)}, "
-                       f"got {arr.dtype} {list(arr.shape)}")
-        if arr.dtype == np.float32 and not np.all(np.isfinite(arr)):
-            raise HTTPException(status_code=422, detail=f"input {name!r} has non-finite values")
-        out[name] = arr
-    return out

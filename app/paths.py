@@ -1,4 +1,5 @@
 """Where the server finds what it serves, resolved from this file (not the working directory)."""
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -8,3 +9,5 @@ PY = ROOT / "py"
 TESTS = ROOT / "tests"
 PYODIDE_VERSION = "0.17.1"
 PYODIDE = ROOT / ".cache" / "pyodide" / PYODIDE_VERSION
+# scripts/build_wheel.sh writes the wheel here (WGATTN_WHEELS overrides it for both)
+WHEELS = ROOT / os.environ.get("WGATTN_WHEELS", ".cache/wheels")

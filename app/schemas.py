@@ -1,10 +1,15 @@
 """Request and response bodies of the JSON API (pydantic validates; errors become 422 JSON)."""
-from typing import Dict, List, Literal, Optional
+from typing import Any, Dict, List, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from wgattn import wire
-from wgattn.cases import SdpaCase
+from wgattn import live, wire
+
+_CONFIG_DOC = (
+    "The seeded configuration, by the kernel's interface (wgattn.live; unknown fields and fields "
+    "the interface has no knob for are a 422): "
+    + "; ".join(f"{name}: " + ", ".join(f"{f['name']}={f['default']!r}" for f in rows)
+                for name, rows in live.schema().items()))
 
 
 class Tensor(BaseModel):
@@ -20,27 +25,19 @@ class Tensor(BaseModel):
 
 
 class RunRequest(BaseModel):
-    """Run `kernel` natively on `config`'s seeded inputs, or on `inputs` when given."""
+    """Run `kernel` (any registered one) natively on `config`'s seeded inputs, or on `inputs`."""
 
     model_config = ConfigDict(extra="forbid")
-    kernel: str = Field("sdpa_arena.seed", max_length=200, description="a registered kernel id")
-    config: SdpaCase = Field(default_factory=SdpaCase)
+    kernel: str = Field("sdpa_arena.seed", max_length=200, description="a registered kernel id (GET /api/kernels)")
+    config: Dict[str, Any] = Field(default_factory=dict, description=_CONFIG_DOC)
     inputs: Optional[Dict[str, Tensor]] = Field(
-        None, description="q, k, v (and mask for padding) in config's shapes; default: seeded")
-
-    @field_validator("inputs")
-    @classmethod
-    def _known_inputs(cls, value):
-        if value is not None:
-            unknown = set(value) - {"q", "k", "v", "mask"}
-            if unknown:
-                raise ValueError(f"unknown inputs {sorted(unknown)}; allowed: q, k, v, mask")
-        return value
+        None, description="the float tensors the configuration draws, in its shapes (sdpa_arena: q, k, v "
+                          "and mask for padding; varlen: q, k, v, dout; probs: q, k_hist); default: seeded")
 
 
 class RunResponse(BaseModel):
     kernel: str
-    config: SdpaCase
+    config: Dict[str, Any] = Field(description="the configuration with every field filled in")
     adapter: Dict[str, object]
     digest: str = Field(description="sha256 of the inputs (wgattn.cases.digest)")
     outputs: Dict[str, Tensor]

@@ -1,33 +1,33 @@
-"""The FastAPI application: the page, its static files, the WGSL files as they are, Pyodide and
-the Python the page imports, and the JSON API; with the limits, error handlers and security
-headers of docs/reliability.md."""
+"""The FastAPI application: the page, its static files, the WGSL files as they are, Pyodide, the
+wgattn wheel the page installs with micropip, and the JSON API; with the limits, error handlers and
+security headers of docs/reliability.md."""
 from contextlib import asynccontextmanager
 
 import anyio.to_thread
-from fastapi import FastAPI
+from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from . import errors, limits
 from .api import router
-from .paths import PY, PYODIDE, ROOT, SHADERS, STATIC, TESTS
+from .paths import PYODIDE, ROOT, SHADERS, STATIC, TESTS, WHEELS
 from .security import SecurityHeaders
 
+# Revalidate on every load (ETag / Last-Modified make that cheap): a rebuilt wheel keeps its name.
+_NO_CACHE = {"Cache-Control": "no-cache"}
 
-def python_bundle(tests: bool = False):
-    """The files the page writes into Pyodide's file system, keyed by repo-relative path: the
-    wgattn package, the shaders (the package reads manifest.json and .wgsl from there) and, for
-    the in-page test run, the reference tests (and docs/contract.md, whose drawings they check)."""
-    files = {}
-    for path in sorted((PY / "wgattn").rglob("*.py")):
-        files[str(path.relative_to(PY.parent))] = path.read_text()
-    for path in sorted(SHADERS.rglob("*")):  # lib/ holds the snippets kernels #include
-        if path.suffix in (".wgsl", ".json"):
-            files[str(path.relative_to(SHADERS.parent))] = path.read_text()
-    if tests:
-        for path in sorted(TESTS.glob("test_reference*.py")) + [TESTS.parent / "docs" / "contract.md"]:
-            files[str(path.relative_to(TESTS.parent))] = path.read_text()
-    return files
+
+def wheel_path():
+    """The newest wgattn wheel that scripts/build_wheel.sh built, or None."""
+    wheels = sorted(WHEELS.glob("wgattn-*-py3-none-any.whl"), key=lambda p: p.stat().st_mtime)
+    return wheels[-1] if wheels else None
+
+
+def selftest_files():
+    """What the in-page test run needs beside the installed package: the reference's tests and
+    docs/contract.md, whose drawings they check (tests are not part of the wheel)."""
+    paths = sorted(TESTS.glob("test_reference*.py")) + [TESTS.parent / "docs" / "contract.md"]
+    return {str(p.relative_to(TESTS.parent)): p.read_text() for p in paths}
 
 
 def _relative(path) -> str:
@@ -61,9 +61,26 @@ def create_app() -> FastAPI:
         """The reference's pytest suite, run in the page under Pyodide."""
         return FileResponse(STATIC / "selftest.html")
 
-    @app.get("/py/bundle.json", include_in_schema=False)
-    def bundle(tests: bool = False):
-        return JSONResponse({"files": python_bundle(tests)})
+    @app.get("/py/wheel.json", include_in_schema=False)
+    def wheel_info():
+        """Where the page finds the wheel to install with micropip."""
+        path = wheel_path()
+        if path is None:
+            return JSONResponse(
+                {"detail": f"no wgattn wheel in {_relative(WHEELS)}: run `make setup` (scripts/build_wheel.sh builds it)"},
+                status_code=503)
+        return JSONResponse({"url": f"/py/{path.name}", "name": path.name}, headers=_NO_CACHE)
+
+    @app.get("/py/{name}.whl", include_in_schema=False)
+    def wheel(name: str):
+        path = wheel_path()
+        if path is None or path.name != f"{name}.whl":
+            raise HTTPException(status_code=404, detail=f"no wheel {name}.whl; GET /py/wheel.json names it")
+        return FileResponse(path, media_type="application/zip", headers=_NO_CACHE)
+
+    @app.get("/py/selftest.json", include_in_schema=False)
+    def selftest_bundle():
+        return JSONResponse({"files": selftest_files()}, headers=_NO_CACHE)
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.mount("/shaders", StaticFiles(directory=SHADERS), name="shaders")

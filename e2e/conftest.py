@@ -43,6 +43,9 @@ def server():
     """The demo server exactly as `make demo` starts it, on a free port; yields its base URL."""
     if not (ROOT / ".cache" / "pyodide").is_dir():
         pytest.skip("Pyodide is not installed (.cache/pyodide): run make setup")
+    # The page installs the wgattn wheel: build it from these sources (a no-op when up to date).
+    subprocess.run(["bash", str(ROOT / "scripts" / "build_wheel.sh")], cwd=ROOT, check=True,
+                   env={**os.environ, "PYTHON": sys.executable})
     port = _free_port()
     log = open(ROOT / ".cache" / "e2e-server.log", "w")
     proc = subprocess.Popen(

@@ -25,6 +25,9 @@ def test_default_demo_all_pairs_pass(page, server, console_errors):
     assert {(p["a"], p["b"]) for p in run["pairs"]} == {("browser", "pyodide"), ("browser", "native"), ("pyodide", "native")}
     assert all(p["pass"] and p["max_abs_err"] <= p["allowance"] for p in run["pairs"]), run["pairs"]
     assert page.locator("#results td.pass").count() == 3
+    assert page.get_attribute("#pictures", "data-status") == "drawn"
+    assert results["first_result_ms"] > 0
+    print(f"time to first verified result (default page): {results['first_result_ms']:.0f} ms")
 
 
 @pytest.mark.parametrize("query", [

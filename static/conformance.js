@@ -2,9 +2,11 @@
 // kernels of an interface or for WGSL pasted or dropped in. Python (under Pyodide) builds every
 // plan and judges every output; this module only executes and draws.
 // Publishes window.wgattn.conformance = {interface, cases: [{kernel, case, pass, rows}], passed, failed,
-// precision} (rows of a failing output carry `where`: wgattn.localise).
+// cancelled, precision} (rows of a failing output carry `where`: wgattn.localise). A progress
+// bar follows the cases; Cancel stops after the case that is running.
 
 const $ = (id) => document.getElementById(id);
+const grid = { cancel: false };
 
 function fmt(x) {
   return typeof x === "number" ? x.toExponential(2) : String(x);
@@ -29,12 +31,21 @@ export async function runGrid(ctx, iface, source) {
   const start = JSON.parse(page.grid_start(JSON.stringify({
     interface: iface, source: source || null, features: ctx.gpu.info.features })));
   // Kernels needing features this adapter lacks are skipped, and listed as skipped (not passed).
-  const summary = { interface: iface, user: !!source, cases: [], passed: 0, failed: 0, skipped: start.skipped,
+  const summary = { interface: iface, user: !!source, cases: [], passed: 0, failed: 0, skipped: start.skipped, cancelled: false,
     precision: (window.wgattn.precision || {}).browser || null };  // this browser's built-ins, measured
   window.wgattn.conformance = summary;
   const table = $("grid-table");
   table.innerHTML = "<tr><th class=l>kernel</th><th class=l>case</th><th class=l>output</th><th>max abs err</th><th>allowance</th><th>verdict</th></tr>";
+  const bar = $("grid-progress");
+  bar.max = start.items.length;
+  bar.value = 0;
   for (let i = 0; i < start.items.length; i++) {
+    if (grid.cancel) {
+      summary.cancelled = true;
+      break;
+    }
+    bar.value = i;
+    if (!ctx.executor) throw new Error("the WebGPU device was lost: start it again (the button above), then rerun the grid");
     $("grid-status").textContent = `case ${i + 1} of ${start.items.length}: ${start.items[i].case}`;
     const prepared = JSON.parse(page.grid_prepare(start.job, i));
     let error = "";
@@ -65,8 +76,10 @@ export async function runGrid(ctx, iface, source) {
       throw new Error(error);  // nothing else will compile either: say so once, plainly
     }
   }
+  bar.value = summary.cases.length;
   const skipped = start.skipped.map((k) => `${k.kernel} skipped: ${k.reason}`).join("; ");
-  $("grid-status").textContent = `${summary.passed} passed, ${summary.failed} failed` + (skipped ? `; ${skipped}` : "");
+  $("grid-status").textContent = (summary.cancelled ? `cancelled after ${summary.cases.length} of ${start.items.length} cases: ` : "") +
+    `${summary.passed} passed, ${summary.failed} failed` + (skipped ? `; ${skipped}` : "");
   return summary;
 }
 
@@ -74,6 +87,7 @@ export async function runGrid(ctx, iface, source) {
 export function setupConformance(ctx, interfaces, showMessage) {
   $("grid-interface").innerHTML = interfaces.map((n) => `<option>${n}</option>`).join("");
   const area = $("grid-source");
+  $("grid-cancel").addEventListener("click", () => { grid.cancel = true; });
   area.addEventListener("dragover", (ev) => ev.preventDefault());
   area.addEventListener("drop", async (ev) => {
     ev.preventDefault();
@@ -89,15 +103,19 @@ export function setupConformance(ctx, interfaces, showMessage) {
       return;
     }
     $("grid-run").disabled = true;
+    grid.cancel = false;
+    $("grid-cancel").hidden = false;
+    $("grid-progress").hidden = false;
     section.dataset.status = "running";
     try {
-      await runGrid(ctx, $("grid-interface").value, area.value.trim());
-      section.dataset.status = "done";
+      const summary = await runGrid(ctx, $("grid-interface").value, area.value.trim());
+      section.dataset.status = summary.cancelled ? "cancelled" : "done";
     } catch (e) {
       showMessage(`Conformance run stopped: ${e.message}`);
       section.dataset.status = "error";
     } finally {
       $("grid-run").disabled = false;
+      $("grid-cancel").hidden = true;
     }
   });
 }

@@ -1,11 +1,13 @@
-// Pyodide in the page: loads the runtime and NumPy from this server (no request leaves the
-// machine), installs the wgattn package and shaders into its file system, and imports it.
+// Pyodide in the page: loads the runtime, NumPy and micropip from this server (no request leaves
+// the machine), installs the wgattn wheel (built by scripts/build_wheel.sh, shaders included as
+// package data) with micropip, as Pyodide users install pure-Python packages, and imports it.
 
 const PYODIDE_URL = "/pyodide/";
 
-/** Load Pyodide, NumPy (and more packages) and wgattn; `progress(step, total, text)` reports. */
-export async function loadPython(progress, { packages = ["numpy"], tests = false } = {}) {
-  const total = 4;
+/** Load Pyodide, NumPy (and more packages) and wgattn; `progress(step, total, text)` reports.
+ * `files` (path -> text) are written to the working directory (the self-test's test files). */
+export async function loadPython(progress, { packages = ["numpy"], files = null } = {}) {
+  const total = 5;
   progress(0, total, "loading the Pyodide runtime script");
   await new Promise((resolve, reject) => {
     const s = document.createElement("script");
@@ -16,25 +18,33 @@ export async function loadPython(progress, { packages = ["numpy"], tests = false
   });
   progress(1, total, "starting Python (Pyodide 0.17, Python 3.8)");
   const py = await globalThis.loadPyodide({ indexURL: PYODIDE_URL });
-  progress(2, total, `loading ${packages.join(", ")}`);
-  await py.loadPackage(packages);
-  progress(3, total, "installing wgattn");
-  const res = await fetch(`/py/bundle.json?tests=${tests}`);
-  if (!res.ok) throw new Error(`could not fetch the wgattn Python bundle: HTTP ${res.status}`);
-  py.globals.set("_bundle_json", await res.text());
-  py.runPython(`
-import json, os, sys
+  progress(2, total, `loading ${packages.join(", ")} and micropip`);
+  await py.loadPackage([...packages, "micropip"]);
+  progress(3, total, "installing the wgattn wheel with micropip");
+  const res = await fetch("/py/wheel.json");
+  const info = await res.json().catch(() => ({}));
+  if (!res.ok) throw new Error(`could not find the wgattn wheel: ${info.detail || `HTTP ${res.status}`}`);
+  // micropip 0.17 takes a URL ending in .whl and names the package from it: give it the absolute one.
+  py.globals.set("_wheel_url", new URL(info.url, location.href).href);
+  await py.runPythonAsync("import micropip\nawait micropip.install(_wheel_url)");
+  py.globals.delete("_wheel_url");
+  if (files) {
+    py.globals.set("_files_json", JSON.stringify(files));
+    py.runPython(`
+import json, os
 os.makedirs("/wgattn", exist_ok=True)
 os.chdir("/wgattn")
-for _path, _text in json.loads(_bundle_json)["files"].items():
-    os.makedirs(os.path.dirname(_path), exist_ok=True)
+for _path, _text in json.loads(_files_json).items():
+    os.makedirs(os.path.dirname(_path) or ".", exist_ok=True)
     with open(_path, "w") as _f:
         _f.write(_text)
-sys.path.insert(0, "/wgattn/py")
-import wgattn.page
 `);
-  py.globals.delete("_bundle_json");
-  const version = py.runPython("import sys, numpy; 'Python %d.%d.%d, numpy %s' % (sys.version_info[:3] + (numpy.__version__,))");
-  progress(4, total, `ready: ${version}`);
+    py.globals.delete("_files_json");
+  }
+  progress(4, total, "importing wgattn");
+  const version = py.runPython(`
+import sys, numpy, wgattn.page
+'Python %d.%d.%d, numpy %s' % (sys.version_info[:3] + (numpy.__version__,))`);
+  progress(5, total, `ready: ${version}`);
   return { py, page: py.runPython("import wgattn.page\nwgattn.page"), version };
 }

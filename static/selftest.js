@@ -1,5 +1,6 @@
-// Runs the reference's own pytest suite inside Pyodide and publishes the outcome in
-// window.wgattnSelftest = {rc, counts: {passed, failed, skipped}, python, output}.
+// Runs the reference's own pytest suite inside Pyodide. The wgattn package comes from its wheel
+// (micropip); the tests, which are not part of it, are written into the working directory.
+// Publishes window.wgattnSelftest = {rc, counts: {passed, failed, skipped}, python, output}.
 import { loadPython } from "./python.js";
 
 const $ = (id) => document.getElementById(id);
@@ -27,10 +28,14 @@ json.dumps({"rc": int(_rc), "counts": _tally.counts, "pytest": pytest.__version_
 `;
 
 async function main() {
+  const res = await fetch("/py/selftest.json");
+  if (!res.ok) throw new Error(`could not fetch the reference tests: HTTP ${res.status}`);
+  const { files } = await res.json();
   const python = await loadPython((step, total, text) => {
     $("py-progress").value = step;
+    $("py-progress").max = total;
     $("py-status").textContent = text;
-  }, { packages: ["numpy", "pytest"], tests: true });
+  }, { packages: ["numpy", "pytest"], files });
   $("py-status").textContent = `running the reference tests (${python.version})…`;
   const t0 = performance.now();
   const result = JSON.parse(python.py.runPython(RUN_TESTS));

@@ -156,8 +156,9 @@ export class Executor {
    * {timer: "gpu", samples} (per-run ms from timestamp queries, every pass summed, as
    * wgattn.native's time) or, without timestamp-query or with `timer: "wall"`, {timer: "wall",
    * samples} (ms from submit to queue.onSubmittedWorkDone()). run() is untouched by this.
+   * `stop()`, asked before each submission, cancels (throws an Error named "Cancelled").
    */
-  async time(plan, initial, { runs = 10, warmup = 3, timer = "gpu" } = {}) {
+  async time(plan, initial, { runs = 10, warmup = 3, timer = "gpu", stop = null } = {}) {
     const dev = this.device;
     const gpu = timer === "gpu" && this.timed;
     const pipelines = [];
@@ -185,6 +186,7 @@ export class Executor {
       const staging = gpu ? make({ label: "timestamps", size: 16 * n, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST }) : null;
       await dev.queue.onSubmittedWorkDone();  // the uploads are not part of any run
       for (let r = 0; r < warmup + runs; r++) {
+        if (stop && stop()) throw Object.assign(new Error("cancelled"), { name: "Cancelled" });
         const enc = dev.createCommandEncoder({ label: "wgattn.time" });
         plan.dispatches.forEach((d, i) => {
           const pass = enc.beginComputePass({

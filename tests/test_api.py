@@ -27,12 +27,30 @@ def test_kernels_lists_the_registry():
     assert body["interfaces"]["sdpa_arena"]["reference"] == "sdpa"
 
 
-def test_python_bundle_has_the_package_and_shaders():
-    files = client.get("/py/bundle.json").json()["files"]
-    assert "py/wgattn/page.py" in files and "shaders/manifest.json" in files
-    assert not any(p.startswith("tests/") for p in files)
-    with_tests = client.get("/py/bundle.json", params={"tests": True}).json()["files"]
-    assert "tests/test_reference.py" in with_tests
+def test_wheel_and_selftest_files_are_served():
+    from app.server import wheel_path
+
+    r = client.get("/py/wheel.json")
+    if wheel_path() is None:  # set-up (scripts/build_wheel.sh) has not built it: a clear 503
+        assert r.status_code == 503 and "build_wheel.sh" in r.json()["detail"]
+        return
+    assert r.status_code == 200 and r.headers["cache-control"] == "no-cache"
+    url = r.json()["url"]
+    assert url.startswith("/py/wgattn-") and url.endswith("-py3-none-any.whl")
+    w = client.get(url)
+    assert w.status_code == 200 and w.content[:2] == b"PK"  # a zip
+    assert client.get("/py/other-1.0-py3-none-any.whl").status_code == 404
+    files = client.get("/py/selftest.json").json()["files"]
+    assert "tests/test_reference.py" in files and "docs/contract.md" in files
+    assert not any(p.startswith("py/") for p in files)  # the package comes from the wheel
+    assert client.get("/py/bundle.json").status_code == 404  # the hand-written bundle is gone
+
+
+def test_kernels_lists_live_configs():
+    body = client.get("/api/kernels").json()
+    ifaces = {k["interface"] for k in body["kernels"]}
+    assert set(body["configs"]) == ifaces  # every interface has a live configuration
+    assert {f["name"] for f in body["configs"]["flash_fwd"]} >= {"heads_kv", "causal_align", "window_left", "softcap", "padding"}
 
 
 def test_run_seeded_matches_reference(native_runtime):

@@ -110,7 +110,8 @@ exit 1
 def _pyodide_tarball() -> bytes:
     """A tiny package with npm's Pyodide 0.17.1 layout: pytest depends on pluggy, and an extra
     package that set-up must leave out."""
-    deps = {"numpy": [], "pytest": ["pluggy"], "pluggy": [], "scipy": ["numpy"]}
+    deps = {"numpy": [], "pytest": ["pluggy"], "pluggy": [], "micropip": ["packaging"], "packaging": [],
+            "scipy": ["numpy"]}
     files = {"package/dist/packages.json": json.dumps({"dependencies": deps}).encode()}
     for name in ("pyodide.js", "pyodide.asm.js", "pyodide.asm.wasm", "pyodide.asm.data"):
         files[f"package/dist/{name}"] = f"core {name}".encode()
@@ -138,6 +139,8 @@ class Machine:
         for d in (self.bin, provides, self.repo / "scripts", root / "sysroot/etc/apt/sources.list.d"):
             d.mkdir(parents=True)
         shutil.copy(SETUP, self.repo / "scripts" / "setup.sh")
+        # The wheel build (pip, slow) only logs; tests/test_wheel.py builds the real one.
+        self._write(self.repo / "scripts" / "build_wheel.sh", 'echo build >> "$FAKE/wheel.log"\n')
         shutil.copy(ROOT / "pyproject.toml", self.repo / "pyproject.toml")
         for tool in REAL_TOOLS:
             path = shutil.which(tool)
@@ -181,7 +184,7 @@ class Machine:
         path.chmod(0o755)
 
     def setup(self, **env) -> subprocess.CompletedProcess:
-        for name in ("apt.log", "pip.log", "npm.log"):
+        for name in ("apt.log", "pip.log", "npm.log", "wheel.log"):
             (self.fake / name).unlink(missing_ok=True)
         return subprocess.run(["bash", str(self.repo / "scripts" / "setup.sh")], cwd=self.root,
                               env={**self.env, **env}, capture_output=True, text=True, timeout=60)
@@ -204,7 +207,8 @@ def _explain(r: subprocess.CompletedProcess) -> str:
 def _pyodide_whole(repo: Path) -> None:
     dist = repo / PYODIDE
     assert (dist / ".complete").exists()
-    for name in ("pyodide.js", "pyodide.asm.wasm", "numpy.data", "pytest.js", "pluggy.data"):
+    for name in ("pyodide.js", "pyodide.asm.wasm", "numpy.data", "pytest.js", "pluggy.data", "micropip.js",
+                 "packaging.data"):
         assert (dist / name).exists(), name
     assert not (dist / "scipy.js").exists(), "unpacked a package the page does not load"
 
@@ -223,7 +227,7 @@ def test_fresh_debian_reaches_ready(tmp_path):
     assert backports == "deb http://deb.debian.org/debian bookworm-backports main\n"
     assert any(line.startswith("pip install") and "-e .[test]" in line for line in m.log("pip.log"))
     assert (m.repo / ".venv/.wgattn-installed").exists()
-    assert len(m.log("npm.log")) == 1
+    assert len(m.log("npm.log")) == 1 and m.log("wheel.log") == ["build"]
     _pyodide_whole(m.repo)
 
 
@@ -295,6 +299,18 @@ def test_interrupted_earlier_run_is_finished(tmp_path):
     assert "damaged Pyodide tarball" in r.stdout
     assert len(m.log("npm.log")) == 1 and any(x.startswith("pip install") for x in m.log("pip.log"))
     assert (dist / "numpy.data").read_bytes() == b"numpy.data"
+    _pyodide_whole(m.repo)
+
+
+def test_pyodide_from_a_shorter_package_list_is_unpacked_again(tmp_path):
+    """An older set-up unpacked fewer packages (no micropip): the next one adds what is missing."""
+    m = Machine(tmp_path, READY)
+    assert m.setup().returncode == 0
+    dist = m.repo / PYODIDE
+    (dist / "micropip.js").unlink()
+    (dist / ".complete").write_text("numpy pytest\n")
+    r = m.setup()
+    assert r.returncode == 0 and "unpacking Pyodide" in r.stdout, _explain(r)
     _pyodide_whole(m.repo)
 
 

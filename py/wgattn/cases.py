@@ -17,10 +17,12 @@ from .interfaces import Case, sdpa_arena
 from .plan import Plan
 from .registry import Kernel
 
-__all__ = ["SdpaCase", "digest", "MAX_ELEMENTS"]
+__all__ = ["SdpaCase", "digest", "MAX_ELEMENTS", "MAX_SCORES"]
 
-# Keep one request within what a software adapter finishes in seconds and any adapter can bind.
+# Keep one request within what a software adapter finishes in seconds and any adapter can bind,
+# and the float64 reference's score matrices (B*H*Sq*Sk of them) within memory, Pyodide's included.
 MAX_ELEMENTS = 1 << 22
+MAX_SCORES = 1 << 24
 LAYOUTS = ("bhsd", "bshd")
 
 
@@ -57,6 +59,9 @@ class SdpaCase:
         if elements > MAX_ELEMENTS:
             raise ValueError(
                 f"case too large: {elements} elements in q, k, v and out; at most {MAX_ELEMENTS}")
+        scores = self.batch * self.heads * self.seq_q * self.seq_k
+        if scores > MAX_SCORES:
+            raise ValueError(f"case too large: batch*heads*seq_q*seq_k = {scores} scores; at most {MAX_SCORES}")
 
     def shape(self, seq: int):
         if self.layout == "bhsd":

@@ -1,8 +1,11 @@
 """What the page's JavaScript calls under Pyodide (Python 3.8, numpy 1.17).
 
-The page's JS only moves bytes: it asks `prepare` for a dispatch plan, runs it in WebGPU, hands the
-read-back buffers to `add_buffer`, fetches the server's native run, and asks `finish` to compare
-every pair of runtimes against the float64 reference computed here.
+The page's JS only moves bytes: it asks `prepare` for the dispatch plan of any registered kernel on
+a live configuration (wgattn.live), runs it in WebGPU, hands the read-back buffers to
+`add_buffer`, fetches the server's native run, and asks `finish` to compare every pair of runtimes
+on every output against the float64 reference computed here; `heatmap` and `error_map` draw a
+finished run (wgattn.pictures). The conformance grid (`grid_*`) and the benchmark (`bench_*`,
+`bench_import` for a dropped `wgattn bench --json` file) work the same way.
 """
 from __future__ import annotations
 
@@ -13,36 +16,55 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from . import registry, tolerance, wire
-from .cases import SdpaCase, digest
+from . import live, pictures, registry, tolerance, wire
 
-__all__ = ["prepare", "plan_bytes", "add_buffer", "finish", "grid_start", "grid_prepare", "grid_judge",
-           "bench_start", "bench_plan", "bench_release", "bench_record", "probe_prepare", "probe_judge"]
+__all__ = ["prepare", "plan_bytes", "add_buffer", "finish", "heatmap", "error_map", "live_schema",
+           "grid_start", "grid_prepare", "grid_judge",
+           "bench_start", "bench_plan", "bench_release", "bench_record", "bench_import",
+           "probe_prepare", "probe_judge", "use_limits"]
 
 _RUNS: Dict[int, Dict[str, object]] = {}
+_DONE: Dict[int, Dict[str, object]] = {}  # finished live runs, kept for their pictures
+_KEEP_DONE = 16  # more than the registry's kernels: a 'run every kernel' keeps all its pictures
 _COUNTER = [0]
 
 
 def _next_run() -> int:
     _COUNTER[0] += 1
     return _COUNTER[0]
+
+
 RUNTIME_ORDER = ("browser", "pyodide", "native")
 
 
+def live_schema() -> str:
+    """JSON {interface: [{name, type, default, choices?}]}: the live form's fields per interface."""
+    return json.dumps(live.schema())
+
+
 def prepare(request_json: str) -> str:
-    """{"kernel", "config"} -> JSON {"run", "plan", "digest", "config"}; ValueError on bad input.
-    The plan's buffer bytes are fetched separately with `plan_bytes` (JSON carries no bytes)."""
+    """{"kernel", "config"} -> JSON {"run", "plan", "digest", "config", "kernel", "interface",
+    "requires", "precision", "heads"}; ValueError on bad input. The plan's buffer bytes are fetched
+    separately with `plan_bytes` (JSON carries no bytes)."""
     request = json.loads(request_json)
-    kernel = registry.load().kernel(request.get("kernel", "sdpa_arena.seed"))
-    config = request.get("config") or {}
-    if not isinstance(config, dict):
-        raise ValueError("config must be an object")
-    case = SdpaCase(**config)
-    inputs = case.inputs()
-    plan = case.plan(kernel, inputs)
+    if not isinstance(request, dict):
+        raise ValueError("the request must be an object {kernel, config}")
+    run_ = live.build(request.get("kernel", "sdpa_arena.seed"), request.get("config"))
+    plan = run_.plan()
     run = _next_run()
-    _RUNS[run] = {"kernel": kernel, "case": case, "inputs": inputs, "plan": plan, "raw": {}}
-    return json.dumps({"run": run, "plan": plan.to_js(), "digest": digest(inputs), "config": case.to_dict()})
+    _RUNS[run] = {"live": run_, "kernel": run_.kernel, "case": run_.case, "plan": plan, "raw": {}}
+    k = run_.kernel
+    return json.dumps({"run": run, "plan": plan.to_js(), "digest": run_.digest, "config": run_.config.to_dict(),
+                       "kernel": k.id, "interface": k.interface.name, "requires": list(k.requires),
+                       "precision": k.precision, "heads": run_.config.heads})
+
+
+def use_limits(limits_json: str) -> None:
+    """Build later plans for the browser's device: `limits_json` is webgpu.js's device limits
+    (kebab-case names); tile shapes are then chosen to fit its workgroup storage (wgattn.registry)."""
+    lim = json.loads(limits_json)
+    registry.set_target_limits(int(lim["max-compute-workgroup-storage-size"]),
+                               int(lim["max-compute-invocations-per-workgroup"]))
 
 
 def plan_bytes(run: int, buffer: str) -> bytes:
@@ -60,19 +82,19 @@ def add_buffer(run: int, name: str, data) -> None:
 
 
 def finish(run: int, browser_json: str, native_json: Optional[str]) -> str:
-    """Compare every pair of runtimes; JSON {kernel, config, pairs, runtimes, ...}."""
+    """Compare every pair of runtimes on every output; JSON {kernel, config, pairs, runtimes, ...}.
+    An f16 kernel is judged against the naive float16 run, as `wgattn check` judges it."""
     state = _RUNS.pop(run)
-    case, inputs, plan = state["case"], state["inputs"], state["plan"]
+    run_, plan = state["live"], state["plan"]
     # Each side is {"timings": ...} when it ran, {"skipped": why} when it cannot run here (no
-    # WebGPU in this browser), or {"error": what went wrong}.
+    # WebGPU, or a feature this adapter lacks), or {"error": what went wrong}.
     browser = json.loads(browser_json) if browser_json else {"skipped": "not run"}
     native = json.loads(native_json) if native_json else {"error": "not run"}
-    mine = digest(inputs)
+    mine = run_.digest
 
     t0 = time.perf_counter()
-    ref = case.reference(inputs)
+    ref, naive = run_.expected()
     reference_ms = (time.perf_counter() - t0) * 1e3
-    naive = case.reference(inputs, dtype=np.float32)
     naive_err = {name: tolerance.max_abs_err(naive[name], ref[name]) for name in ref}
 
     outputs = {"pyodide": ref}
@@ -103,16 +125,65 @@ def finish(run: int, browser_json: str, native_json: Optional[str]) -> str:
                 row["output"] = name
                 pairs.append(row)
     result = {
-        "kernel": state["kernel"].id,
-        "config": case.to_dict(),
+        "run": run,
+        "kernel": run_.kernel.id,
+        "interface": run_.kernel.interface.name,
+        "precision": run_.kernel.precision,
+        "config": run_.config.to_dict(),
         "digest": mine,
-        "naive_f32_err": naive_err,
+        "outputs": list(ref),
+        "heads": run_.config.heads,
+        "naive_err": naive_err,
+        "naive_f32_err": naive_err,  # the name before f16 kernels joined (naive in the kernel's precision)
         "runtimes": runtimes,
         "pairs": pairs,
         # A skipped runtime is reported, not failed; an errored one fails the run.
         "pass": bool(pairs) and all(p["pass"] for p in pairs) and not any("error" in r for r in runtimes.values()),
     }
+    _DONE[run] = {"live": run_, "outputs": outputs, "pairs": pairs}
+    for old in sorted(_DONE)[:-_KEEP_DONE]:
+        del _DONE[old]
     return json.dumps(wire.jsonable(result))
+
+
+def _done(run: int) -> Dict[str, object]:
+    if run not in _DONE:
+        raise ValueError(f"run {run} is not among the last {_KEEP_DONE} finished runs; run it again")
+    return _DONE[run]
+
+
+def _head(state, head: int) -> int:
+    heads = state["live"].config.heads
+    if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < heads:
+        raise ValueError(f"head must be an integer in 0..{heads - 1}, got {head!r}")
+    return head
+
+
+def heatmap(run: int, head: int = 0) -> str:
+    """JSON picture of query head `head`'s attention probabilities (wgattn.pictures.heatmap)."""
+    state = _done(run)
+    run_ = state["live"]
+    return json.dumps(wire.jsonable(pictures.heatmap(run_.kernel.interface.name, run_.case, _head(state, head))))
+
+
+def error_map(run: int, output: str, a: str, b: str, head: int = 0) -> str:
+    """JSON picture of |a - b| for one output and query head of a finished run, against that pair's
+    allowance (wgattn.pictures.error_map); ValueError when a runtime did not produce it."""
+    state = _done(run)
+    run_, outputs = state["live"], state["outputs"]
+    head = _head(state, head)
+    for r in (a, b):
+        if r not in outputs:
+            raise ValueError(f"runtime {r!r} has no outputs in this run; runtimes with outputs: {sorted(outputs)}")
+    rows = [p for p in state["pairs"] if p["output"] == output and {p["a"], p["b"]} == {a, b}]
+    if not rows:
+        raise ValueError(f"no pair ({a}, {b}) for output {output!r}")
+    iface, heads = run_.kernel.interface.name, run_.config.heads
+    va = pictures.head_view(iface, run_.case, outputs[a][output], head, heads)
+    vb = pictures.head_view(iface, run_.case, outputs[b][output], head, heads)
+    pic = pictures.error_map(va, vb, rows[0]["allowance"])
+    pic.update(output=output, a=a, b=b, head=head)
+    return json.dumps(wire.jsonable(pic))
 
 
 # --- Conformance view: the `wgattn check` grid, run by the browser's WebGPU -----------------
@@ -402,3 +473,45 @@ def bench_record(bench_id: int, index: int, samples_json: str, timer: str, adapt
     rec = bench._record(job["op"], job["impl"], job["shape"], job["causal"], job["dtype"], adapter,
                         samples, job["flops"], timer)
     return json.dumps(rec.to_json())
+
+
+def bench_import(text: str) -> str:
+    """The records of a `wgattn bench --json` file (a list of {op, impl, shape, causal, dtype,
+    adapter, median_ms, tflops, runs, timer}), checked, as JSON; ValueError saying what is wrong.
+    The impl need not be registered here (PyTorch's, NumPy's, another machine's kernels)."""
+    import math
+
+    from . import bench
+
+    try:
+        records = json.loads(text)
+    except ValueError:
+        raise ValueError("not JSON: expected the output of `wgattn bench --json` (a list of records)") from None
+    if isinstance(records, dict):
+        records = [records]
+    if not isinstance(records, list) or not records:
+        raise ValueError("expected a non-empty list of benchmark records (`wgattn bench --json`)")
+    keys = list(bench.Record.__dataclass_fields__)
+    out = []
+    for n, r in enumerate(records):
+        where = f"record {n}"
+        if not isinstance(r, dict) or set(r) != set(keys):
+            got = sorted(r) if isinstance(r, dict) else type(r).__name__
+            raise ValueError(f"{where}: expected the fields {keys}, got {got}")
+        if r["op"] not in bench.OPS:
+            raise ValueError(f"{where}: op must be one of {list(bench.OPS)}, got {r['op']!r}")
+        shape = r["shape"]
+        if (not isinstance(shape, list) or len(shape) != 4
+                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in shape)):
+            raise ValueError(f"{where}: shape must be 4 positive integers (B, H, S, D), got {shape!r}")
+        for name in ("median_ms", "tflops"):
+            x = r[name]
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
+                raise ValueError(f"{where}: {name} must be a finite number >= 0, got {x!r}")
+        for name in ("impl", "dtype", "adapter", "timer"):
+            if not isinstance(r[name], str) or not r[name]:
+                raise ValueError(f"{where}: {name} must be a non-empty string, got {r[name]!r}")
+        if not isinstance(r["causal"], bool):
+            raise ValueError(f"{where}: causal must be true or false, got {r['causal']!r}")
+        out.append({k: r[k] for k in keys})
+    return json.dumps(out)

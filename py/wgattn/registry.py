@@ -49,8 +49,13 @@ def shader_dir() -> Path:
     env = os.environ.get("WGATTN_SHADERS")
     if env:
         return Path(env)
-    # py/wgattn/registry.py -> <repo>/shaders; the page mirrors this layout in Pyodide's file system.
-    return Path(__file__).resolve().parents[2] / "shaders"
+    here = Path(__file__).resolve().parent
+    # An installed wheel (pip, or micropip in the page's Pyodide) carries them as package data.
+    packaged = here / "shaders"
+    if (packaged / "manifest.json").is_file():
+        return packaged
+    # The repository (and its editable install): py/wgattn/registry.py -> <repo>/shaders.
+    return here.parents[1] / "shaders"
 
 
 @dataclass(frozen=True)

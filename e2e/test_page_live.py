@@ -1,0 +1,222 @@
+"""The page as a product, in headless Chromium (SwiftShader WebGPU): every registered kernel's live
+check passes on every output (kernels needing a feature SwiftShader lacks say so and are never
+counted as passing in the browser), the pictures render (screenshots checked not blank), a shared
+URL reproduces its run, device loss is reported and recoverable, an uncaptured GPU error is shown,
+long work shows progress and can be cancelled, and a `wgattn bench --json` file dropped on the
+benchmark is charted. One page serves most tests (a page load costs Pyodide's start)."""
+import json
+import os
+
+import pytest
+
+from conftest import ROOT, wait_for_status
+from png import colours
+from wgattn import pictures, registry
+from wgattn.interfaces import flash_fwd, module
+
+REG = registry.load()
+SHOTS = ROOT / "test-results" / "screenshots"
+FLASH = ("kernel=flash_fwd.tiled&batch=3&heads=4&heads_kv=2&seq_q=40&seq_k=48&head_dim=32&causal=true"
+         "&causal_align=bottom_right&window_left=12&window_right=-1&softcap=0&padding=true&seed=5")
+
+
+@pytest.fixture(scope="module")
+def live(browser, server):
+    """One page, loaded once with a shared-URL configuration; yields (page, console errors)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
+    page.goto(f"{server}/?{FLASH}&head=1")
+    assert wait_for_status(page) == "done", page.inner_text("#message")
+    yield page, errors
+    context.close()
+
+
+def _report(**record):
+    path = os.environ.get("WGATTN_REPORT")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def test_first_verified_result_and_its_pictures(live):
+    page, errors = live
+    results = page.evaluate("window.wgattn.results")
+    first_ms = results["first_result_ms"]
+    (run,) = results["runs"]
+    assert run["kernel"] == "flash_fwd.tiled" and run["pass"] is True
+    assert run["config"]["heads_kv"] == 2 and run["config"]["window_left"] == 12 and run["config"]["padding"] is True
+    assert first_ms is not None and first_ms > 0
+    _report(metric="time_to_first_verified_result_ms", value=first_ms, url=f"/?{FLASH}")
+    print(f"time to first verified result: {first_ms:.0f} ms")
+    # The pictures: head 1 as the URL asked; masked keys and the window band are in the heatmap
+    pics = page.evaluate("window.wgattn.pictures")
+    assert pics["heatmap"]["head"] == 1 and pics["heatmap"]["masked"] > 0
+    assert pics["error"]["a"] == "browser" and pics["error"]["b"] == "native" and pics["error"]["over"] == 0
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    heat = page.locator("#heatmap").screenshot(path=str(SHOTS / "heatmap-flash_fwd.png"))
+    err = page.locator("#errmap").screenshot(path=str(SHOTS / "errmap-flash_fwd.png"))
+    page.locator("#pictures").screenshot(path=str(SHOTS / "pictures-flash_fwd.png"))
+    heat_colours, err_colours = colours(heat), colours(err)
+    assert len(heat_colours) >= 20, "the heatmap screenshot is (nearly) blank"
+    assert pictures.MASKED in heat_colours  # masked keys drawn grey
+    assert len(err_colours) >= 3, "the error map screenshot is (nearly) blank"
+    assert errors == []
+
+
+def test_every_kernel_live_in_the_browser(live):
+    """Every registered kernel on its default configuration: every pair of every output passes;
+    a kernel needing a feature this adapter lacks says so and has no browser pair."""
+    page, errors = live
+    page.click("#run-all")
+    page.wait_for_function("document.getElementById('live-status').textContent.includes('kernels pass')", timeout=300_000)
+    features = page.evaluate("window.wgattn.results.adapter.features")
+    runs = page.evaluate("window.wgattn.results.runs")[-len(REG.kernels):]
+    assert [r["kernel"] for r in runs] == list(REG.kernels)
+    outputs = {k.interface.name: set(module(k.interface.name).OUTPUTS) for k in REG.kernels.values()}
+    for r in runs:
+        kernel = REG.kernel(r["kernel"])
+        lacking = [f for f in kernel.requires if f not in features]
+        browser = r["runtimes"]["browser"]
+        got = {(p["a"], p["b"], p["output"]) for p in r["pairs"]}
+        want_runtimes = [("pyodide", "native")] if lacking else [("browser", "pyodide"), ("browser", "native"), ("pyodide", "native")]
+        assert got == {(a, b, o) for a, b in want_runtimes for o in outputs[kernel.interface.name]}, r["kernel"]
+        assert all(p["pass"] for p in r["pairs"]), (r["kernel"], r["pairs"])
+        assert r["pass"] is True, r
+        if lacking:
+            assert browser["ok"] is False and "lacks" in browser["skipped"] and lacking[0] in browser["skipped"]
+            row = page.locator(f".run[data-kernel='{kernel.id}'] tr[data-runtime=browser]").first.inner_text()
+            assert "unavailable here" in row and lacking[0] in row
+        else:
+            assert browser["ok"] is True, (r["kernel"], browser)
+    # Every run's pictures draw under Pyodide (numpy 1.17): the heatmap, and an error map per output
+    for r in runs:
+        pair = ["browser", "native"] if r["runtimes"]["browser"]["ok"] else ["pyodide", "native"]
+        drawn = page.evaluate("""([run, outputs, a, b]) => {
+            const p = window.wgattn.ctx.page;
+            const heat = JSON.parse(p.heatmap(run, 0));
+            return [heat.width * heat.height, ...outputs.map((o) => JSON.parse(p.error_map(run, o, a, b, 0)).over)];
+        }""", [r["run"], sorted(outputs[REG.kernel(r["kernel"]).interface.name]), *pair])
+        assert drawn[0] > 0 and drawn[1:] == [0] * (len(drawn) - 1), (r["kernel"], drawn)
+    assert errors == []
+
+
+def test_shared_url_reproduces_its_run(live, browser, server):
+    page, _ = live
+    first = page.evaluate("window.wgattn.results.runs[0]")
+    link = page.locator(".run[data-kernel='flash_fwd.tiled'] a.share").last.get_attribute("href")
+    other = browser.new_page()
+    try:
+        other.goto(server + link)
+        assert wait_for_status(other) == "done"
+        (again,) = other.evaluate("window.wgattn.results.runs")
+    finally:
+        other.close()
+    assert again["kernel"] == first["kernel"] and again["config"] == first["config"]
+    assert again["digest"] == first["digest"]  # the same inputs, drawn from the seed in the URL
+    errs = lambda r: {(p["a"], p["b"], p["output"]): p["max_abs_err"] for p in r["pairs"]}  # noqa: E731
+    assert errs(again) == errs(first)  # and the same results, to the bit
+
+
+def test_form_runs_go_into_the_url_and_bad_ones_say_why(live):
+    page, errors = live
+    page.select_option("#kernel", "attn_probs_batched.subgroup")
+    page.fill("#config-fields input[name=window]", "7")
+    page.click("#run")
+    page.wait_for_function("document.body.dataset.status === 'done'")
+    assert "kernel=attn_probs_batched.subgroup" in page.url and "window=7" in page.url
+    page.fill("#config-fields input[name=positions]", "999")
+    page.click("#run")
+    page.wait_for_function("document.body.dataset.status === 'error'")
+    assert "positions must be an integer in 1..256, got 999" in page.inner_text("#message")
+    page.fill("#config-fields input[name=positions]", "8")
+    page.click("#run")
+    page.wait_for_function("document.body.dataset.status === 'done'")
+    assert not page.is_visible("#message")
+    assert errors == []
+
+
+def test_an_uncaptured_gpu_error_is_shown(live):
+    page, _ = live
+    # An invalid buffer made outside any error scope; the device reports it once it ticks.
+    page.evaluate("""async () => {
+        const device = window.wgattn.ctx.gpu.device;
+        device.createBuffer({ label: 'e2e.invalid', size: 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.STORAGE });
+        await device.queue.onSubmittedWorkDone();
+    }""")
+    page.wait_for_function("window.wgattn.results.gpu_errors.length > 0")
+    assert "WebGPU error (uncaptured)" in page.inner_text("#message")
+
+
+def test_device_loss_is_reported_and_recoverable(live):
+    page, _ = live
+    page.evaluate("window.wgattn.ctx.gpu.device.destroy()")
+    page.wait_for_selector("#gpu-restart", state="visible")
+    assert "WebGPU device lost" in page.inner_text("#message")
+    lost = page.evaluate("window.wgattn.run({kernel: 'sdpa_arena.seed', config: {heads: 1, seq_q: 8, seq_k: 8, head_dim: 4}})")
+    assert "device lost" in lost["runtimes"]["browser"]["skipped"]
+    page.click("#gpu-restart")
+    page.wait_for_function("document.body.dataset.gpu === 'ready'")
+    again = page.evaluate("window.wgattn.run({kernel: 'sdpa_arena.seed', config: {heads: 1, seq_q: 8, seq_k: 8, head_dim: 4}})")
+    assert again["runtimes"]["browser"]["ok"] is True and again["pass"] is True
+
+
+def test_grid_and_benchmark_show_progress_and_cancel(live):
+    page, _ = live
+    page.select_option("#grid-interface", "flash_fwd")
+    page.fill("#grid-source", "")
+    page.click("#grid-run")
+    page.wait_for_function("window.wgattn.conformance && window.wgattn.conformance.cases.length >= 1", timeout=120_000)
+    assert page.is_visible("#grid-progress") and page.is_visible("#grid-cancel")
+    page.click("#grid-cancel")
+    page.wait_for_function("document.getElementById('conformance').dataset.status === 'cancelled'", timeout=120_000)
+    summary = page.evaluate("window.wgattn.conformance")
+    total = len(flash_fwd.conformance_cases())
+    assert summary["cancelled"] is True and 1 <= len(summary["cases"]) < total
+    assert "cancelled after" in page.inner_text("#grid-status")
+
+    page.fill("#bench-form input[name=seq_lens]", "64,128,256,512")
+    page.fill("#bench-form input[name=H]", "2")
+    page.fill("#bench-form input[name=D]", "32")
+    page.click("#bench-run")
+    page.wait_for_function("window.wgattn.bench.records.length >= 1", timeout=120_000)
+    page.click("#bench-cancel")
+    page.wait_for_function("document.getElementById('bench').dataset.status === 'cancelled'", timeout=120_000)
+    assert 1 <= len(page.evaluate("window.wgattn.bench.records")) < 8
+    assert "cancelled after" in page.inner_text("#bench-status")
+
+
+def test_a_dropped_bench_json_is_charted(live):
+    page, errors = live
+    records = [{"op": "fwd", "impl": "torch.sdpa", "shape": [1, 2, s, 32], "causal": True, "dtype": "f16",
+                "adapter": "NVIDIA H100 80GB HBM3", "median_ms": 0.01 * s / 64, "tflops": 1.5 * s / 64,
+                "runs": 10, "timer": "gpu"} for s in (64, 128, 256)]
+    page.evaluate("""(text) => {
+        const dt = new DataTransfer();
+        dt.items.add(new File([text], 'h100.json', { type: 'application/json' }));
+        document.getElementById('bench-drop').dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true }));
+    }""", json.dumps(records))
+    page.wait_for_function("window.wgattn.bench.imported.length === 3")
+    line = page.locator("#bench-chart polyline.series[data-source=file]")
+    assert line.count() == 1 and len(line.get_attribute("points").split()) == 3
+    assert page.locator("#bench-chart polyline.series[data-source=browser]").count() >= 1  # the browser's stay
+    assert "NVIDIA H100" in page.inner_text("#bench-chart")
+    shot = page.locator("#bench-chart").screenshot(path=str(SHOTS / "bench-chart.png"))
+    assert len(colours(shot)) >= 10
+    page.evaluate("""() => {
+        const dt = new DataTransfer();
+        dt.items.add(new File(['{"op": 1}'], 'bad.json'));
+        document.getElementById('bench-drop').dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true }));
+    }""")
+    page.wait_for_function("document.getElementById('bench').dataset.status === 'error'")
+    assert "Could not read bad.json: record 0: expected the fields" in page.inner_text("#bench-error")
+    assert errors == []
+
+
+def test_a_bad_url_says_why_and_the_page_still_works(page, server):
+    page.goto(f"{server}/?kernel=varlen_fwd.seed&window_left=3")
+    assert wait_for_status(page) == "error"
+    assert "window_left does not apply to varlen_fwd" in page.inner_text("#message")
+    assert page.is_enabled("#run") and page.is_enabled("#grid-run")

@@ -1,0 +1,201 @@
+"""The live check for every registered kernel, driven from CPython the way the page drives it:
+wgattn.page.prepare -> the plan run natively standing in for the browser -> POST /api/run (the
+server's native run, through FastAPI's TestClient) -> wgattn.page.finish, then the pictures."""
+import base64
+import json
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from app import main
+from wgattn import live, page, pictures, registry
+from wgattn.interfaces import module
+
+client = TestClient(main)
+REG = registry.load()
+# Small configurations with every knob of each family turned (GQA, windows, softcap, ragged lengths)
+SMALL = {
+    "sdpa_arena": {"batch": 2, "heads": 2, "seq_q": 19, "seq_k": 23, "head_dim": 7, "mask": "padding", "seed": 3},
+    "varlen_fwd": {"batch": 3, "heads": 2, "seq_q": 21, "seq_k": 17, "head_dim": 9, "causal": True, "padding": True},
+    "flash_fwd": {"batch": 3, "heads": 4, "heads_kv": 2, "seq_q": 21, "seq_k": 30, "head_dim": 12, "causal": True,
+                  "window_left": 6, "window_right": 2, "softcap": 5.0, "padding": True, "seed": 1},
+    "varlen_bwd": {"batch": 2, "heads": 3, "heads_kv": 1, "seq_q": 17, "seq_k": 25, "head_dim": 8,
+                   "causal_align": "top_left", "window_left": 5, "softcap": 4.0, "padding": True},
+    "attn_probs": {"heads": 4, "heads_kv": 2, "history": 70, "head_dim": 16, "window": 9},
+    "attn_probs_batched": {"heads": 4, "heads_kv": 1, "history": 70, "head_dim": 13, "positions": 20,
+                           "window": 9, "scale": 0.7},
+}
+KERNELS = sorted(REG.kernels)
+
+
+def _live_check(kernel_id, config, native_runtime, browser_bytes=None):
+    prepared = json.loads(page.prepare(json.dumps({"kernel": kernel_id, "config": config})))
+    plan = page._RUNS[prepared["run"]]["plan"]
+    raw = native_runtime.run(plan).raw if browser_bytes is None else browser_bytes(plan)
+    for name, data in raw.items():
+        page.add_buffer(prepared["run"], name, data)
+    r = client.post("/api/run", json={"kernel": kernel_id, "config": prepared["config"]})
+    assert r.status_code == 200, r.text
+    return prepared, json.loads(page.finish(prepared["run"], json.dumps({"timings": {}}), r.text))
+
+
+@pytest.mark.parametrize("kernel_id", KERNELS)
+def test_every_kernel_passes_live_on_every_output(kernel_id, native_runtime):
+    kernel = REG.kernel(kernel_id)
+    missing = [f for f in kernel.requires if f not in native_runtime.features and not
+               (f == "subgroups" and "subgroup" in native_runtime.features)]
+    if missing:
+        pytest.skip(f"the native adapter lacks {missing}")
+    prepared, result = _live_check(kernel_id, SMALL[kernel.interface.name], native_runtime)
+    assert result["pass"] is True, result["pairs"]
+    outputs = result["outputs"]
+    assert outputs and set(outputs) == set(module(kernel.interface.name).OUTPUTS)
+    pairs = {(p["a"], p["b"], p["output"]) for p in result["pairs"]}
+    assert pairs == {(a, b, o) for a, b in [("browser", "pyodide"), ("browser", "native"), ("pyodide", "native")]
+                     for o in outputs}
+    assert result["digest"] == prepared["digest"]
+    # the pictures of the run
+    heads = result["heads"]
+    heat = json.loads(page.heatmap(result["run"], heads - 1))
+    assert heat["width"] > 0 and heat["height"] > 0
+    assert len(base64.b64decode(heat["rgba"])) == 4 * heat["width"] * heat["height"]
+    for output in outputs:
+        err = json.loads(page.error_map(result["run"], output, "browser", "native", 0))
+        assert err["over"] == 0 and err["max_abs_err"] <= err["allowance"]
+
+
+def test_f16_kernel_is_judged_against_a_naive_f16_run(native_runtime):
+    if "shader-f16" not in native_runtime.features:
+        pytest.skip("the native adapter lacks shader-f16")
+    _, result = _live_check("flash_fwd.tiled_f16", SMALL["flash_fwd"], native_runtime)
+    _, f32 = _live_check("flash_fwd.tiled", SMALL["flash_fwd"], native_runtime)
+    assert result["precision"] == "f16" and result["pass"]
+    # a naive float16 run errs far more than a float32 one: the yardstick follows the precision
+    assert result["naive_err"]["out"] > 50 * f32["naive_err"]["out"]
+
+
+def test_a_kernel_the_browser_cannot_run_is_reported_unavailable_never_passing(native_runtime):
+    prepared = json.loads(page.prepare(json.dumps({"kernel": "flash_fwd.tiled_f16", "config": {"batch": 1, "seq_q": 8,
+                                                                                                  "seq_k": 8, "head_dim": 8}})))
+    why = "flash_fwd.tiled_f16.main needs adapter features shader-f16, which this device lacks"
+    r = client.post("/api/run", json={"kernel": "flash_fwd.tiled_f16", "config": prepared["config"]})
+    result = json.loads(page.finish(prepared["run"], json.dumps({"skipped": why}), r.text))
+    assert result["runtimes"]["browser"] == {"ok": False, "skipped": why}
+    assert all("browser" not in (p["a"], p["b"]) for p in result["pairs"])
+
+
+def test_a_wrong_row_fails_and_shows_as_a_line(native_runtime):
+    """A browser result with one query row wrong (a mask-edge bug) fails browser pairs, and the
+    error map has a red line exactly on that row."""
+    def planted(plan):
+        raw = dict(native_runtime.run(plan).raw)
+        out = np.frombuffer(raw["out"], np.float32).copy().reshape(-1, 4, 12)
+        out[5, 0, :] += 0.5
+        raw["out"] = out.tobytes()
+        return raw
+
+    config = dict(SMALL["flash_fwd"], padding=False)
+    _, result = _live_check("flash_fwd.tiled", config, native_runtime, planted)
+    verdict = {(p["a"], p["b"], p["output"]): p["pass"] for p in result["pairs"]}
+    assert verdict[("browser", "native", "out")] is False and verdict[("pyodide", "native", "out")] is True
+    assert result["pass"] is False
+    err = json.loads(page.error_map(result["run"], "out", "browser", "native", 0))
+    rgba = np.frombuffer(base64.b64decode(err["rgba"]), np.uint8).reshape(err["height"], err["width"], 4)
+    red = np.all(rgba[..., :3] == pictures.OVER, axis=2)
+    assert err["over"] == 12 and red[5].all() and red.sum() == 12
+
+
+def test_heatmap_shows_masks_and_empty_rows():
+    # sdpa causal: the upper triangle is masked; padding with a batch keeping no key: empty rows
+    run_ = live.build("sdpa_arena.seed", {"batch": 1, "heads": 1, "seq_q": 6, "seq_k": 6, "head_dim": 4})
+    pic = pictures.heatmap("sdpa_arena", run_.case, 0)
+    assert pic["masked"] == 15 and pic["empty_rows"] == 0
+    rgba = np.frombuffer(base64.b64decode(pic["rgba"]), np.uint8).reshape(6, 6, 4)
+    assert np.all(rgba[0, 1:, :3] == pictures.MASKED) and not np.all(rgba[5, :, :3] == pictures.MASKED)
+    run_ = live.build("flash_fwd.tiled", {"batch": 1, "heads": 1, "seq_q": 8, "seq_k": 4, "head_dim": 4})
+    pic = pictures.heatmap("flash_fwd", run_.case, 0)  # bottom-right causal, 8 queries on 4 keys
+    assert pic["empty_rows"] == 4
+    probs = live.build("attn_probs_batched.fast", {"history": 40, "positions": 10, "window": 5})
+    pic = pictures.heatmap("attn_probs_batched", probs.case, 7)
+    assert (pic["height"], pic["width"]) == (10, 40) and pic["masked"] == 10 * 40 - 10 * 5
+
+
+def test_large_pictures_are_pooled_keeping_a_single_bad_element():
+    a = np.zeros((2000, 64))
+    b = a.copy()
+    b[1234, 7] = 1.0
+    pic = pictures.error_map(a, b, 1e-6)
+    assert pic["height"] <= pictures.MAX_SIDE and pic["over"] == 1
+    rgba = np.frombuffer(base64.b64decode(pic["rgba"]), np.uint8).reshape(pic["height"], pic["width"], 4)
+    assert np.all(rgba[..., :3] == pictures.OVER, axis=2).sum() == 1
+
+
+@pytest.mark.parametrize("kernel, config, expected", [
+    ("flash_fwd.tiled", {"mask": "causal"}, "unknown config field(s) ['mask'] for flash_fwd"),
+    ("varlen_fwd.seed", {"heads_kv": 2}, "heads_kv does not apply to varlen_fwd"),
+    ("varlen_fwd.seed", {"window_left": 3}, "window_left does not apply to varlen_fwd"),
+    ("varlen_fwd.seed", {"causal_align": "bottom_right", "seq_q": 8, "seq_k": 9},
+     "causal_align='bottom_right' with causal=True"),
+    ("flash_fwd.tiled", {"heads": 6, "heads_kv": 4}, "heads (6) must be a multiple of heads_kv (4)"),
+    ("flash_fwd.tiled", {"seq_q": "many"}, "seq_q must be an integer in 1..65536, got 'many'"),
+    ("flash_fwd.tiled", {"causal": "yes"}, "causal must be true or false"),
+    ("flash_fwd.tiled", {"softcap": -1}, "softcap must be a finite number >= 0"),
+    ("flash_fwd.tiled", {"head_dim": 300}, "supports head_dim <= 256"),
+    ("flash_fwd.tiled", {"batch": 64, "seq_q": 4096, "seq_k": 4096}, "case too large"),
+    ("attn_probs.seed", {"positions": 4}, "positions does not apply to attn_probs"),
+    ("attn_probs_batched.fast", {"positions": 0}, "positions must be an integer in 1..256"),
+    ("attn_probs_batched.fast", {"scale": 0}, "scale must be a finite number"),
+    ("sdpa_arena.seed", {"seq_q": 60000, "seq_k": 60000, "head_dim": 1, "heads": 1}, "scores; at most"),
+    ("nope.seed", {}, "unknown kernel 'nope.seed'"),
+])
+def test_bad_configurations_say_what_is_wrong(kernel, config, expected):
+    """The same message from the page's Python and from the API (404 for an unknown kernel, else 422)."""
+    with pytest.raises(ValueError) as exc:
+        page.prepare(json.dumps({"kernel": kernel, "config": config}))
+    assert expected in str(exc.value)
+    r = client.post("/api/run", json={"kernel": kernel, "config": config})
+    assert r.status_code == (404 if kernel.startswith("nope") else 422)
+    assert expected in r.json()["detail"]
+
+
+def test_api_runs_any_interface_on_client_inputs(native_runtime):
+    from wgattn import wire
+
+    config = {"batch": 2, "heads": 2, "seq_q": 9, "seq_k": 11, "head_dim": 4, "padding": True}
+    seeded = live.seeded_tensors("flash_fwd.tiled", config)
+    assert sorted(seeded) == ["cu_seqlens_k", "cu_seqlens_q", "dout", "k", "q", "v"]
+    sent = {k: wire.encode(v) for k, v in seeded.items() if v.dtype.kind == "f"}
+    sent["v"] = wire.encode(np.ones_like(seeded["v"]))  # attention over ones is one (0 on empty rows)
+    r = client.post("/api/run", json={"kernel": "flash_fwd.tiled", "config": config, "inputs": sent})
+    assert r.status_code == 200, r.text
+    out = wire.decode(r.json()["outputs"]["out"])
+    lse = wire.decode(r.json()["outputs"]["lse"])
+    assert np.allclose(out[np.isfinite(lse)], 1.0, atol=1e-6) and np.all(out[~np.isfinite(lse)] == 0)
+    sent["cu_seqlens_q"] = wire.encode(seeded["cu_seqlens_q"])
+    r = client.post("/api/run", json={"kernel": "flash_fwd.tiled", "config": config, "inputs": sent})
+    assert r.status_code == 422 and "unknown inputs ['cu_seqlens_q']" in r.json()["detail"]
+
+
+def test_bench_import_checks_records():
+    rec = {"op": "fwd", "impl": "torch.sdpa", "shape": [1, 8, 1024, 64], "causal": True, "dtype": "f16",
+           "adapter": "NVIDIA H100 80GB HBM3", "median_ms": 0.05, "tflops": 170.0, "runs": 10, "timer": "gpu"}
+    assert json.loads(page.bench_import(json.dumps([rec]))) == [rec]
+    for bad, expected in [("[]", "non-empty list"), ("nope", "not JSON"),
+                          (json.dumps([dict(rec, op="mul")]), "op must be one of"),
+                          (json.dumps([dict(rec, shape=[1, 2])]), "shape must be 4 positive integers"),
+                          (json.dumps([{"op": "fwd"}]), "expected the fields")]:
+        with pytest.raises(ValueError, match=expected):
+            page.bench_import(bad)
+
+
+def test_heatmaps_of_large_cases_stay_within_memory():
+    """Pictures compute at most MAX_CELLS probabilities and say what they left out."""
+    for kernel, config in [("flash_fwd.tiled", {"batch": 1, "heads": 1, "seq_q": 4096, "seq_k": 4096, "head_dim": 4}),
+                           ("flash_fwd.tiled", {"batch": 64, "heads": 1, "seq_q": 300, "seq_k": 300, "head_dim": 4}),
+                           ("sdpa_arena.seed", {"batch": 4, "heads": 1, "seq_q": 2048, "seq_k": 2048, "head_dim": 4})]:
+        run_ = live.build(kernel, config)
+        p, visible, layout = pictures.probabilities(run_.kernel.interface.name, run_.case, 0)
+        assert p.size <= pictures.MAX_CELLS and p.shape == visible.shape and "fit" in layout, (config, p.shape)
+        pic = pictures.heatmap(run_.kernel.interface.name, run_.case, 0)
+        assert max(pic["width"], pic["height"]) <= pictures.MAX_SIDE
