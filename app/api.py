@@ -38,7 +38,11 @@ def adapter():
     info = native_service.adapter_info()
     if "error" in info:
         raise HTTPException(status_code=503, detail=info["error"])
-    return dict(info, precision=wire.jsonable(native_service.run_locked(lambda rt: rt.precision())))
+    try:  # measured once per runtime, on the native worker (the first call waits for it)
+        precision = native_service.run_locked(lambda rt: rt.precision())
+    except native_service.Busy:  # a full queue holds up runs, not the adapter's description
+        precision = None
+    return dict(info, precision=wire.jsonable(precision))
 
 
 @router.post("/run", response_model=RunResponse)

@@ -1,4 +1,4 @@
-"""Time a kernel's forward on one shape for several tile shapes, natively, in one run:
+"""Time a kernel's forward (or backward, --op bwd) on one shape for several tile shapes, natively, in one run:
 
     python bench/sweep_tiles.py --causal flash_fwd.blocked 4,16,2048,64 BR=64,BC=32,WG=128 BR=32,BC=16,WG=64
 
@@ -21,6 +21,7 @@ def main() -> None:
     ap.add_argument("shape")
     ap.add_argument("tiles", nargs="*", help="KEY=V,KEY=V (default: the registered candidates)")
     ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--op", default="fwd", choices=("fwd", "bwd"))
     ap.add_argument("--runs", type=int, default=10)
     args = ap.parse_args()
     rt = native.runtime()
@@ -28,8 +29,8 @@ def main() -> None:
     shape = bench.parse_shape(args.shape)
     tiles = ([{k: int(v) for k, v in (p.split("=") for p in t.split(","))} for t in args.tiles]
              or [dict(t) for t in kernel.tiles])
-    (case,) = bench._cases(args.kernel, "fwd", shape, args.causal, 0)
-    flop = bench.flops("fwd", shape, args.causal)
+    (case,) = bench._cases(args.kernel, args.op, shape, args.causal, 0)
+    flop = bench.flops(args.op, shape, args.causal)
     print(f"{args.kernel} {shape}{' causal' if args.causal else ''} on {rt.name}, trusted={rt.trusted}")
     for tile in tiles:
         label = ",".join(f"{k}={v}" for k, v in tile.items())

@@ -259,7 +259,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
                       softcap_apply(x.z, cap), softcap_apply(x.w, cap));
       }
       let j = vec4<i32>(t0 + i32(cg + NCG * n));
-      x = select(vec4<f32>(LOWEST), x * LOG2E, j >= row_lo & j < row_hi);
+      x = select(vec4<f32>(LOWEST), x * LOG2E, (j >= row_lo) & (j < row_hi));
       s[n] = x;
       tile_max = max(tile_max, x);
     }

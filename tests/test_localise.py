@@ -105,7 +105,7 @@ def test_a_kernel_trusting_tanh_is_caught_and_explained(native_runtime):
     if tanh["max_ulps"] <= conformance.SUSPECT_ULPS:
         pytest.skip(f"this adapter's tanh is accurate ({tanh['max_ulps']:.1f} ulps): the planted bug cannot show")
     kernel = registry.load().kernel("varlen_bwd.seed")
-    source = kernel.path.read_text()
+    source = kernel.source()  # the WGSL as compiled: the lib #included
     fixed = "dfac = softcap_slope(s, params.softcap);  // from the uncapped score\n    s = softcap_apply(s, params.softcap);"
     assert fixed in source
     planted = source.replace(fixed, "let t = tanh(s / params.softcap);\n    s = params.softcap * t;\n    dfac = 1.0 - t * t;")

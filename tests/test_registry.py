@@ -65,7 +65,8 @@ def test_entry_point_and_overrides_match_manifest(kid):
         grid = registry.Pass(p.name, p.entry_point, p.uses, k.grids.get(p.name, p.grid))
         assert grid.workgroups(ones, k.knobs(ones, limits=registry.DEFAULT_LIMITS)) == (1, 1, 1)
     declared = set(re.findall(r"^override\s+(\w+)\s*:", src, re.M))
-    assert declared == set(k.overrides) | {name for tile in k.tiles for name in tile}
+    # A tile knob may be only a budget that other knobs are computed from (varlen_bwd's SMEM).
+    assert set(k.overrides) <= declared <= set(k.overrides) | {name for tile in k.tiles for name in tile}
 
 
 @pytest.mark.parametrize("name", sorted(REG.interfaces))

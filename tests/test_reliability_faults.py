@@ -67,7 +67,7 @@ def test_no_adapter_server_serves_the_rest_and_says_why(service, client, monkeyp
         assert int(r.headers["retry-after"]) >= 1
     assert client.get("/api/kernels").status_code == 200
     assert client.get("/").status_code == 200
-    assert client.get("/py/bundle.json").status_code == 200
+    assert client.get("/py/wheel.json").status_code == 200  # set-up built the wheel
 
 
 def test_no_adapter_is_probed_again_later(service, client, monkeypatch, native_runtime):

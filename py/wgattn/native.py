@@ -108,7 +108,7 @@ class NativeRuntime:
                 adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
             except RuntimeError as exc:  # wgpu-py raises, rather than returning None, with no driver
                 raise AdapterError(
-                    f"no WebGPU adapter found by wgpu-py ({exc}); install a Vulkan driver "
+                    f"wgpu-py found no usable adapter ({' '.join(str(exc).split())[:400]}); install a Vulkan driver "
                     "(software: Mesa's lavapipe >= 23, `make setup` does it on Debian)") from None
         if adapter is None:
             raise AdapterError(
