@@ -180,8 +180,13 @@ def test_api_runs_any_interface_on_client_inputs(native_runtime):
 def test_bench_import_checks_records():
     rec = {"op": "fwd", "impl": "torch.sdpa", "shape": [1, 8, 1024, 64], "causal": True, "dtype": "f16",
            "adapter": "NVIDIA H100 80GB HBM3", "median_ms": 0.05, "tflops": 170.0, "runs": 10, "timer": "gpu"}
-    assert json.loads(page.bench_import(json.dumps([rec]))) == [rec]
+    # Records from before trusted mode have no mode or config; today's carry both.
+    assert json.loads(page.bench_import(json.dumps([rec]))) == [dict(rec, mode="", config="")]
+    now = dict(rec, impl="flash_fwd.blocked", mode="trusted", config="BR=64 BC=32 WG=128")
+    assert json.loads(page.bench_import(json.dumps([now]))) == [now]
     for bad, expected in [("[]", "non-empty list"), ("nope", "not JSON"),
+                          (json.dumps([dict(now, mode=3)]), "mode must be a string"),
+                          (json.dumps([dict(now, extra=1)]), "expected the fields"),
                           (json.dumps([dict(rec, op="mul")]), "op must be one of"),
                           (json.dumps([dict(rec, shape=[1, 2])]), "shape must be 4 positive integers"),
                           (json.dumps([{"op": "fwd"}]), "expected the fields")]:

@@ -492,12 +492,17 @@ def bench_import(text: str) -> str:
     if not isinstance(records, list) or not records:
         raise ValueError("expected a non-empty list of benchmark records (`wgattn bench --json`)")
     keys = list(bench.Record.__dataclass_fields__)
+    optional = {"mode", "config"}  # records of wgattn bench before trusted mode lack them
     out = []
     for n, r in enumerate(records):
         where = f"record {n}"
-        if not isinstance(r, dict) or set(r) != set(keys):
+        if not isinstance(r, dict) or not set(keys) - optional <= set(r) <= set(keys):
             got = sorted(r) if isinstance(r, dict) else type(r).__name__
-            raise ValueError(f"{where}: expected the fields {keys}, got {got}")
+            raise ValueError(f"{where}: expected the fields {keys} ({sorted(optional)} optional), got {got}")
+        r = {"mode": "", "config": "", **r}
+        for name in optional:
+            if not isinstance(r[name], str):
+                raise ValueError(f"{where}: {name} must be a string, got {r[name]!r}")
         if r["op"] not in bench.OPS:
             raise ValueError(f"{where}: op must be one of {list(bench.OPS)}, got {r['op']!r}")
         shape = r["shape"]
