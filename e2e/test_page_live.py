@@ -201,7 +201,8 @@ def test_a_dropped_bench_json_is_charted(live):
     page.wait_for_function("window.wgattn.bench.imported.length === 3")
     line = page.locator("#bench-chart polyline.series[data-source=file]")
     assert line.count() == 1 and len(line.get_attribute("points").split()) == 3
-    assert page.locator("#bench-chart polyline.series[data-source=browser]").count() >= 1  # the browser's stay
+    if page.evaluate("window.wgattn.bench.records.length"):  # earlier runs of this page: they stay
+        assert page.locator("#bench-chart polyline.series[data-source=browser]").count() >= 1
     assert "NVIDIA H100" in page.inner_text("#bench-chart")
     shot = page.locator("#bench-chart").screenshot(path=str(SHOTS / "bench-chart.png"))
     assert len(colours(shot)) >= 10
