@@ -60,7 +60,10 @@ function onLost(message) {
 
 // Plans are built for the browser's device: tile shapes fit its workgroup storage and invocations.
 function syncLimits() {
-  if (ctx.page && ctx.gpu && ctx.gpu.limits) ctx.page.use_limits(JSON.stringify(ctx.gpu.limits));
+  if (!ctx.page || !ctx.gpu || !ctx.gpu.limits) return;
+  // A software adapter (SwiftShader, lavapipe) runs invocations as CPU lanes: other tiles win there.
+  const cpu = /swiftshader|llvmpipe|lavapipe/i.test(`${ctx.gpu.info.architecture} ${ctx.gpu.info.description} ${ctx.gpu.info.device}`);
+  ctx.page.use_limits(JSON.stringify({ ...ctx.gpu.limits, cpu }));
 }
 
 async function startGpu() {

@@ -14,7 +14,8 @@ from wgattn.wgsl import preprocess
 
 REG = registry.load()
 TILED = [k for k in REG.kernels.values() if k.tiles]
-LIMITS = [{"max_wg_storage": s, "max_invocations": i} for s, i in ((49152, 1024), (32768, 256), (16384, 256))]
+LIMITS = [{"max_wg_storage": s, "max_invocations": i, "cpu": c}
+          for s, i, c in ((49152, 1024, 0), (32768, 256, 0), (16384, 256, 0), (32768, 1024, 1))]
 
 
 def _files(**files):
@@ -93,7 +94,7 @@ def _storage_from_wgsl(src: str, knobs, entry: str) -> int:
 
 @pytest.mark.parametrize("kernel", TILED, ids=lambda k: k.id)
 @pytest.mark.parametrize("dim", [1, 8, 59, 64, 111, 128, 256])
-@pytest.mark.parametrize("limits", LIMITS, ids=lambda lim: str(lim["max_wg_storage"]))
+@pytest.mark.parametrize("limits", LIMITS, ids=lambda lim: f"{lim['max_wg_storage']}{'-cpu' if lim['cpu'] else ''}")
 def test_tile_choice_fits_the_adapter(kernel, dim, limits):
     try:
         knobs = kernel.knobs({"head_dim": dim}, limits=limits)
@@ -115,8 +116,17 @@ def test_tile_choice_fits_the_adapter(kernel, dim, limits):
 
 def test_more_storage_gives_larger_tiles():
     k = REG.kernel("flash_fwd.blocked")
-    rows = [k.knobs({"head_dim": 64}, limits=lim)["BR"] for lim in LIMITS]
+    rows = [k.knobs({"head_dim": 64}, limits=lim)["BR"] for lim in LIMITS if not lim["cpu"]]
     assert rows == sorted(rows, reverse=True) and rows[0] > rows[-1]
+
+
+def test_software_adapters_get_their_own_tiles():
+    """lavapipe and SwiftShader run invocations as CPU lanes: 32 invocations beat 128 there
+    (bench/sweep_tiles.py, docs/performance.md); a GPU with the same limits keeps the GPU tile."""
+    k = REG.kernel("flash_fwd.blocked")
+    cpu = k.knobs({"head_dim": 64}, limits={"max_wg_storage": 32768, "max_invocations": 1024, "cpu": 1})
+    gpu = k.knobs({"head_dim": 64}, limits={"max_wg_storage": 32768, "max_invocations": 1024, "cpu": 0})
+    assert (cpu["BR"], cpu["WG"]) == (32, 32) and gpu["WG"] == 128
 
 
 @pytest.mark.parametrize("kernel", TILED, ids=lambda k: k.id)

@@ -122,7 +122,8 @@ class NativeRuntime:
         self._pipelines: Dict[Tuple, wgpu.GPUComputePipeline] = {}
         self.trusted = trusted_default() if trusted is None else bool(trusted)
         set_target_limits(self.limits["max-compute-workgroup-storage-size"],
-                          self.limits["max-compute-invocations-per-workgroup"])
+                          self.limits["max-compute-invocations-per-workgroup"],
+                          cpu=str(adapter.info.get("adapter_type", "")).lower() == "cpu")
         self._precision: Optional[Dict[str, object]] = None
         if check_loops:
             self.check_loop_cap()

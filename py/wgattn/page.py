@@ -61,10 +61,11 @@ def prepare(request_json: str) -> str:
 
 def use_limits(limits_json: str) -> None:
     """Build later plans for the browser's device: `limits_json` is webgpu.js's device limits
-    (kebab-case names); tile shapes are then chosen to fit its workgroup storage (wgattn.registry)."""
+    (kebab-case names) and `cpu` (a software adapter); tile shapes are then chosen to fit it
+    (wgattn.registry)."""
     lim = json.loads(limits_json)
     registry.set_target_limits(int(lim["max-compute-workgroup-storage-size"]),
-                               int(lim["max-compute-invocations-per-workgroup"]))
+                               int(lim["max-compute-invocations-per-workgroup"]), bool(lim.get("cpu")))
 
 
 def plan_bytes(run: int, buffer: str) -> bytes:

@@ -30,7 +30,7 @@ _FIELD_FORMATS = {"u32": "I", "i32": "i", "f32": "f"}
 
 # The adapter limits that tile choices may name. WebGPU's defaults hold on every adapter; a runtime
 # that knows its adapter (wgattn.native, the page) sets what the device was created with.
-DEFAULT_LIMITS = {"max_wg_storage": 16384, "max_invocations": 256}
+DEFAULT_LIMITS = {"max_wg_storage": 16384, "max_invocations": 256, "cpu": 0}
 _TARGET_LIMITS: Dict[str, int] = dict(DEFAULT_LIMITS)
 
 
@@ -39,9 +39,11 @@ def target_limits() -> Dict[str, int]:
     return dict(_TARGET_LIMITS)
 
 
-def set_target_limits(max_wg_storage: int, max_invocations: int) -> None:
-    """Build later plans for an adapter with these limits (its device asked for them in full)."""
-    _TARGET_LIMITS.update(max_wg_storage=int(max_wg_storage), max_invocations=int(max_invocations))
+def set_target_limits(max_wg_storage: int, max_invocations: int, cpu: bool = False) -> None:
+    """Build later plans for an adapter with these limits (its device asked for them in full);
+    `cpu`: a software adapter (lavapipe, SwiftShader), where other tile shapes win."""
+    _TARGET_LIMITS.update(max_wg_storage=int(max_wg_storage), max_invocations=int(max_invocations),
+                          cpu=int(bool(cpu)))
 
 
 def shader_dir() -> Path:
@@ -147,7 +149,8 @@ class Kernel:
     # for #if in the template: an int, or an expression of the params (a variant per size class)
     defines: Mapping[str, object] = field(default_factory=dict)
     # Tile candidates, best first: each overrides `overrides`; the first whose workgroup storage
-    # (the `storage` expression, bytes) and invocations (WG) fit the target adapter is used.
+    # (the `storage` expression, bytes) and invocations (WG) fit the target adapter is used. A
+    # candidate with "adapter": "cpu" (or "gpu") is only for software (or hardware) adapters.
     tiles: Tuple[Mapping[str, object], ...] = ()
     storage: str = ""
     caps: Mapping[str, int] = field(default_factory=dict)  # knob -> most the WGSL's arrays hold
@@ -177,6 +180,10 @@ class Kernel:
         lim = dict(target_limits() if limits is None else limits)
         tried = []
         for tile in self.tiles or ({},):
+            kind = tile.get("adapter")
+            if kind is not None and kind != ("cpu" if lim.get("cpu") else "gpu"):
+                continue
+            tile = {k: v for k, v in tile.items() if k != "adapter"}
             # The tile's own knobs first: the registered ones may be expressions of them.
             spec = dict(tile)
             spec.update((k, v) for k, v in self.overrides.items() if k not in tile)
