@@ -1,5 +1,6 @@
 """End-to-end fixtures: the real server (uvicorn on 127.0.0.1) and Debian's headless Chromium
 driven by Playwright (pytest-playwright's fixtures, pointed at /usr/bin/chromium)."""
+import contextlib
 import os
 import socket
 import subprocess
@@ -38,34 +39,43 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def server():
-    """The demo server exactly as `make demo` starts it, on a free port; yields its base URL."""
+@contextlib.contextmanager
+def serve(log_path: Path, env=None):
+    """The demo server exactly as `make demo` starts it (with `env` if given), on a free port;
+    yields its base URL and stops it afterwards."""
     if not (ROOT / ".cache" / "pyodide").is_dir():
         pytest.skip("Pyodide is not installed (.cache/pyodide): run make setup")
     # The page installs the wgattn wheel: build it from these sources (a no-op when up to date).
     subprocess.run(["bash", str(ROOT / "scripts" / "build_wheel.sh")], cwd=ROOT, check=True,
                    env={**os.environ, "PYTHON": sys.executable})
     port = _free_port()
-    log = open(ROOT / ".cache" / "e2e-server.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "app:main", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while True:
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "app:main", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 60
+        while True:
+            try:
+                urllib.request.urlopen(url + "/api/kernels", timeout=2)
+                break
+            except OSError:
+                if proc.poll() is not None or time.time() > deadline:
+                    proc.kill()
+                    raise RuntimeError(f"server did not start; see {log.name}")
+                time.sleep(0.2)
         try:
-            urllib.request.urlopen(url + "/api/kernels", timeout=2)
-            break
-        except OSError:
-            if proc.poll() is not None or time.time() > deadline:
-                proc.kill()
-                raise RuntimeError(f"server did not start; see {log.name}")
-            time.sleep(0.2)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
-    log.close()
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def server():
+    """The demo server on a free port; yields its base URL."""
+    with serve(ROOT / ".cache" / "e2e-server.log") as url:
+        yield url
 
 
 @pytest.fixture
