@@ -24,8 +24,9 @@
 // K and V of the next tile are loaded into registers while the current tile is computed, and
 // stored to workgroup memory once it is no longer read: global latency hides behind arithmetic,
 // three barriers a tile. With head_dim % 4 == 0 (define VEC4) rows move as vec4.
-// Online softmax in base 2 (scores times log2(e), then exp2: exp2 is the cheaper, more accurate
-// built-in). The running max of a row is the same in the NCG invocations sharing it: each takes
+// Online softmax with exp2 (the cheaper, more accurate built-in) on differences of scores,
+// exp2((s - m) * log2(e)): scaling scores to log2 units before the max is taken off would round a
+// large score (|s| ~ 70) to 4e-6, 60x a naive float32 run's error. The running max of a row is the same in the NCG invocations sharing it: each takes
 // the maximum of the NCG partial maxima through workgroup memory; row sums stay partial per
 // invocation until the end. The pre-scaled Q block stays in workgroup memory (rows padded to an
 // odd number of vec4, QS, so four rows read together hit different banks); K and V tiles of BC
@@ -61,7 +62,6 @@ const MAX_TN: u32 = 8u;
 const MAX_CPT: u32 = 8u;      // head_dim <= 256 with NCG = 8 (the registry refuses more)
 const LOWEST: f32 = -3.4028234663852886e38;  // stands for -inf in the running max
 const LOG2E: f32 = 1.4426950408889634;
-const LN2: f32 = 0.6931471805599453;
 
 struct Params {
   total_q: u32,         // query tokens over all sequences
@@ -224,7 +224,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   workgroupBarrier();  // q and the first tile are staged
 
   let cap = params.softcap;
-  var m = vec4<f32>(LOWEST);  // running max of the four rows (base-2 units)
+  var m = vec4<f32>(LOWEST);  // running max of the four rows' scores
   var l = vec4<f32>(0.0);     // partial row sums over this invocation's keys
   var o: array<array<vec4<f32>, MAX_CPT>, 4>;
   for (var mm = 0u; mm < 4u; mm++) {
@@ -259,7 +259,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
                       softcap_apply(x.z, cap), softcap_apply(x.w, cap));
       }
       let j = vec4<i32>(t0 + i32(cg + NCG * n));
-      x = select(vec4<f32>(LOWEST), x * LOG2E, (j >= row_lo) & (j < row_hi));
+      x = select(vec4<f32>(LOWEST), x, (j >= row_lo) & (j < row_hi));
       s[n] = x;
       tile_max = max(tile_max, x);
     }
@@ -275,12 +275,12 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
                                        partial[at + 3u * RG]));
     }
     // Rows with nothing visible yet keep m = LOWEST: alpha = 1 scales zeros.
-    let alpha = exp2(m - row_max);
+    let alpha = exp2((m - row_max) * LOG2E);
     m = row_max;
     l *= alpha;
     for (var n = 0u; n < TN; n++) {
       let x = s[n];
-      let p = select(vec4<f32>(0.0), exp2(x - row_max), x > vec4<f32>(LOWEST));
+      let p = select(vec4<f32>(0.0), exp2((x - row_max) * LOG2E), x > vec4<f32>(LOWEST));
       l += p;
       p_tile[(cg + NCG * n) * RG + rg] = p;
     }
@@ -352,7 +352,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
 #endif
     }
     if (cg == 0u) {
-      lse[row] = select(neg_inf(), m[mm] * LN2 + log(total[mm]), visible);
+      lse[row] = select(neg_inf(), m[mm] + log(total[mm]), visible);
     }
   }
 }

@@ -92,13 +92,14 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>,
 
   let q_base = p.q_off + b * p.q_b + h * p.q_h + i * p.q_s;
   let o_base = p.out_off + b * p.o_b + h * p.o_h + i * p.o_s;
-  // Scores are kept in log2 units so that exp2 does the exponentials.
-  let scale2 = p.scale * LOG2E;
+  // exp2 does the exponentials, on differences of scores: (s - m) * log2(e). Scaling each score
+  // to log2 units first would round a large score (|s| ~ 70) to 4e-6 before the max is taken
+  // off, an error 60x a naive float32 run's (docs/reliability.md's fuzz found it).
 
   for (var c0: u32 = 0u; c0 < p.head_dim; c0 += CHUNK) {
     let width = min(CHUNK, p.head_dim - c0);
     var acc: array<f32, CHUNK>;
-    var m: f32 = LOWEST;   // running maximum of the scores seen (log2 units)
+    var m: f32 = LOWEST;   // running maximum of the scores seen
     var l: f32 = 0.0;      // running sum of exp2(score - m)
     for (var c: u32 = 0u; c < width; c++) {
       acc[c] = 0.0;
@@ -112,10 +113,10 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>,
       for (var d: u32 = 0u; d < p.head_dim; d++) {
         dot += arena[q_base + d] * arena[k_base + d];
       }
-      let s = dot * scale2;
+      let s = dot * p.scale;
       let m_new = max(m, s);
-      let correction = exp2(m - m_new);  // 0 on the first visible key: m was LOWEST
-      let w = exp2(s - m_new);
+      let correction = exp2((m - m_new) * LOG2E);  // 0 on the first visible key: m was LOWEST
+      let w = exp2((s - m_new) * LOG2E);
       l = l * correction + w;
       let v_base = p.v_off + b * p.v_b + h * p.v_h + j * p.v_s + c0;
       for (var c: u32 = 0u; c < width; c++) {

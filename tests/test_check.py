@@ -60,7 +60,7 @@ def test_planted_mask_bugs_are_caught(native_runtime, capsys, tmp_path, old, new
 
 
 def test_wgsl_that_does_not_compile_is_a_clear_message(native_runtime, capsys, tmp_path):
-    path = _planted(tmp_path, "sdpa_arena.seed", "let scale2 = p.scale * LOG2E;", "let scale2 = p.scale * ;")
+    path = _planted(tmp_path, "sdpa_arena.seed", "let s = dot * p.scale;", "let s = dot * ;")
     rc, out, err = _run(capsys, "--interface", "sdpa_arena", "--wgsl", path)
     assert rc == 2 and out == ""
     assert "does not compile" in err and "Traceback" not in err

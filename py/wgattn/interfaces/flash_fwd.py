@@ -21,6 +21,7 @@ from .. import reference as _reference
 from ..plan import Buffer, Output, Plan
 from ..registry import Kernel
 from . import Case
+from .sdpa_arena import near_tie_big_scores
 from ._varlen import DEFAULT_OPTIONS, clip_window, qkv, random_packed
 from ._varlen import options as check_options
 
@@ -201,6 +202,8 @@ _SPECS: List[Tuple[str, List[Tuple[int, int]], int, int, int, Dict[str, object],
      {"softcap": 50.0, "causal": True, "scale": 0.02}, 1.0),
     ("softcap30-window-tl-gqa4-d64", [(300, 40), (150, 250)], 8, 2, 64,
      {"softcap": 30.0, "window": (64, 8), "causal_align": "top_left", "scale": 0.02}, 1.0),
+    # Large, nearly tied scores, exact in float32 (sdpa_arena.near_tie_big_scores, made below).
+    ("near-tie-big-scores-d4-gqa2", [(32, 3), (9, 5)], 4, 2, 4, {}, 1.0),
 ]
 
 
@@ -220,4 +223,8 @@ def conformance_cases(seed: int = 0) -> List[Case]:
     with len_q > len_k leaves rows with no key); windows left, right, both, the 0 edges; softcap;
     a negative scale; long rows: 1023 x 1024 causal, 160 x 2048 dense, 300 x 700 windowed."""
     rs = np.random.RandomState(seed)
-    return [_make_case(rs, *spec) for spec in _SPECS]
+    cases = [_make_case(rs, *spec) for spec in _SPECS]
+    for c in cases:
+        if c.name.startswith("near-tie-big-scores"):
+            c.inputs["q"], c.inputs["k"] = near_tie_big_scores(c.inputs["q"], c.inputs["k"], axis_s=0)
+    return cases

@@ -175,6 +175,26 @@ def case_from_reference(q, k, v, *, mask=None, causal=False, window=None, scale=
                                "scale": scale, "layout": layout})
 
 
+def near_tie_big_scores(q: np.ndarray, k: np.ndarray, axis_s: int):
+    """q and k (head dim 4, sequence axis `axis_s`) remade so that every score is large and exact in
+    float32 and the keys of a row are nearly tied: q_i = c_i (1, 1, 1, 1) with c_i in 3 .. 4.75,
+    k_j = (-6 + j / 4, -6, -6, -6); with scale 1/2, s_ij = 2 c_i (j / 4 - 24), from -36 to -57.
+    A naive float32 run is then exact but for the softmax's rounding, and a kernel that rounds
+    scores in log2 units before the max is taken off (4e-6 at |s| ~ 70) fails (the API fuzz's
+    counterexample, docs/reliability.md)."""
+    shape_q = [1] * q.ndim
+    shape_q[axis_s] = q.shape[axis_s]
+    c = 3 + 0.25 * (np.arange(q.shape[axis_s]) % 8)
+    q = np.broadcast_to(c.reshape(shape_q), q.shape).astype(np.float32).copy()
+    k = np.full(k.shape, -6.0, np.float32)
+    index = [slice(None)] * k.ndim
+    index[-1] = 0
+    shape_k = [1] * (k.ndim - 1)
+    shape_k[axis_s] = k.shape[axis_s]
+    k[tuple(index)] += (0.25 * (np.arange(k.shape[axis_s]) % 8)).reshape(shape_k)
+    return q, k
+
+
 def conformance_cases(seed: int = 0) -> List[Case]:
     """Awkward sizes, every mask kind, both layouts, fully padded rows (empty), long rows
     (seq_k >= 512 at head_dim 64, where a loop-truncating lavapipe went wrong), D > 64."""
@@ -192,6 +212,8 @@ def conformance_cases(seed: int = 0) -> List[Case]:
         dict(batch=2, heads=1, seq_q=40, seq_k=40, head_dim=8, mask="window", window=0),
         dict(batch=1, heads=2, seq_q=70, seq_k=30, head_dim=32, mask="causal", layout="bshd"),
         dict(batch=2, heads=1, seq_q=5, seq_k=9, head_dim=4, mask="padding", seed=11),
+        # Large, nearly tied scores (near_tie_big_scores).
+        dict(batch=1, heads=4, seq_q=32, seq_k=3, head_dim=4, mask="none", seed=7),
     ]
     cases = []
     for spec in specs:
@@ -200,5 +222,8 @@ def conformance_cases(seed: int = 0) -> List[Case]:
         if c.name.endswith("-s11"):
             c.inputs["mask"][1] = False  # batch 1 sees no key: rows with no visible key give 0
             c.name += "-empty-rows"
+        if c.name.endswith("-s7"):
+            c.inputs["q"], c.inputs["k"] = near_tie_big_scores(c.inputs["q"], c.inputs["k"], axis_s=2)
+            c.name += "-near-tie-big-scores"
         cases.append(c)
     return cases
