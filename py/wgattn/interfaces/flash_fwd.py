@@ -76,10 +76,8 @@ def plan(kernel: Kernel, case: Case, source: Optional[str] = None,
 
 
 def _keywords(case: Case) -> Dict[str, object]:
-    o = case.options
-    return {"causal": o.get("causal", False), "scale": o.get("scale"),
-            "window": tuple(o.get("window", (-1, -1))), "softcap": o.get("softcap", 0.0),
-            "causal_align": o.get("causal_align", "bottom_right")}
+    """The case's options as the reference's keywords, unconverted: the reference checks them."""
+    return {name: case.options.get(name, default) for name, default in DEFAULT_OPTIONS.items()}
 
 
 def reference(case: Case, dtype=np.float64) -> Dict[str, np.ndarray]:

@@ -76,9 +76,7 @@ def plan_arrays(kernel: Kernel, q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
         raise ValueError("mask must be given exactly when mask_kind is 'padding'")
     if mask_kind == "window" and not 0 <= int(window) < 2**32:
         raise ValueError(f"window must be a non-negative integer, got {window!r}")
-    scale = 1.0 / float(np.sqrt(d)) if scale is None else float(scale)
-    if not np.isfinite(scale):
-        raise ValueError(f"scale must be finite, got {scale}")
+    scale = _reference.check_scale(scale, d)
 
     sections = [("q", q), ("k", k), ("v", v)]
     mask_strides = (0, 0, 0, 0)
