@@ -87,11 +87,27 @@ class Interface:
     def params_size(self) -> int:
         return 4 * len(self.params)
 
+    @property
+    def padding(self) -> Tuple[str, ...]:
+        """The Params fields that are padding (named `_...` in the manifest and the WGSL): 0."""
+        return tuple(name for name, _ in self.params if name.startswith("_"))
+
     def pack_params(self, values: Mapping[str, float]) -> bytes:
-        """The uniform `Params` bytes; fields missing from `values` (padding) are 0."""
-        unknown = set(values) - {name for name, _ in self.params}
+        """The uniform `Params` bytes. `values` gives every field except the padding ones (named
+        `_...`), which are 0; a missing, unknown or padding field is a ValueError naming it, so a
+        plan that forgets a field fails instead of sending 0 to the kernel."""
+        padding = set(self.padding)
+        fields = {name for name, _ in self.params}
+        unknown = set(values) - fields
         if unknown:
             raise ValueError(f"{self.name}: unknown params {sorted(unknown)}")
+        given_padding = set(values) & padding
+        if given_padding:
+            raise ValueError(f"{self.name}: params {sorted(given_padding)} are padding (always 0)")
+        missing = [name for name, _ in self.params if name not in values and name not in padding]
+        if missing:
+            raise ValueError(f"{self.name}: params {missing} are missing (every field but the padding "
+                             f"{sorted(padding)} must be given)")
         fmt = "<" + "".join(_FIELD_FORMATS[t] for _, t in self.params)
         out = []
         for name, typ in self.params:
