@@ -12,6 +12,14 @@ function fmt(x) {
   return typeof x === "number" ? x.toExponential(2) : String(x);
 }
 
+/** A table cell holding `text` verbatim (textContent: a compiler's `vec4<f32>` stays text, never a tag). */
+function cell(text, className) {
+  const td = document.createElement("td");
+  if (className) td.className = className;
+  td.textContent = text;
+  return td;
+}
+
 /** A failing output, localised by Python (wgattn.localise): likely class and worst elements. */
 function whereRow(w) {
   const tr = document.createElement("tr");
@@ -21,7 +29,35 @@ function whereRow(w) {
       `${"column" in it ? " col " + it.column : ""} (${"keys" in it ? "keys" : "queries"} ` +
       `${(it.keys || it.queries)[0]}..${(it.keys || it.queries)[1]})`
     : `index [${it.index}]`) + `: |err| ${fmt(it.err)}`).join("; ");
-  tr.innerHTML = `<td></td><td class=l colspan=5>likely <b>${w.likely}</b> — ${at}<br><span class=muted>${(w.evidence || []).join("; ")}</span></td>`;
+  const td = cell("", "l");
+  td.colSpan = 5;
+  const likely = document.createElement("b");
+  likely.textContent = String(w.likely);
+  const evidence = document.createElement("span");
+  evidence.className = "muted";
+  evidence.textContent = (w.evidence || []).join("; ");
+  td.append("likely ", likely, ` — ${at}`, document.createElement("br"), evidence);
+  tr.append(cell(""), td);
+  return tr;
+}
+
+/** One judged output as a table row, every field as text. */
+function resultRow(r) {
+  const tr = document.createElement("tr");
+  tr.append(cell(r.kernel, "l"), cell(r.case, "l"), cell(r.output, "l"), cell(fmt(r.max_abs_err)),
+    cell(fmt(r.allowance)), cell(`${r.pass ? "PASS" : "FAIL"}${r.error ? ": " + r.error : ""}`, r.pass ? "pass" : "fail"));
+  return tr;
+}
+
+/** The grid table's header row. */
+function headerRow() {
+  const tr = document.createElement("tr");
+  for (const [text, left] of [["kernel", 1], ["case", 1], ["output", 1], ["max abs err", 0], ["allowance", 0], ["verdict", 0]]) {
+    const th = document.createElement("th");
+    if (left) th.className = "l";
+    th.textContent = text;
+    tr.append(th);
+  }
   return tr;
 }
 
@@ -35,7 +71,7 @@ export async function runGrid(ctx, iface, source) {
     precision: (window.wgattn.precision || {}).browser || null };  // this browser's built-ins, measured
   window.wgattn.conformance = summary;
   const table = $("grid-table");
-  table.innerHTML = "<tr><th class=l>kernel</th><th class=l>case</th><th class=l>output</th><th>max abs err</th><th>allowance</th><th>verdict</th></tr>";
+  table.replaceChildren(headerRow());
   const bar = $("grid-progress");
   bar.max = start.items.length;
   bar.value = 0;
@@ -65,11 +101,7 @@ export async function runGrid(ctx, iface, source) {
     summary.cases.push({ kernel: start.items[i].kernel, case: start.items[i].case, pass, rows });
     summary[pass ? "passed" : "failed"] += 1;
     for (const r of rows) {
-      const tr = document.createElement("tr");
-      tr.innerHTML = `<td class=l>${r.kernel}</td><td class=l>${r.case}</td><td class=l>${r.output}</td>
-        <td>${fmt(r.max_abs_err)}</td><td>${fmt(r.allowance)}</td>
-        <td class="${r.pass ? "pass" : "fail"}">${r.pass ? "PASS" : "FAIL"}${r.error ? ": " + r.error : ""}</td>`;
-      table.append(tr);
+      table.append(resultRow(r));
       if (r.where) table.append(whereRow(r.where));
     }
     if (error && /does not compile/.test(error)) {
@@ -85,7 +117,7 @@ export async function runGrid(ctx, iface, source) {
 
 /** Wire the view's form (interface select, WGSL textarea or dropped file, Run button). */
 export function setupConformance(ctx, interfaces, showMessage) {
-  $("grid-interface").innerHTML = interfaces.map((n) => `<option>${n}</option>`).join("");
+  $("grid-interface").replaceChildren(...interfaces.map((n) => new Option(n)));
   const area = $("grid-source");
   $("grid-cancel").addEventListener("click", () => { grid.cancel = true; });
   area.addEventListener("dragover", (ev) => ev.preventDefault());
