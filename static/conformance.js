@@ -5,6 +5,8 @@
 // cancelled, precision} (rows of a failing output carry `where`: wgattn.localise). A progress
 // bar follows the cases; Cancel stops after the case that is running.
 
+import { CompileError } from "./webgpu.js";
+
 const $ = (id) => document.getElementById(id);
 const grid = { cancel: false };
 
@@ -85,6 +87,7 @@ export async function runGrid(ctx, iface, source) {
     $("grid-status").textContent = `case ${i + 1} of ${start.items.length}: ${start.items[i].case}`;
     const prepared = JSON.parse(page.grid_prepare(start.job, i));
     let error = "";
+    let compileError = false;
     try {
       const out = await ctx.executor.run(prepared.plan, (name) => {
         const proxy = page.plan_bytes(prepared.run, name);
@@ -95,6 +98,7 @@ export async function runGrid(ctx, iface, source) {
       for (const [name, bytes] of Object.entries(out.raw)) page.add_buffer(prepared.run, name, bytes);
     } catch (e) {
       error = String(e.message || e);
+      compileError = e instanceof CompileError;
     }
     const rows = JSON.parse(page.grid_judge(prepared.run, error));
     const pass = rows.every((r) => r.pass);
@@ -104,7 +108,7 @@ export async function runGrid(ctx, iface, source) {
       table.append(resultRow(r));
       if (r.where) table.append(whereRow(r.where));
     }
-    if (error && /does not compile/.test(error)) {
+    if (compileError) {
       throw new Error(error);  // nothing else will compile either: say so once, plainly
     }
   }

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Tuple
 
+from .errors import DoesNotFit, InterfaceMismatch
 from .wgsl import preprocess, reader
 
 if TYPE_CHECKING:  # plan imports nothing from here; the import is only for the annotation
@@ -100,13 +101,13 @@ class Interface:
         fields = {name for name, _ in self.params}
         unknown = set(values) - fields
         if unknown:
-            raise ValueError(f"{self.name}: unknown params {sorted(unknown)}")
+            raise InterfaceMismatch(f"{self.name}: unknown params {sorted(unknown)}")
         given_padding = set(values) & padding
         if given_padding:
-            raise ValueError(f"{self.name}: params {sorted(given_padding)} are padding (always 0)")
+            raise InterfaceMismatch(f"{self.name}: params {sorted(given_padding)} are padding (always 0)")
         missing = [name for name, _ in self.params if name not in values and name not in padding]
         if missing:
-            raise ValueError(f"{self.name}: params {missing} are missing (every field but the padding "
+            raise InterfaceMismatch(f"{self.name}: params {missing} are missing (every field but the padding "
                              f"{sorted(padding)} must be given)")
         fmt = "<" + "".join(_FIELD_FORMATS[t] for _, t in self.params)
         out = []
@@ -216,7 +217,7 @@ class Kernel:
                 return knobs
             tried.append(f"{tile}: {need} bytes, {knobs.get('WG', 1)} invocations{', ' if over else ''}"
                          + ", ".join(over))
-        raise ValueError(
+        raise DoesNotFit(
             f"{self.id}: no tile shape fits an adapter with {lim['max_wg_storage']} bytes of workgroup "
             f"storage and {lim['max_invocations']} invocations ({'; '.join(tried)}); choose another "
             f"implementation of {self.interface.name}")
@@ -234,7 +235,7 @@ class Kernel:
         src = self.source(sizes) if source is None else source
         for name, most in self.limits.items():
             if sizes.get(name, 0) > most:
-                raise ValueError(f"{self.id} supports {name} <= {most}, got {sizes[name]}; "
+                raise DoesNotFit(f"{self.id} supports {name} <= {most}, got {sizes[name]}; "
                                  f"choose another implementation of {self.interface.name}")
         knobs = self.knobs(sizes, overrides)
         # Only overrides the shader declares become pipeline constants (WebGPU rejects others);

@@ -18,6 +18,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from .. import reference as _reference
+from ..errors import InterfaceMismatch
 from ..plan import Buffer, Output, Plan
 from ..registry import Kernel
 from . import Case
@@ -66,7 +67,7 @@ def plan(kernel: Kernel, case: Case, source: Optional[str] = None,
     buffers.append(Buffer("params", iface.params_size, "uniform", iface.pack_params(values)))
     missing = set(names.values()) - {b.name for b in buffers}
     if missing:  # the manifest and this module disagree: a programming error, said plainly
-        raise ValueError(f"flash_fwd plan lacks buffers for bindings {sorted(missing)}")
+        raise InterfaceMismatch(f"flash_fwd plan lacks buffers for bindings {sorted(missing)}")
     return Plan(
         buffers=buffers,
         dispatches=kernel.dispatches(values, names, source=source, entry_points=entry_points,
