@@ -5,11 +5,21 @@
 // cancelled, precision} (rows of a failing output carry `where`: wgattn.localise). A progress
 // bar follows the cases; Cancel stops after the case that is running.
 
+import { CompileError } from "./webgpu.js";
+
 const $ = (id) => document.getElementById(id);
 const grid = { cancel: false };
 
 function fmt(x) {
   return typeof x === "number" ? x.toExponential(2) : String(x);
+}
+
+/** A table cell holding `text` verbatim (textContent: a compiler's `vec4<f32>` stays text, never a tag). */
+function cell(text, className) {
+  const td = document.createElement("td");
+  if (className) td.className = className;
+  td.textContent = text;
+  return td;
 }
 
 /** A failing output, localised by Python (wgattn.localise): likely class and worst elements. */
@@ -21,7 +31,35 @@ function whereRow(w) {
       `${"column" in it ? " col " + it.column : ""} (${"keys" in it ? "keys" : "queries"} ` +
       `${(it.keys || it.queries)[0]}..${(it.keys || it.queries)[1]})`
     : `index [${it.index}]`) + `: |err| ${fmt(it.err)}`).join("; ");
-  tr.innerHTML = `<td></td><td class=l colspan=5>likely <b>${w.likely}</b> — ${at}<br><span class=muted>${(w.evidence || []).join("; ")}</span></td>`;
+  const td = cell("", "l");
+  td.colSpan = 5;
+  const likely = document.createElement("b");
+  likely.textContent = String(w.likely);
+  const evidence = document.createElement("span");
+  evidence.className = "muted";
+  evidence.textContent = (w.evidence || []).join("; ");
+  td.append("likely ", likely, ` — ${at}`, document.createElement("br"), evidence);
+  tr.append(cell(""), td);
+  return tr;
+}
+
+/** One judged output as a table row, every field as text. */
+function resultRow(r) {
+  const tr = document.createElement("tr");
+  tr.append(cell(r.kernel, "l"), cell(r.case, "l"), cell(r.output, "l"), cell(fmt(r.max_abs_err)),
+    cell(fmt(r.allowance)), cell(`${r.pass ? "PASS" : "FAIL"}${r.error ? ": " + r.error : ""}`, r.pass ? "pass" : "fail"));
+  return tr;
+}
+
+/** The grid table's header row. */
+function headerRow() {
+  const tr = document.createElement("tr");
+  for (const [text, left] of [["kernel", 1], ["case", 1], ["output", 1], ["max abs err", 0], ["allowance", 0], ["verdict", 0]]) {
+    const th = document.createElement("th");
+    if (left) th.className = "l";
+    th.textContent = text;
+    tr.append(th);
+  }
   return tr;
 }
 
@@ -35,7 +73,7 @@ export async function runGrid(ctx, iface, source) {
     precision: (window.wgattn.precision || {}).browser || null };  // this browser's built-ins, measured
   window.wgattn.conformance = summary;
   const table = $("grid-table");
-  table.innerHTML = "<tr><th class=l>kernel</th><th class=l>case</th><th class=l>output</th><th>max abs err</th><th>allowance</th><th>verdict</th></tr>";
+  table.replaceChildren(headerRow());
   const bar = $("grid-progress");
   bar.max = start.items.length;
   bar.value = 0;
@@ -49,6 +87,7 @@ export async function runGrid(ctx, iface, source) {
     $("grid-status").textContent = `case ${i + 1} of ${start.items.length}: ${start.items[i].case}`;
     const prepared = JSON.parse(page.grid_prepare(start.job, i));
     let error = "";
+    let compileError = false;
     try {
       const out = await ctx.executor.run(prepared.plan, (name) => {
         const proxy = page.plan_bytes(prepared.run, name);
@@ -59,20 +98,17 @@ export async function runGrid(ctx, iface, source) {
       for (const [name, bytes] of Object.entries(out.raw)) page.add_buffer(prepared.run, name, bytes);
     } catch (e) {
       error = String(e.message || e);
+      compileError = e instanceof CompileError;
     }
     const rows = JSON.parse(page.grid_judge(prepared.run, error));
     const pass = rows.every((r) => r.pass);
     summary.cases.push({ kernel: start.items[i].kernel, case: start.items[i].case, pass, rows });
     summary[pass ? "passed" : "failed"] += 1;
     for (const r of rows) {
-      const tr = document.createElement("tr");
-      tr.innerHTML = `<td class=l>${r.kernel}</td><td class=l>${r.case}</td><td class=l>${r.output}</td>
-        <td>${fmt(r.max_abs_err)}</td><td>${fmt(r.allowance)}</td>
-        <td class="${r.pass ? "pass" : "fail"}">${r.pass ? "PASS" : "FAIL"}${r.error ? ": " + r.error : ""}</td>`;
-      table.append(tr);
+      table.append(resultRow(r));
       if (r.where) table.append(whereRow(r.where));
     }
-    if (error && /does not compile/.test(error)) {
+    if (compileError) {
       throw new Error(error);  // nothing else will compile either: say so once, plainly
     }
   }
@@ -85,7 +121,7 @@ export async function runGrid(ctx, iface, source) {
 
 /** Wire the view's form (interface select, WGSL textarea or dropped file, Run button). */
 export function setupConformance(ctx, interfaces, showMessage) {
-  $("grid-interface").innerHTML = interfaces.map((n) => `<option>${n}</option>`).join("");
+  $("grid-interface").replaceChildren(...interfaces.map((n) => new Option(n)));
   const area = $("grid-source");
   $("grid-cancel").addEventListener("click", () => { grid.cancel = true; });
   area.addEventListener("dragover", (ev) => ev.preventDefault());

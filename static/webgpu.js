@@ -12,6 +12,14 @@ const LIMITS = [
 const kebab = (name) => name.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase());
 
 /** Open the browser's WebGPU device; {error} says plainly why when there is none. */
+/** WGSL that does not compile: nothing else will run with it (Python's twin: wgattn.errors.CompileError). */
+export class CompileError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = "CompileError";
+  }
+}
+
 export async function openDevice(onLost) {
   if (!navigator.gpu) {
     return { error: "WebGPU is not available here (navigator.gpu is missing). Use a browser with WebGPU " +
@@ -49,7 +57,7 @@ export class Executor {
       const info = await module.getCompilationInfo();
       const errors = info.messages.filter((m) => m.type === "error");
       if (errors.length) {
-        throw new Error(`${d.label}: WGSL does not compile: ` +
+        throw new CompileError(`${d.label}: WGSL does not compile: ` +
           errors.map((m) => `line ${m.lineNum}:${m.linePos} ${m.message}`).join("; "));
       }
       // Explicit layouts from the registry: a kernel may leave a binding of its interface unused.
@@ -58,10 +66,15 @@ export class Executor {
         entries: d.layout.map(([binding, type]) => ({ binding, visibility: GPUShaderStage.COMPUTE, buffer: { type } })),
       });
       const layout = this.device.createPipelineLayout({ label: d.label, bindGroupLayouts: [bindGroupLayout] });
-      const p = await this.device.createComputePipelineAsync({
-        label: d.label, layout,
-        compute: { module, entryPoint: d.entry_point, constants: d.constants },
-      });
+      let p;
+      try {
+        p = await this.device.createComputePipelineAsync({
+          label: d.label, layout,
+          compute: { module, entryPoint: d.entry_point, constants: d.constants },
+        });
+      } catch (e) {  // a GPUPipelineError: no such entry point, bindings that do not match the layout
+        throw new CompileError(`${d.label}: WGSL does not compile or link: ${e.message || e}`);
+      }
       this.pipelines.set(key, { pipeline: p, bindGroupLayout });
     }
     return this.pipelines.get(key);

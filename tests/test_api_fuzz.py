@@ -28,7 +28,8 @@ from pydantic import BaseModel
 
 from app import main
 from wgattn import registry, tolerance, wire
-from wgattn.cases import LAYOUTS, SdpaCase
+from wgattn.cases import SdpaCase
+from wgattn.reference import LAYOUTS
 from wgattn.interfaces.sdpa_arena import MASK_KINDS
 
 client = TestClient(main)

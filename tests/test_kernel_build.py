@@ -11,6 +11,7 @@ import pytest
 from wgattn import conformance, registry
 from wgattn.interfaces import flash_fwd, module
 from wgattn.wgsl import preprocess
+from helpers import needs_features
 
 REG = registry.load()
 TILED = [k for k in REG.kernels.values() if k.tiles]
@@ -171,8 +172,7 @@ def test_trusted_only_for_registered_text():
 @pytest.mark.parametrize("prefix", ["causal-tl-d111", "window-right-tl-d59", "softcap-d64"])
 def test_other_tile_shapes_match_reference(native_runtime, kernel_id, prefix):
     kernel = REG.kernel(kernel_id)
-    if "shader-f16" in kernel.requires and "shader-f16" not in native_runtime.features:
-        pytest.skip(f"{kernel_id} needs shader-f16, which {native_runtime.name} lacks")
+    needs_features(native_runtime, kernel)
     rows = conformance.run_case(native_runtime, kernel, _case(prefix),
                                 overrides={"BR": 16, "BC": 16, "WG": 16})
     bad = [r for r in rows if not r["pass"]]
@@ -183,9 +183,7 @@ def test_other_tile_shapes_match_reference(native_runtime, kernel_id, prefix):
 def test_trusted_kernels_pass_with_runtime_checks_too(native_runtime, kernel_id):
     """The grids run trusted (the default); a sample runs checked, so both modes are held."""
     kernel = REG.kernel(kernel_id)
-    missing = [f for f in kernel.requires if {"subgroups": "subgroup"}.get(f, f) not in native_runtime.features]
-    if missing:
-        pytest.skip(f"{kernel_id} needs {missing}, which {native_runtime.name} lacks")
+    needs_features(native_runtime, kernel)
     mod = module(kernel.interface.name)
     case = mod.conformance_cases()[1]
     saved = native_runtime.trusted

@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from app import main
 from wgattn import live, page, pictures, registry
 from wgattn.interfaces import module
+from helpers import needs_features
 
 client = TestClient(main)
 REG = registry.load()
@@ -43,10 +44,7 @@ def _live_check(kernel_id, config, native_runtime, browser_bytes=None):
 @pytest.mark.parametrize("kernel_id", KERNELS)
 def test_every_kernel_passes_live_on_every_output(kernel_id, native_runtime):
     kernel = REG.kernel(kernel_id)
-    missing = [f for f in kernel.requires if f not in native_runtime.features and not
-               (f == "subgroups" and "subgroup" in native_runtime.features)]
-    if missing:
-        pytest.skip(f"the native adapter lacks {missing}")
+    needs_features(native_runtime, kernel)
     prepared, result = _live_check(kernel_id, SMALL[kernel.interface.name], native_runtime)
     assert result["pass"] is True, result["pairs"]
     outputs = result["outputs"]

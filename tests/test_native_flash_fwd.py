@@ -9,6 +9,7 @@ import pytest
 
 from wgattn import conformance, native, reference, registry
 from wgattn.interfaces import flash_fwd
+from helpers import failures, needs_features
 
 REG = registry.load()
 KERNELS = REG.kernels_of("flash_fwd")
@@ -19,17 +20,6 @@ TILED = REG.kernel("flash_fwd.tiled")
 def _case(prefix: str):
     (case,) = [c for c in CASES if c.name.startswith(prefix)]
     return case
-
-
-def _needs(runtime, kernel):
-    missing = [f for f in kernel.requires if native._FEATURE_NAMES.get(f, f) not in runtime.features]
-    if missing:
-        pytest.skip(f"{kernel.id} needs adapter features {missing}, which {runtime.name} lacks")
-
-
-def _failures(rows):
-    return [f"{r['output']}: max abs err {r['max_abs_err']:.3e} > allowance {r['allowance']:.3e} "
-            f"(naive {r['naive_err']:.3e})" for r in rows if not r["pass"]]
 
 
 def test_grid_is_broad():
@@ -46,18 +36,18 @@ def test_grid_is_broad():
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.id)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_kernel_matches_reference(native_runtime, kernel, case):
-    _needs(native_runtime, kernel)
+    needs_features(native_runtime, kernel)
     rows = conformance.run_case(native_runtime, kernel, case)
     assert [r["output"] for r in rows] == list(flash_fwd.OUTPUTS)
     if kernel.precision == "f32":  # a float32 kernel is judged against float32's error
         assert all(r["naive_err"] < 1e-4 for r in rows)
-    bad = _failures(rows)
+    bad = failures(rows)
     assert not bad, "; ".join(bad)
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.id)
 def test_rows_without_keys_give_zero_and_minus_inf(native_runtime, kernel):
-    _needs(native_runtime, kernel)
+    needs_features(native_runtime, kernel)
     case = _case("causal-br-d64-mqa-empty-seqs")  # 45 queries on 19 keys, bottom-right: 26 empty rows
     got = native_runtime.run(flash_fwd.plan(kernel, case)).outputs
     ref = flash_fwd.reference(case)
@@ -89,7 +79,7 @@ def test_planted_tiling_bugs_are_caught(native_runtime, bug):
     assert source.count(old) == 1, f"planted bug {bug!r} no longer matches the kernel"
     broken = source.replace(old, new)
     failed = [c.name for c in CASES
-              if _failures(conformance.run_case(native_runtime, TILED, c, source=broken))]
+              if failures(conformance.run_case(native_runtime, TILED, c, source=broken))]
     assert failed, f"the grid did not catch: {bug}"
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from wgattn import conformance, registry
 from wgattn.interfaces import varlen_bwd
+from helpers import failures
 
 REG = registry.load()
 KERNELS = REG.kernels_of("varlen_bwd")
@@ -20,11 +21,6 @@ CASES = varlen_bwd.conformance_cases()
 def _case(prefix: str):
     (case,) = [c for c in CASES if c.name.startswith(prefix)]
     return case
-
-
-def _failures(rows):
-    return [f"{r['output']}: max abs err {r['max_abs_err']:.3e} > allowance {r['allowance']:.3e} "
-            f"(naive f32 {r['naive_err']:.3e})" for r in rows if not r["pass"]]
 
 
 def _visibility(case):
@@ -73,7 +69,7 @@ def test_every_kernel_of_the_interface_is_tested():
 def test_kernel_matches_reference(native_runtime, kernel, case):
     rows = conformance.run_case(native_runtime, kernel, case)
     assert [r["output"] for r in rows] == list(varlen_bwd.OUTPUTS)
-    bad = _failures(rows)
+    bad = failures(rows)
     assert not bad, "; ".join(bad)
 
 
@@ -259,7 +255,7 @@ PLANTED = {
 def _first_failure(runtime, source, cases=CASES):
     """The first of `cases` that the tiled kernel built from `source` fails, or None."""
     for case in cases:
-        if _failures(conformance.run_case(runtime, TILED, case, source=source)):
+        if failures(conformance.run_case(runtime, TILED, case, source=source)):
             return case.name
     return None
 

@@ -85,12 +85,12 @@ def _case(**changes):
     ({"cu_seqlens_q": np.array([0, 3, 2, 5], np.int32),
       "cu_seqlens_k": np.array([0, 4, 4, 5], np.int32)}, "cu_seqlens_q must be non-decreasing"),
     ({"cu_seqlens_k": np.array([0, 4, 6], np.int32)}, "cu_seqlens_k must end at total_k"),
-    ({"cu_seqlens_k": np.array([0., 4., 5.])}, "cu_seqlens_k must be an integer array"),
+    ({"cu_seqlens_k": np.array([0., 4., 5.])}, "cu_seqlens_k must be a 1-D integer array"),  # the reference's message
     ({"cu_seqlens_k": np.array([0, 5], np.int32)}, "same length"),
     ({"causal": "yes"}, "causal must be True or False"),
     ({"scale": 0.0}, "scale must be"),
     ({"scale": float("nan")}, "scale must be"),
-    ({"scale": 1e39}, "scale must have a magnitude"),
+    ({"scale": 1e39}, "scale must be None or a finite nonzero real number with magnitude"),
 ])
 def test_plan_rejects_bad_arguments(changes, match):
     with pytest.raises(ValueError, match=match):

@@ -225,8 +225,9 @@ def test_sdpa_errors(name):
 
 
 def test_valid_edge_inputs_are_accepted():
-    # negative scale, numpy scalars, numpy integer window/pos, 0/1 causal
-    fwd(scale=np.float32(-0.5), window=(np.int64(1), np.int32(-1)), causal=1,
+    # negative scale, numpy scalars, numpy integer window/pos, numpy bool causal (0/1 are refused:
+    # tests/test_one_validation_path.py)
+    fwd(scale=np.float32(-0.5), window=(np.int64(1), np.int32(-1)), causal=np.bool_(True),
         softcap=np.float64(2.0), causal_align="top_left", dtype="float32")
     probs(pos=np.int64(6), window=np.int32(7), scale=None)
     sdpa(window=[1, 1], mask=np.ones((6,), dtype=bool), causal=np.bool_(True), layout="bhsd")

@@ -79,16 +79,36 @@ def test_each_pass_fits_webgpu_default_storage_limit(name):
 
 def test_pack_params_layout():
     iface = REG.interface("sdpa_arena")
-    raw = iface.pack_params({"batch": 2, "scale": 0.5, "_o_pad": 7})
+    full = {name: 1 for name in _fields(iface)}
+    raw = iface.pack_params(dict(full, batch=2, scale=0.5))
     assert len(raw) == 144
     assert raw[:4] == (2).to_bytes(4, "little")
     scale_at = [n for n, _ in iface.params].index("scale") * 4
     import struct
     assert struct.unpack_from("<f", raw, scale_at)[0] == 0.5
+    pad_at = [n for n, _ in iface.params].index("_o_pad") * 4
+    assert raw[pad_at:pad_at + 4] == bytes(4)  # padding is 0
     with pytest.raises(ValueError, match="unknown params"):
-        iface.pack_params({"nope": 1})
+        iface.pack_params(dict(full, nope=1))
     with pytest.raises(ValueError, match="does not fit in u32"):
-        iface.pack_params({"batch": -1})
+        iface.pack_params(dict(full, batch=-1))
+    with pytest.raises(ValueError, match=r"\['_o_pad'\] are padding"):
+        iface.pack_params(dict(full, _o_pad=7))
+
+
+def _fields(iface):
+    return [name for name, _ in iface.params if name not in iface.padding]
+
+
+@pytest.mark.parametrize("name", sorted(REG.interfaces))
+def test_pack_params_refuses_a_missing_field(name):
+    """Issue 14: a field missing from a plan's values was packed silently as 0."""
+    iface = REG.interface(name)
+    assert all(p.startswith("_") for p in iface.padding)
+    for missing in _fields(iface):
+        values = {n: 1 for n in _fields(iface) if n != missing}
+        with pytest.raises(ValueError, match=rf"\['{missing}'\] are missing"):
+            iface.pack_params(values)
 
 
 def test_workgroups_fold_past_65535():

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
+from .errors import CompileError, DoesNotFit
 from .plan import Plan
 from .registry import set_target_limits, shader_dir
 
@@ -211,7 +212,7 @@ class NativeRuntime:
                     label=label, layout=pl,
                     compute={"module": module, "entry_point": entry, "constants": dict(constants)})
             except wgpu.GPUError as exc:
-                raise ValueError(f"{label}: the WGSL does not compile or link: {exc}") from None
+                raise CompileError(f"{label}: the WGSL does not compile or link: {exc}") from None
             self._pipelines[key] = pipeline
         return pipeline
 
@@ -222,16 +223,16 @@ class NativeRuntime:
         for b in plan.buffers:
             limit = max_binding if b.usage == "storage" else 65536
             if b.size > min(limit, max_buffer):
-                raise ValueError(
+                raise DoesNotFit(
                     f"buffer {b.name!r} needs {b.size} bytes; this adapter binds at most "
                     f"{min(limit, max_buffer)} bytes per {b.usage} buffer: use smaller inputs")
         max_wg = self.limits["max-compute-workgroups-per-dimension"]
         for d in plan.dispatches:
             if any(n > max_wg for n in d.workgroups):
-                raise ValueError(f"{d.label}: workgroups {d.workgroups} exceed {max_wg} per dimension")
+                raise DoesNotFit(f"{d.label}: workgroups {d.workgroups} exceed {max_wg} per dimension")
             missing = [f for f in d.requires if _FEATURE_NAMES.get(f, f) not in self.features]
             if missing:
-                raise ValueError(f"{d.label}: needs adapter features {missing}, which this adapter lacks")
+                raise DoesNotFit(f"{d.label}: needs adapter features {missing}, which this adapter lacks")
 
     def _upload(self, plan: Plan):
         """Buffers (filled), pipelines and bind groups for every dispatch of the plan."""

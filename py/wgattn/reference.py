@@ -46,7 +46,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-from typing import Any, Optional, Tuple
+from typing import Any, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -58,8 +58,12 @@ __all__ = [
     "sdpa",
 ]
 
-_CAUSAL_ALIGNS = ("bottom_right", "top_left")
-_LAYOUTS = ("bhsd", "bshd")
+# The values of ``causal_align`` and of ``sdpa``'s ``layout``: the one definition
+# (wgattn.interfaces and wgattn.cases import them).
+CAUSAL_ALIGNS = ("bottom_right", "top_left")
+LAYOUTS = ("bhsd", "bshd")
+_CAUSAL_ALIGNS = CAUSAL_ALIGNS
+_LAYOUTS = LAYOUTS
 
 
 # ---------------------------------------------------------------------------
@@ -106,35 +110,47 @@ def _is_real(x: Any) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
 
 
-def _check_bool(x: Any, name: str) -> bool:
+def check_bool(x: Any, name: str) -> bool:
+    """A flag such as ``causal``: True or False (Python or NumPy bool), nothing else.
+
+    Integers are refused, 0 and 1 included: the interfaces pack the flag into a
+    kernel's params, and one rule for every entry point is simpler than a
+    table of what each coerces."""
     if isinstance(x, (bool, np.bool_)):
-        return bool(x)
-    if _is_int(x) and int(x) in (0, 1):
         return bool(x)
     raise ValueError("%s must be True or False, got %r" % (name, x))
 
 
-def _check_scale(scale: Any, head_dim: int, dt: np.dtype) -> Any:
-    """The score scale as a scalar of the compute dtype.
+# A scale's magnitude must be a normal float32: every kernel computes in
+# float32, where a subnormal scale flushes to 0 on many GPUs (all scores 0, a
+# silently wrong answer) and a larger one is infinite.
+SCALE_MIN = float(np.finfo(np.float32).tiny)
+SCALE_MAX = float(np.finfo(np.float32).max)
 
-    ``None`` means ``1 / sqrt(head_dim)``; otherwise any finite nonzero real.
-    """
+
+def check_scale(scale: Any, head_dim: int) -> float:
+    """The score scale as a Python float: ``None`` means ``1 / sqrt(head_dim)``;
+    otherwise a real number (not a bool) whose magnitude is a normal float32,
+    in ``[SCALE_MIN, SCALE_MAX]`` (negative scales are allowed)."""
     if scale is None:
-        value = 1.0 / math.sqrt(head_dim)
-    else:
-        if not _is_real(scale):
-            raise ValueError(
-                "scale must be None or a finite nonzero real number, got %r" % (scale,)
-            )
-        value = float(scale)
-        if not math.isfinite(value) or value == 0.0:
-            raise ValueError(
-                "scale must be None or a finite nonzero real number, got %r" % (scale,)
-            )
-    return dt.type(value)
+        return 1.0 / math.sqrt(head_dim)
+    value = float(scale) if _is_real(scale) else math.nan
+    if not (math.isfinite(value) and SCALE_MIN <= abs(value) <= SCALE_MAX):
+        raise ValueError(
+            "scale must be None or a finite nonzero real number with magnitude in "
+            "[%.4g, %.4g] (a normal float32: the kernels compute in float32), got %r"
+            % (SCALE_MIN, SCALE_MAX, scale)
+        )
+    return value
 
 
-def _check_softcap(softcap: Any) -> float:
+def _check_scale(scale: Any, head_dim: int, dt: np.dtype) -> Any:
+    """The score scale (``check_scale``) as a scalar of the compute dtype."""
+    return dt.type(check_scale(scale, head_dim))
+
+
+def check_softcap(softcap: Any) -> float:
+    """``softcap`` as a float: a finite real >= 0 (0 = off)."""
     if not _is_real(softcap):
         raise ValueError(
             "softcap must be a finite real number >= 0 (0 = off), got %r" % (softcap,)
@@ -147,7 +163,7 @@ def _check_softcap(softcap: Any) -> float:
     return value
 
 
-def _check_window_pair(window: Any, name: str = "window") -> Tuple[int, int]:
+def check_window_pair(window: Any, name: str = "window") -> Tuple[int, int]:
     """``(left, right)``, each an integer >= -1 (-1 = unbounded)."""
     try:
         items = tuple(window)
@@ -168,7 +184,7 @@ def _check_window_pair(window: Any, name: str = "window") -> Tuple[int, int]:
     return left, right
 
 
-def _check_cu_seqlens(cu: Any, name: str, total: int, total_name: str) -> np.ndarray:
+def check_cu_seqlens(cu: Any, name: str, total: int, total_name: str) -> np.ndarray:
     """Validated prefix sums as a 1-D array of Python-int-safe int64 values."""
     a = np.asarray(cu)
     if a.ndim != 1:
@@ -199,6 +215,42 @@ def _check_cu_seqlens(cu: Any, name: str, total: int, total_name: str) -> np.nda
             "%s must end at %s = %d, got %d" % (name, total_name, total, vals[-1])
         )
     return np.array(vals, dtype=np.int64)
+
+
+class VarlenOptions(NamedTuple):
+    """The validated options of the varlen functions (``check_varlen_options``)."""
+
+    causal: bool
+    left: int  # window bounds; -1 unbounded
+    right: int  # with causal folded in: min(right, 0), -1 -> 0
+    softcap: float
+    scale: float  # None resolved to 1 / sqrt(D)
+    causal_align: str
+
+
+def check_varlen_options(
+    head_dim: int,
+    *,
+    causal: Any = False,
+    scale: Any = None,
+    window: Any = (-1, -1),
+    softcap: Any = 0.0,
+    causal_align: Any = "bottom_right",
+) -> VarlenOptions:
+    """The one check of ``varlen_attention_fwd``/``_bwd``'s options; the
+    interfaces (wgattn.interfaces) call it too, so every entry point accepts and
+    refuses the same values with the same message."""
+    causal = check_bool(causal, "causal")
+    left, right = check_window_pair(window, "window")
+    cap = check_softcap(softcap)
+    if not isinstance(causal_align, str) or causal_align not in _CAUSAL_ALIGNS:
+        raise ValueError(
+            "causal_align must be 'bottom_right' or 'top_left', got %r" % (causal_align,)
+        )
+    sc = check_scale(scale, head_dim)
+    return VarlenOptions(
+        causal, left, _effective_right(causal, right), cap, sc, causal_align
+    )
 
 
 def _check_gqa(hq: int, hkv: int, q_name: str, kv_name: str) -> int:
@@ -300,23 +352,19 @@ def _check_varlen_common(
             % (tuple(k.shape), tuple(v.shape))
         )
     group = _check_gqa(hq, hkv, "q", "k/v")
-    cu_q = _check_cu_seqlens(cu_seqlens_q, "cu_seqlens_q", total_q, "total_q (q.shape[0])")
-    cu_k = _check_cu_seqlens(cu_seqlens_k, "cu_seqlens_k", total_k, "total_k (k.shape[0])")
+    cu_q = check_cu_seqlens(cu_seqlens_q, "cu_seqlens_q", total_q, "total_q (q.shape[0])")
+    cu_k = check_cu_seqlens(cu_seqlens_k, "cu_seqlens_k", total_k, "total_k (k.shape[0])")
     if cu_q.shape[0] != cu_k.shape[0]:
         raise ValueError(
             "cu_seqlens_q and cu_seqlens_k must have the same length (batch+1), got %d and %d"
             % (cu_q.shape[0], cu_k.shape[0])
         )
-    causal = _check_bool(causal, "causal")
-    left, right = _check_window_pair(window, "window")
-    cap = _check_softcap(softcap)
-    if not isinstance(causal_align, str) or causal_align not in _CAUSAL_ALIGNS:
-        raise ValueError(
-            "causal_align must be 'bottom_right' or 'top_left', got %r" % (causal_align,)
-        )
-    sc = _check_scale(scale, d, dt)
-    right = _effective_right(causal, right)
-    return dt, q, k, v, cu_q, cu_k, group, left, right, cap, sc
+    opts = check_varlen_options(
+        d, causal=causal, scale=scale, window=window, softcap=softcap,
+        causal_align=causal_align,
+    )
+    sc = dt.type(opts.scale)
+    return dt, q, k, v, cu_q, cu_k, group, opts.left, opts.right, opts.softcap, sc
 
 
 def _seq_mask(len_q: int, len_k: int, align: str, left: int, right: int) -> np.ndarray:
@@ -889,11 +937,11 @@ def sdpa(
     if dk != d:
         raise ValueError("k head dim must equal q head dim %d, got %d" % (d, dk))
     group = _check_gqa(hq, hkv, "q", "k/v")
-    causal = _check_bool(causal, "causal")
+    causal = check_bool(causal, "causal")
     if window is None:
         left, right = -1, -1
     else:
-        left, right = _check_window_pair(window, "window")
+        left, right = check_window_pair(window, "window")
     right = _effective_right(causal, right)
     sc = _check_scale(scale, d, dt)
     visible = _band_mask(sq, sk, 0, left, right).reshape(1, 1, sq, sk)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Tuple
 
+from .errors import DoesNotFit, InterfaceMismatch
 from .wgsl import preprocess, reader
 
 if TYPE_CHECKING:  # plan imports nothing from here; the import is only for the annotation
@@ -87,11 +88,27 @@ class Interface:
     def params_size(self) -> int:
         return 4 * len(self.params)
 
+    @property
+    def padding(self) -> Tuple[str, ...]:
+        """The Params fields that are padding (named `_...` in the manifest and the WGSL): 0."""
+        return tuple(name for name, _ in self.params if name.startswith("_"))
+
     def pack_params(self, values: Mapping[str, float]) -> bytes:
-        """The uniform `Params` bytes; fields missing from `values` (padding) are 0."""
-        unknown = set(values) - {name for name, _ in self.params}
+        """The uniform `Params` bytes. `values` gives every field except the padding ones (named
+        `_...`), which are 0; a missing, unknown or padding field is a ValueError naming it, so a
+        plan that forgets a field fails instead of sending 0 to the kernel."""
+        padding = set(self.padding)
+        fields = {name for name, _ in self.params}
+        unknown = set(values) - fields
         if unknown:
-            raise ValueError(f"{self.name}: unknown params {sorted(unknown)}")
+            raise InterfaceMismatch(f"{self.name}: unknown params {sorted(unknown)}")
+        given_padding = set(values) & padding
+        if given_padding:
+            raise InterfaceMismatch(f"{self.name}: params {sorted(given_padding)} are padding (always 0)")
+        missing = [name for name, _ in self.params if name not in values and name not in padding]
+        if missing:
+            raise InterfaceMismatch(f"{self.name}: params {missing} are missing (every field but the padding "
+                             f"{sorted(padding)} must be given)")
         fmt = "<" + "".join(_FIELD_FORMATS[t] for _, t in self.params)
         out = []
         for name, typ in self.params:
@@ -200,7 +217,7 @@ class Kernel:
                 return knobs
             tried.append(f"{tile}: {need} bytes, {knobs.get('WG', 1)} invocations{', ' if over else ''}"
                          + ", ".join(over))
-        raise ValueError(
+        raise DoesNotFit(
             f"{self.id}: no tile shape fits an adapter with {lim['max_wg_storage']} bytes of workgroup "
             f"storage and {lim['max_invocations']} invocations ({'; '.join(tried)}); choose another "
             f"implementation of {self.interface.name}")
@@ -218,7 +235,7 @@ class Kernel:
         src = self.source(sizes) if source is None else source
         for name, most in self.limits.items():
             if sizes.get(name, 0) > most:
-                raise ValueError(f"{self.id} supports {name} <= {most}, got {sizes[name]}; "
+                raise DoesNotFit(f"{self.id} supports {name} <= {most}, got {sizes[name]}; "
                                  f"choose another implementation of {self.interface.name}")
         knobs = self.knobs(sizes, overrides)
         # Only overrides the shader declares become pipeline constants (WebGPU rejects others);

@@ -18,7 +18,12 @@ from typing import Dict
 
 import numpy as np
 
-__all__ = ["Case", "module"]
+__all__ = ["Case", "module", "MAX_ELEMENTS", "MAX_SCORES"]
+
+# Keep one request within what a software adapter finishes in seconds and any adapter can bind,
+# and the float64 reference's score matrices (B*H*Sq*Sk of them) within memory, Pyodide's included.
+MAX_ELEMENTS = 1 << 22
+MAX_SCORES = 1 << 24
 
 
 @dataclass

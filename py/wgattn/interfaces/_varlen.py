@@ -3,16 +3,16 @@ float tensors, cu_seqlens prefix sums and the option set of wgattn.reference's v
 (causal, window, softcap, scale, causal_align)."""
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Mapping
 
 import numpy as np
 
+from .. import reference as _reference
+
 __all__ = ["CAUSAL_ALIGNS", "U32_MAX", "I32_MAX", "float3", "cu_seqlens", "qkv", "options", "clip_window",
            "DEFAULT_OPTIONS", "random_packed"]
 
-CAUSAL_ALIGNS = ("bottom_right", "top_left")
+CAUSAL_ALIGNS = _reference.CAUSAL_ALIGNS
 I32_MAX = 2**31 - 1
 U32_MAX = 2**32 - 1
 
@@ -27,58 +27,16 @@ def float3(x, name: str, doc: str) -> np.ndarray:
 
 
 def cu_seqlens(x, name: str, total: int, total_name: str) -> np.ndarray:
-    a = np.asarray(x)
-    if a.ndim != 1 or a.shape[0] == 0:
-        raise ValueError(f"{name} must be a 1-D integer array of length batch+1, got shape {tuple(a.shape)}")
-    if a.dtype.kind not in "iu":
-        raise ValueError(f"{name} must be a 1-D integer array, got dtype {a.dtype}")
-    vals = a.astype(np.int64)
-    if vals[0] != 0:
-        raise ValueError(f"{name} must start at 0, got {int(vals[0])}")
-    steps = np.diff(vals)
-    if np.any(steps < 0):
-        at = int(np.argmax(steps < 0)) + 1
-        raise ValueError(f"{name} must be non-decreasing, got {int(vals[at])} after {int(vals[at - 1])} "
-                         f"at index {at}")
-    if vals[-1] != total:
-        raise ValueError(f"{name} must end at {total_name} = {total}, got {int(vals[-1])}")
-    return vals.astype(np.int32)
+    """wgattn.reference's check of a prefix-sum array, as int32 for the kernels."""
+    return _reference.check_cu_seqlens(x, name, total, total_name).astype(np.int32)
 
 
 def options(options: Mapping[str, object], head_dim: int):
-    """(window_left, window_right with causal folded in, align_top_left, softcap, scale)."""
-    causal = options.get("causal", False)
-    if not isinstance(causal, (bool, np.bool_)):
-        raise ValueError(f"causal must be True or False, got {causal!r}")
-    window = options.get("window", (-1, -1))
-    try:
-        pair = tuple(window)
-    except TypeError:
-        pair = ()
-    if (len(pair) != 2 or not all(isinstance(w, numbers.Integral) and not isinstance(w, (bool, np.bool_))
-                                  for w in pair)):
-        raise ValueError(f"window must be a pair (left, right) of integers >= -1, got {window!r}")
-    left, right = int(pair[0]), int(pair[1])
-    if left < -1 or right < -1:
-        raise ValueError(f"window must be (left, right) with each >= -1, got ({left}, {right})")
-    if causal:
-        right = 0 if right == -1 else min(right, 0)
-    align = options.get("causal_align", "bottom_right")
-    if not isinstance(align, str) or align not in CAUSAL_ALIGNS:
-        raise ValueError(f"causal_align must be 'bottom_right' or 'top_left', got {align!r}")
-    softcap = options.get("softcap", 0.0)
-    if (not isinstance(softcap, numbers.Real) or isinstance(softcap, (bool, np.bool_))
-            or not math.isfinite(float(softcap)) or float(softcap) < 0.0):
-        raise ValueError(f"softcap must be a finite real number >= 0 (0 = off), got {softcap!r}")
-    scale = options.get("scale")
-    if scale is None:
-        scale_v = 1.0 / math.sqrt(head_dim)
-    else:
-        if (not isinstance(scale, numbers.Real) or isinstance(scale, (bool, np.bool_))
-                or not math.isfinite(float(scale)) or float(scale) == 0.0):
-            raise ValueError(f"scale must be None or a finite nonzero real number, got {scale!r}")
-        scale_v = float(scale)
-    return left, right, int(align == "top_left"), float(softcap), scale_v
+    """(window_left, window_right with causal folded in, align_top_left, softcap, scale), checked
+    by wgattn.reference.check_varlen_options: the reference's rules and messages, nothing else."""
+    o = _reference.check_varlen_options(head_dim, **{name: options.get(name, default)
+                                                     for name, default in DEFAULT_OPTIONS.items()})
+    return o.left, o.right, int(o.causal_align == "top_left"), o.softcap, o.scale
 
 
 def clip_window(left: int, right: int, total_q: int, total_k: int):

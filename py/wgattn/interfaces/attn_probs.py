@@ -127,9 +127,7 @@ def case_from_reference(q, k_hist, *, pos, window=0, scale=1.0, name: str = "cal
     which computes un-scaled scores: any scale other than 1 (None is 1/sqrt(D)) is refused."""
     q, k_hist, pos, window = _validate(q, k_hist, pos, window)
     d = q.shape[1]
-    effective = 1.0 / float(np.sqrt(d)) if scale is None else scale
-    if not isinstance(effective, numbers.Real) or isinstance(effective, (bool, np.bool_)) \
-            or float(effective) != 1.0:
+    if _reference.check_scale(scale, d) != 1.0:  # the reference's rule first, then this interface's
         raise ValueError(
             f"scale must be 1.0 for attn_probs, whose scores are un-scaled q.k; got scale={scale!r} "
             "(pass scale=1.0, or multiply q by the scale beforehand)")

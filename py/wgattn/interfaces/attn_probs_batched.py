@@ -17,8 +17,6 @@ positions are u32.
 """
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -77,15 +75,7 @@ def _validate(q: object, k_hist: object, positions: object, window: object,
                          f"got {int(pos[i])}")
     if not _is_int(window) or int(window) < 0:
         raise ValueError(f"window must be an integer >= 0 (0 = unbounded), got {window!r}")
-    if scale is None:
-        scale = 1.0 / math.sqrt(d)
-    if not isinstance(scale, numbers.Real) or isinstance(scale, (bool, np.bool_)) \
-            or not math.isfinite(float(scale)) or float(scale) == 0.0:
-        raise ValueError(f"scale must be None or a finite nonzero real number, got {scale!r}")
-    with np.errstate(over="ignore", under="ignore"):
-        scale32 = np.float32(scale)
-    if not np.isfinite(scale32) or scale32 == 0.0:
-        raise ValueError(f"scale must be representable as a finite nonzero float32, got {scale!r}")
+    scale = _reference.check_scale(scale, d)  # the reference's rule: a normal float32 magnitude
     if history_len > _I32_MAX:
         raise ValueError(f"history_len must fit in i32 (positions travel as int32), got {history_len}")
     if n_pos * hq * history_len > _U32_MAX or max(n_pos * hq, history_len * hkv) * (-(-d // 4)) > _U32_MAX:

@@ -11,6 +11,7 @@ i - window .. i: window + 1 keys, seed C's count). The interface has no GQA.
 """
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from typing import Dict, List, Mapping, Optional
 
 import numpy as np
@@ -18,15 +19,15 @@ import numpy as np
 from .. import reference as _reference
 from ..plan import Buffer, Output, Plan
 from ..registry import Kernel
-from . import Case
+from . import MAX_ELEMENTS, MAX_SCORES, Case
 
-__all__ = ["MASK_KINDS", "OUTPUTS", "plan", "plan_arrays", "reference", "reference_out",
+__all__ = ["MASK_KINDS", "LAYOUTS", "OUTPUTS", "SdpaCase", "plan", "plan_arrays", "reference", "reference_out",
            "case_from_reference", "conformance_cases"]
 
 OUTPUTS = ("out",)
 
 MASK_KINDS = {"none": 0, "causal": 1, "padding": 2, "window": 3}
-LAYOUTS = ("bhsd", "bshd")
+LAYOUTS = _reference.LAYOUTS  # the one definition: the reference's
 
 
 def _dims(q: np.ndarray, k: np.ndarray, v: np.ndarray, layout: str):
@@ -76,9 +77,7 @@ def plan_arrays(kernel: Kernel, q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
         raise ValueError("mask must be given exactly when mask_kind is 'padding'")
     if mask_kind == "window" and not 0 <= int(window) < 2**32:
         raise ValueError(f"window must be a non-negative integer, got {window!r}")
-    scale = 1.0 / float(np.sqrt(d)) if scale is None else float(scale)
-    if not np.isfinite(scale):
-        raise ValueError(f"scale must be finite, got {scale}")
+    scale = _reference.check_scale(scale, d)
 
     sections = [("q", q), ("k", k), ("v", v)]
     mask_strides = (0, 0, 0, 0)
@@ -198,8 +197,6 @@ def near_tie_big_scores(q: np.ndarray, k: np.ndarray, axis_s: int):
 def conformance_cases(seed: int = 0) -> List[Case]:
     """Awkward sizes, every mask kind, both layouts, fully padded rows (empty), long rows
     (seq_k >= 512 at head_dim 64, where a loop-truncating lavapipe went wrong), D > 64."""
-    from ..cases import SdpaCase
-
     specs = [
         dict(batch=1, heads=2, seq_q=113, seq_k=203, head_dim=59, mask="none"),
         dict(batch=2, heads=3, seq_q=64, seq_k=600, head_dim=64, mask="causal", layout="bshd"),
@@ -211,19 +208,102 @@ def conformance_cases(seed: int = 0) -> List[Case]:
         dict(batch=1, heads=2, seq_q=64, seq_k=64, head_dim=256, mask="causal"),
         dict(batch=2, heads=1, seq_q=40, seq_k=40, head_dim=8, mask="window", window=0),
         dict(batch=1, heads=2, seq_q=70, seq_k=30, head_dim=32, mask="causal", layout="bshd"),
-        dict(batch=2, heads=1, seq_q=5, seq_k=9, head_dim=4, mask="padding", seed=11),
+        # batch 1 sees no key: rows with no visible key give 0
+        dict(batch=2, heads=1, seq_q=5, seq_k=9, head_dim=4, mask="padding", seed=11, empty_batch=1),
         # Large, nearly tied scores (near_tie_big_scores).
-        dict(batch=1, heads=4, seq_q=32, seq_k=3, head_dim=4, mask="none", seed=7),
+        dict(batch=1, heads=4, seq_q=32, seq_k=3, head_dim=4, mask="none", seed=7, near_tie=True),
     ]
     cases = []
     for spec in specs:
         spec.setdefault("seed", seed)
+        empty_batch = spec.pop("empty_batch", None)
+        near_tie = spec.pop("near_tie", False)
         c = SdpaCase(**spec).to_case()
-        if c.name.endswith("-s11"):
-            c.inputs["mask"][1] = False  # batch 1 sees no key: rows with no visible key give 0
+        if empty_batch is not None:
+            c.inputs["mask"][empty_batch] = False
             c.name += "-empty-rows"
-        if c.name.endswith("-s7"):
+        if near_tie:
             c.inputs["q"], c.inputs["k"] = near_tie_big_scores(c.inputs["q"], c.inputs["k"], axis_s=2)
             c.name += "-near-tie-big-scores"
         cases.append(c)
     return cases
+
+
+@dataclass
+class SdpaCase:
+    """A `sdpa_arena` case: q [B,H,Sq,D] (or [B,Sq,H,D]), k/v with Sk keys, one mask kind."""
+
+    batch: int = 1
+    heads: int = 4
+    seq_q: int = 128
+    seq_k: int = 128
+    head_dim: int = 64
+    layout: str = "bhsd"
+    mask: str = "causal"  # none | causal | padding | window
+    window: int = 16      # mask "window": keys i - window .. i
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("batch", "heads", "seq_q", "seq_k", "head_dim"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65536:
+                raise ValueError(f"{name} must be an integer in 1..65536, got {value!r}")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {list(LAYOUTS)}, got {self.layout!r}")
+        if self.mask not in MASK_KINDS:
+            raise ValueError(f"mask must be one of {list(MASK_KINDS)}, got {self.mask!r}")
+        if not isinstance(self.window, int) or not 0 <= self.window < 2**31:
+            raise ValueError(f"window must be an integer >= 0, got {self.window!r}")
+        if not isinstance(self.seed, int) or not 0 <= self.seed < 2**32:
+            raise ValueError(f"seed must be an integer in 0..2**32-1, got {self.seed!r}")
+        elements = self.batch * self.heads * self.head_dim * (2 * self.seq_q + 2 * self.seq_k)
+        if self.mask == "padding":
+            elements += self.batch * self.seq_k
+        if elements > MAX_ELEMENTS:
+            raise ValueError(
+                f"case too large: {elements} elements in q, k, v and out; at most {MAX_ELEMENTS}")
+        scores = self.batch * self.heads * self.seq_q * self.seq_k
+        if scores > MAX_SCORES:
+            raise ValueError(f"case too large: batch*heads*seq_q*seq_k = {scores} scores; at most {MAX_SCORES}")
+
+    def shape(self, seq: int):
+        if self.layout == "bhsd":
+            return (self.batch, self.heads, seq, self.head_dim)
+        return (self.batch, seq, self.heads, self.head_dim)
+
+    def inputs(self) -> Dict[str, Optional[np.ndarray]]:
+        """q, k, v (float32, standard normal) and, for mask "padding", a key mask [B,1,1,Sk]
+        keeping a random prefix of each sequence (batch 1 onwards may keep none: empty rows)."""
+        rs = np.random.RandomState(self.seed)
+        q = rs.standard_normal(self.shape(self.seq_q)).astype(np.float32)
+        k = rs.standard_normal(self.shape(self.seq_k)).astype(np.float32)
+        v = rs.standard_normal(self.shape(self.seq_k)).astype(np.float32)
+        mask = None
+        if self.mask == "padding":
+            keep = rs.randint(0, self.seq_k + 1, size=self.batch)
+            keep[0] = max(keep[0], (self.seq_k + 1) // 2)
+            mask = np.arange(self.seq_k)[None, :] < keep[:, None]
+            mask = mask.reshape(self.batch, 1, 1, self.seq_k)
+        return {"q": q, "k": k, "v": v, "mask": mask}
+
+    @property
+    def name(self) -> str:
+        extra = f"{self.window}" if self.mask == "window" else ""
+        return (f"{self.mask}{extra}-{self.layout}-b{self.batch}h{self.heads}-"
+                f"{self.seq_q}x{self.seq_k}-d{self.head_dim}-s{self.seed}")
+
+    def to_case(self, inputs: Optional[Dict[str, Optional[np.ndarray]]] = None) -> Case:
+        """This configuration as a conformance Case of the sdpa_arena interface."""
+        inputs = self.inputs() if inputs is None else inputs
+        return Case(self.name, {k: v for k, v in inputs.items() if v is not None},
+                    {"mask_kind": self.mask, "window": self.window, "scale": None, "layout": self.layout})
+
+    def plan(self, kernel: Kernel, inputs: Dict[str, Optional[np.ndarray]],
+             source: Optional[str] = None) -> Plan:
+        return plan(kernel, self.to_case(inputs), source=source)
+
+    def reference(self, inputs: Dict[str, Optional[np.ndarray]], dtype=np.float64) -> Dict[str, np.ndarray]:
+        return reference(self.to_case(inputs), dtype=dtype)
+
+    def to_dict(self) -> Dict[str, object]:
+        return asdict(self)

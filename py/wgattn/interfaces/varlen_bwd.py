@@ -20,6 +20,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from .. import reference as _reference
+from ..errors import InterfaceMismatch
 from ..plan import Buffer, Output, Plan
 from ..registry import Kernel
 from . import Case
@@ -92,7 +93,7 @@ def plan(kernel: Kernel, case: Case, source: Optional[str] = None,
     buffers.append(Buffer("params", iface.params_size, "uniform", iface.pack_params(values)))
     missing = set(names.values()) - {b.name for b in buffers}
     if missing:  # the manifest and this module disagree: a programming error, said plainly
-        raise ValueError(f"varlen_bwd plan lacks buffers for bindings {sorted(missing)}")
+        raise InterfaceMismatch(f"varlen_bwd plan lacks buffers for bindings {sorted(missing)}")
     return Plan(
         buffers=buffers,
         dispatches=kernel.dispatches(values, names, source=source, entry_points=entry_points,
@@ -106,10 +107,8 @@ def plan(kernel: Kernel, case: Case, source: Optional[str] = None,
 
 
 def _keywords(case: Case) -> Dict[str, object]:
-    o = case.options
-    return {"causal": o.get("causal", False), "scale": o.get("scale"),
-            "window": tuple(o.get("window", (-1, -1))), "softcap": o.get("softcap", 0.0),
-            "causal_align": o.get("causal_align", "bottom_right")}
+    """The case's options as the reference's keywords, unconverted: the reference checks them."""
+    return {name: case.options.get(name, default) for name, default in DEFAULT_OPTIONS.items()}
 
 
 def reference(case: Case, dtype=np.float64) -> Dict[str, np.ndarray]:

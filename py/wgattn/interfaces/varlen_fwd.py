@@ -14,8 +14,6 @@ causal_align="top_left".
 """
 from __future__ import annotations
 
-import math
-import numbers
 import zlib
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -25,6 +23,7 @@ from .. import reference as _reference
 from ..plan import Buffer, Output, Plan
 from ..registry import Kernel
 from . import Case
+from ._varlen import cu_seqlens
 
 __all__ = ["OUTPUTS", "plan", "reference", "case_from_reference", "conformance_cases"]
 
@@ -32,8 +31,6 @@ OUTPUTS = ("out", "lse")
 INPUTS = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k")
 OPTIONS = ("causal", "scale")
 _I32_MAX = 2**31 - 1
-_F32_MAX = float(np.finfo(np.float32).max)
-_F32_TINY = float(np.finfo(np.float32).tiny)
 
 
 def _float_tensor(x, name: str, shape_doc: str) -> np.ndarray:
@@ -43,46 +40,6 @@ def _float_tensor(x, name: str, shape_doc: str) -> np.ndarray:
     if a.dtype.kind != "f":
         raise ValueError(f"{name} must be float16/32/64, got dtype {a.dtype}")
     return a
-
-
-def _cu_seqlens(x, name: str, total: int, total_name: str) -> np.ndarray:
-    a = np.asarray(x)
-    if a.ndim != 1 or a.shape[0] < 1:
-        raise ValueError(f"{name} must be a 1-D integer array of length batch + 1 (at least 1), "
-                         f"got shape {tuple(a.shape)}")
-    if a.dtype.kind not in "iu":
-        raise ValueError(f"{name} must be an integer array, got dtype {a.dtype}")
-    vals = [int(x) for x in a.tolist()]
-    if vals[0] != 0:
-        raise ValueError(f"{name} must start at 0, got {vals[0]}")
-    for b in range(len(vals) - 1):
-        if vals[b + 1] < vals[b]:
-            raise ValueError(f"{name} must be non-decreasing, got {vals[b + 1]} after {vals[b]} "
-                             f"at index {b + 1}")
-    if vals[-1] != total:
-        raise ValueError(f"{name} must end at {total_name} = {total}, got {vals[-1]}")
-    return np.array(vals, dtype=np.int32)
-
-
-def _scale(scale, head_dim: int) -> float:
-    if scale is None:
-        return 1.0 / math.sqrt(head_dim)
-    if not isinstance(scale, numbers.Real) or isinstance(scale, (bool, np.bool_)):
-        raise ValueError(f"scale must be None or a finite nonzero real number, got {scale!r}")
-    value = float(scale)
-    if not math.isfinite(value) or value == 0.0:
-        raise ValueError(f"scale must be None or a finite nonzero real number, got {scale!r}")
-    # The kernel computes in float32: the scale must be a normal float32 number.
-    if not _F32_TINY <= abs(value) <= _F32_MAX:
-        raise ValueError(f"scale must have a magnitude in [{_F32_TINY:g}, {_F32_MAX:g}] (float32), "
-                         f"got {scale!r}")
-    return value
-
-
-def _causal(causal) -> bool:
-    if isinstance(causal, (bool, np.bool_)):
-        return bool(causal)
-    raise ValueError(f"causal must be True or False, got {causal!r}")
 
 
 def _check(case: Case) -> Tuple[Dict[str, np.ndarray], bool, float]:
@@ -114,13 +71,13 @@ def _check(case: Case) -> Tuple[Dict[str, np.ndarray], bool, float]:
         raise ValueError(f"v must have k's shape {tuple(k.shape)} [total_k, H, D], got {tuple(v.shape)}")
     if max(total_q, total_k) > _I32_MAX:
         raise ValueError(f"total_q and total_k must fit in i32, got {total_q} and {total_k}")
-    cu_q = _cu_seqlens(case.inputs["cu_seqlens_q"], "cu_seqlens_q", total_q, "total_q (q.shape[0])")
-    cu_k = _cu_seqlens(case.inputs["cu_seqlens_k"], "cu_seqlens_k", total_k, "total_k (k.shape[0])")
+    cu_q = cu_seqlens(case.inputs["cu_seqlens_q"], "cu_seqlens_q", total_q, "total_q (q.shape[0])")
+    cu_k = cu_seqlens(case.inputs["cu_seqlens_k"], "cu_seqlens_k", total_k, "total_k (k.shape[0])")
     if cu_q.shape != cu_k.shape:
         raise ValueError(f"cu_seqlens_q and cu_seqlens_k must have the same length (batch + 1), "
                          f"got {cu_q.shape[0]} and {cu_k.shape[0]}")
-    causal = _causal(case.options.get("causal", False))
-    scale = _scale(case.options.get("scale"), dim)
+    causal = _reference.check_bool(case.options.get("causal", False), "causal")
+    scale = _reference.check_scale(case.options.get("scale"), dim)
     arrays = {
         "q": np.ascontiguousarray(q, dtype=np.float32),
         "k": np.ascontiguousarray(k, dtype=np.float32),
@@ -180,20 +137,19 @@ def case_from_reference(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, sc
     """The case computing varlen_attention_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, ...) on this
     interface; ValueError for what it cannot carry (GQA, a window, softcap, and a bottom-right
     causal mask on a sequence with len_q != len_k, where the alignments differ)."""
-    if causal_align not in ("bottom_right", "top_left"):
-        raise ValueError(f"causal_align must be 'bottom_right' or 'top_left', got {causal_align!r}")
-    try:
-        pair = tuple(int(w) for w in window)
-    except (TypeError, ValueError):
-        raise ValueError(f"window must be a pair (left, right) of integers, got {window!r}") from None
-    if pair != (-1, -1):
+    # The reference's check of every option first (one rule, one message for every entry point;
+    # only the default scale depends on D, and _check refuses a bad q), then what this interface
+    # cannot carry, then the arrays.
+    _reference.check_varlen_options(np.shape(q)[2] if np.ndim(q) == 3 else 1, causal=causal, scale=scale,
+                                    window=window, softcap=softcap, causal_align=causal_align)
+    if tuple(window) != (-1, -1):
         raise ValueError(f"window={window!r}: varlen_fwd has no sliding window; only (-1, -1) fits")
-    if not isinstance(softcap, numbers.Real) or float(softcap) != 0.0:
+    if float(softcap) != 0.0:
         raise ValueError(f"softcap={softcap!r}: varlen_fwd has no softcap; only 0 fits")
     case = Case(name=name,
                 inputs={"q": q, "k": k, "v": v, "cu_seqlens_q": cu_seqlens_q, "cu_seqlens_k": cu_seqlens_k},
                 options={"causal": causal, "scale": scale})
-    arrays, causal, _ = _check(case)  # shapes, heads (no GQA), cu_seqlens, causal, scale
+    arrays, causal, _ = _check(case)  # shapes, heads (no GQA), cu_seqlens
     if causal and causal_align == "bottom_right":
         len_q = np.diff(arrays["cu_seqlens_q"])
         len_k = np.diff(arrays["cu_seqlens_k"])

@@ -1,0 +1,23 @@
+"""Helpers shared by the Python tests: one copy each (they were copied across test files).
+Import them as `from helpers import ...` (pytest puts tests/ on sys.path: it has a conftest.py
+and no __init__.py)."""
+from typing import List, Mapping
+
+import pytest
+
+__all__ = ["needs_features", "failures"]
+
+
+def needs_features(runtime, kernel) -> None:
+    """Skip, saying why, when `runtime`'s adapter lacks a feature `kernel` requires."""
+    from wgattn import native
+
+    missing = [f for f in kernel.requires if native._FEATURE_NAMES.get(f, f) not in runtime.features]
+    if missing:
+        pytest.skip(f"{kernel.id} needs adapter features {missing}, which {runtime.name} lacks")
+
+
+def failures(rows: List[Mapping[str, object]]) -> List[str]:
+    """One line per failing output of wgattn.conformance's rows: error, allowance, naive error."""
+    return [f"{r['output']}: max abs err {r['max_abs_err']:.3e} > allowance {r['allowance']:.3e} "
+            f"(naive {r['naive_err']:.3e})" for r in rows if not r["pass"]]

@@ -1,0 +1,163 @@
+"""One validation path (issue 14): wgattn.reference's checkers are the only ones, so every entry
+point that takes the varlen options (the reference functions, each interface's case_from_reference
+and plan, the API) accepts and refuses the same values, with the reference's message word for word.
+
+Drifts this pins: reference.varlen_attention_fwd(causal=1) was accepted while the flash_fwd and
+varlen_fwd interfaces refused it; scale=1e-40 (a float32 subnormal, 0 on many GPUs) was refused by
+varlen_fwd and accepted by flash_fwd, sdpa_arena, the reference and the API."""
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from app import main
+from wgattn import reference, registry
+from wgattn.interfaces import Case, attn_probs, attn_probs_batched, flash_fwd, sdpa_arena, varlen_bwd
+from wgattn.interfaces import varlen_fwd
+
+_RS = np.random.RandomState(14)
+_CU = np.array([0, 3, 8], dtype=np.int32)  # equal lengths: varlen_fwd's top-left causal fits
+_Q = _RS.standard_normal((8, 2, 4)).astype(np.float32)
+_K = _RS.standard_normal((8, 2, 4)).astype(np.float32)
+_V = _RS.standard_normal((8, 2, 4)).astype(np.float32)
+_DOUT = _RS.standard_normal((8, 2, 4)).astype(np.float32)
+_OUT, _LSE = (a.astype(np.float32) for a in reference.varlen_attention_fwd(_Q, _K, _V, _CU, _CU))
+
+
+def _kernel(interface):
+    return registry.load().kernels_of(interface)[0]
+
+
+def _varlen_case(**options):
+    return Case("c", {"q": _Q, "k": _K, "v": _V, "cu_seqlens_q": _CU, "cu_seqlens_k": _CU}, options)
+
+
+def _bwd_case(**options):
+    inputs = dict(_varlen_case().inputs, out=_OUT, dout=_DOUT, lse=_LSE)
+    return Case("c", inputs, options)
+
+
+# Every entry point that takes all five varlen options.
+FULL = {
+    "reference.varlen_attention_fwd": lambda **o: reference.varlen_attention_fwd(_Q, _K, _V, _CU, _CU, **o),
+    "reference.varlen_attention_bwd": lambda **o: reference.varlen_attention_bwd(
+        _DOUT, _Q, _K, _V, _OUT, _LSE, _CU, _CU, **o),
+    "flash_fwd.case_from_reference": lambda **o: flash_fwd.case_from_reference(_Q, _K, _V, _CU, _CU, **o),
+    "flash_fwd.plan": lambda **o: flash_fwd.plan(_kernel("flash_fwd"), _varlen_case(**o)),
+    "flash_fwd.reference": lambda **o: flash_fwd.reference(_varlen_case(**o)),
+    "varlen_bwd.case_from_reference": lambda **o: varlen_bwd.case_from_reference(
+        _DOUT, _Q, _K, _V, _OUT, _LSE, _CU, _CU, **o),
+    "varlen_bwd.plan": lambda **o: varlen_bwd.plan(_kernel("varlen_bwd"), _bwd_case(**o)),
+    "varlen_fwd.case_from_reference": lambda **o: varlen_fwd.case_from_reference(_Q, _K, _V, _CU, _CU, **o),
+}
+# varlen_fwd's own case carries causal and scale only.
+CAUSAL_SCALE = dict(FULL, **{
+    "varlen_fwd.plan": lambda **o: varlen_fwd.plan(_kernel("varlen_fwd"), _varlen_case(**o)),
+    "varlen_fwd.reference": lambda **o: varlen_fwd.reference(_varlen_case(**o)),
+})
+
+BAD_CAUSAL_SCALE = {
+    "causal=1": {"causal": 1},
+    "causal=0": {"causal": 0},
+    "causal=np.int64(1)": {"causal": np.int64(1)},
+    "causal='yes'": {"causal": "yes"},
+    "causal=None": {"causal": None},
+    "scale=1e-40": {"scale": 1e-40},
+    "scale=-1e-40": {"scale": -1e-40},
+    "scale=f32-subnormal": {"scale": np.float32(1e-45)},
+    "scale=1e39": {"scale": 1e39},
+    "scale=0": {"scale": 0.0},
+    "scale=nan": {"scale": float("nan")},
+    "scale=-inf": {"scale": -float("inf")},
+    "scale=True": {"scale": True},
+    "scale='0.5'": {"scale": "0.5"},
+}
+BAD_OTHER = {
+    "window=(-2,0)": {"window": (-2, 0)},
+    "window=(1,)": {"window": (1,)},
+    "window=(1.5,2)": {"window": (1.5, 2)},
+    "window=7": {"window": 7},
+    "softcap=-1": {"softcap": -1.0},
+    "softcap=nan": {"softcap": float("nan")},
+    "softcap=True": {"softcap": True},
+    "causal_align='bottom-right'": {"causal_align": "bottom-right"},
+    "causal_align=None": {"causal_align": None},
+}
+
+
+def _message(fn, options):
+    with pytest.raises(ValueError) as info:
+        fn(**options)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("bad", list(BAD_CAUSAL_SCALE), ids=list(BAD_CAUSAL_SCALE))
+def test_causal_and_scale_one_rule_one_message(bad):
+    options = BAD_CAUSAL_SCALE[bad]
+    expected = _message(FULL["reference.varlen_attention_fwd"], options)
+    assert expected.split(" ")[0] in options  # the message names the argument
+    got = {name: _message(fn, options) for name, fn in CAUSAL_SCALE.items()}
+    assert got == {name: expected for name in CAUSAL_SCALE}
+
+
+@pytest.mark.parametrize("bad", list(BAD_OTHER), ids=list(BAD_OTHER))
+def test_window_softcap_align_one_rule_one_message(bad):
+    options = BAD_OTHER[bad]
+    expected = _message(FULL["reference.varlen_attention_fwd"], options)
+    assert expected.split(" ")[0] in options
+    got = {name: _message(fn, options) for name, fn in FULL.items()}
+    assert got == {name: expected for name in FULL}
+
+
+GOOD = [
+    {"causal": np.bool_(True), "scale": np.float32(-0.5)},
+    {"causal": False, "scale": float(np.finfo(np.float32).tiny)},  # the smallest normal float32
+    {"causal": True, "scale": -7.0},
+    {"causal": True, "scale": 3},  # an integer scale is a real number
+]
+
+
+@pytest.mark.parametrize("options", GOOD, ids=[str(i) for i in range(len(GOOD))])
+def test_good_options_accepted_everywhere(options):
+    for name, fn in CAUSAL_SCALE.items():
+        fn(**options)  # no ValueError anywhere
+
+
+def test_scale_rule_is_the_same_for_sdpa_and_probs():
+    q4 = _RS.standard_normal((1, 2, 3, 4)).astype(np.float32)
+    qp = _RS.standard_normal((2, 2, 4)).astype(np.float32)
+    kh = _RS.standard_normal((5, 1, 4)).astype(np.float32)
+    pos = np.array([3, 4])
+    for bad in (1e-40, 1e39, 0.0, True):
+        expected = _message(lambda **o: reference.check_scale(o["scale"], 4), {"scale": bad})
+        calls = {
+            "reference.sdpa": lambda **o: reference.sdpa(q4, q4, q4, **o),
+            "sdpa_arena.plan_arrays": lambda **o: sdpa_arena.plan_arrays(_kernel("sdpa_arena"), q4, q4, q4, **o),
+            "reference.attention_probs_batched": lambda **o: reference.attention_probs_batched(qp, kh, pos, **o),
+            "attn_probs_batched.case_from_reference": lambda **o: attn_probs_batched.case_from_reference(
+                qp, kh, pos, **o),
+            "reference.attention_probs": lambda **o: reference.attention_probs(qp[0], kh, pos=3, **o),
+            "attn_probs.case_from_reference": lambda **o: attn_probs.case_from_reference(qp[0], kh, pos=3, **o),
+        }
+        got = {name: _message(fn, {"scale": bad}) for name, fn in calls.items()}
+        assert got == {name: expected for name in calls}, bad
+
+
+def test_api_refuses_subnormal_scale_and_integer_causal():
+    client = TestClient(main)
+    r = client.post("/api/run", json={"kernel": "attn_probs_batched.fast",
+                                      "config": {"scale": 1e-40, "history": 8, "positions": 2,
+                                                 "heads": 2, "heads_kv": 1, "head_dim": 4}})
+    assert r.status_code == 422, r.text
+    assert "scale must be None or a finite nonzero real number with magnitude" in r.json()["detail"]
+    r = client.post("/api/run", json={"kernel": "flash_fwd.tiled", "config": {"causal": 1}})
+    assert r.status_code == 422, r.text
+    assert "causal must be" in r.json()["detail"]
+
+
+def test_scale_bounds_are_the_normal_float32_range():
+    tiny, big = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
+    for ok in (tiny, -tiny, big, -big):
+        assert reference.check_scale(ok, 4) == ok
+    for bad in (np.nextafter(tiny, 0.0), np.nextafter(big, np.inf)):
+        with pytest.raises(ValueError, match="scale must be None or a finite nonzero real number"):
+            reference.check_scale(float(bad), 4)
