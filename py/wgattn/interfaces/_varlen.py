@@ -91,3 +91,17 @@ def random_packed(rs: np.random.RandomState, seqs, hq: int, hkv: int, d: int, am
     k = (amp * rs.standard_normal((total_k, hkv, d))).astype(np.float32)
     v = rs.standard_normal((total_k, hkv, d)).astype(np.float32)
     return q, k, v, cu_q, cu_k
+
+
+# Softcap on small scores (|s / cap| < 0.05) with long MQA/GQA groups and more queries than keys:
+# a driver's tanh whose error is absolute near 0 (lavapipe: 1e-7, thousands of ulps) shifts every
+# score by cap * 1e-7, and dv sums that over the whole group (issue 11). The forward's and the
+# backward's grids both end with these (name, seqs, Hq, Hkv, D, options, amp).
+SOFTCAP_SPECS = [
+    ("softcap30-mqa6-d64-unequal", [(384, 96), (200, 333)], 6, 1, 64,
+     {"softcap": 30.0, "scale": 0.05}, 1.0),
+    ("softcap50-causal-br-mqa6-d64", [(384, 96), (200, 333)], 6, 1, 64,
+     {"softcap": 50.0, "causal": True, "scale": 0.02}, 1.0),
+    ("softcap30-window-tl-gqa4-d64", [(300, 40), (150, 250)], 8, 2, 64,
+     {"softcap": 30.0, "window": (64, 8), "causal_align": "top_left", "scale": 0.02}, 1.0),
+]
