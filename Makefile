@@ -4,7 +4,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export XDG_RUNTIME_DIR ?= /tmp/wgattn-xdg
 
-.PHONY: setup demo test test-fast
+.PHONY: setup demo test test-fast lint
 setup:
 	@bash scripts/setup.sh
 
@@ -12,8 +12,12 @@ demo: setup
 	@echo "wgattn demo: open http://$(HOST):$(PORT)/ in a browser with WebGPU"
 	.venv/bin/uvicorn app:main --host $(HOST) --port $(PORT)
 
-test: setup
+test: setup lint
 	$(PY) -m pytest
+
+# The lint gate (ruff; its rules are in pyproject.toml). make test runs it first.
+lint: setup
+	.venv/bin/ruff check py app tests e2e bench
 
 # Python tests only, no browser.
 test-fast: setup

@@ -53,7 +53,7 @@ def run(request: RunRequest):
     try:
         kernel = registry.load().kernel(request.kernel)
     except ValueError as exc:
-        raise HTTPException(status_code=404, detail=str(exc))
+        raise HTTPException(status_code=404, detail=str(exc)) from None
     try:
         tensors = None
         if request.inputs is not None:
@@ -61,14 +61,14 @@ def run(request: RunRequest):
         run_ = live.build(kernel.id, request.config, tensors)
         plan = run_.plan()
     except ValueError as exc:
-        raise HTTPException(status_code=422, detail=str(exc))
+        raise HTTPException(status_code=422, detail=str(exc)) from None
     info = native_service.adapter_info()
     if "error" in info:
         raise HTTPException(status_code=503, detail=info["error"])
     try:
         result = native_service.run_locked(lambda rt: rt.run(plan))
     except ValueError as exc:  # does not fit this adapter, or does not compile
-        raise HTTPException(status_code=422, detail=str(exc))
+        raise HTTPException(status_code=422, detail=str(exc)) from None
     return {
         "kernel": kernel.id,
         "config": run_.config.to_dict(),

@@ -62,7 +62,7 @@ def serve(log_path: Path, env=None):
             except OSError:
                 if proc.poll() is not None or time.time() > deadline:
                     proc.kill()
-                    raise RuntimeError(f"server did not start; see {log.name}")
+                    raise RuntimeError(f"server did not start; see {log.name}") from None
                 time.sleep(0.2)
         try:
             yield url

@@ -8,9 +8,9 @@ import json
 import os
 
 import pytest
+from png import colours
 
 from conftest import ROOT, wait_for_status
-from png import colours
 from wgattn import pictures, registry
 from wgattn.interfaces import flash_fwd, module
 
@@ -81,7 +81,8 @@ def test_every_kernel_live_in_the_browser(live):
         lacking = [f for f in kernel.requires if f not in features]
         browser = r["runtimes"]["browser"]
         got = {(p["a"], p["b"], p["output"]) for p in r["pairs"]}
-        want_runtimes = [("pyodide", "native")] if lacking else [("browser", "pyodide"), ("browser", "native"), ("pyodide", "native")]
+        want_runtimes = ([("pyodide", "native")] if lacking
+                         else [("browser", "pyodide"), ("browser", "native"), ("pyodide", "native")])
         assert got == {(a, b, o) for a, b in want_runtimes for o in outputs[kernel.interface.name]}, r["kernel"]
         assert all(p["pass"] for p in r["pairs"]), (r["kernel"], r["pairs"])
         assert r["pass"] is True, r

@@ -19,7 +19,6 @@ import sys
 from collections import Counter
 
 import numpy as np
-import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -29,8 +28,8 @@ from pydantic import BaseModel
 from app import main
 from wgattn import registry, tolerance, wire
 from wgattn.cases import SdpaCase
-from wgattn.reference import LAYOUTS
 from wgattn.interfaces.sdpa_arena import MASK_KINDS
+from wgattn.reference import LAYOUTS
 
 client = TestClient(main)
 SPEC = main.openapi()

@@ -4,8 +4,8 @@ benchmark figure, never asserted here."""
 from __future__ import annotations
 
 import json
-import re
 import math
+import re
 
 import pytest
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import re
 
 import pytest
+from helpers import needs_features
 
 from wgattn import conformance, registry
 from wgattn.interfaces import flash_fwd, module
 from wgattn.wgsl import preprocess
-from helpers import needs_features
 
 REG = registry.load()
 TILED = [k for k in REG.kernels.values() if k.tiles]

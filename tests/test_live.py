@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from helpers import needs_features
 
 from app import main
 from wgattn import live, page, pictures, registry
 from wgattn.interfaces import module
-from helpers import needs_features
 
 client = TestClient(main)
 REG = registry.load()

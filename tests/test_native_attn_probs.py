@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from wgattn import conformance, registry
-from wgattn.interfaces import Case
-from wgattn.interfaces import attn_probs
+from wgattn.interfaces import Case, attn_probs
 
 KERNEL = registry.load().kernel("attn_probs.seed")
 CASES = attn_probs.conformance_cases()

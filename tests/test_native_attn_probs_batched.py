@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import failures, needs_features
 
 from wgattn import conformance, reference, registry
 from wgattn.interfaces import Case
 from wgattn.interfaces import attn_probs_batched as apb
-from helpers import failures, needs_features
 
 REG = registry.load()
 KERNELS = REG.kernels_of("attn_probs_batched")

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import failures, needs_features
 
 from wgattn import conformance, native, reference, registry
 from wgattn.interfaces import flash_fwd
-from helpers import failures, needs_features
 
 REG = registry.load()
 KERNELS = REG.kernels_of("flash_fwd")

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import failures
 
 from wgattn import conformance, registry
 from wgattn.interfaces import varlen_bwd
-from helpers import failures
 
 REG = registry.load()
 KERNELS = REG.kernels_of("varlen_bwd")

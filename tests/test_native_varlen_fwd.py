@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 
 from wgattn import conformance, registry
-from wgattn.interfaces import Case
-from wgattn.interfaces import varlen_fwd
+from wgattn.interfaces import Case, varlen_fwd
 
 KERNEL = registry.load().kernel("varlen_fwd.seed")
 CASES = varlen_fwd.conformance_cases()

@@ -11,8 +11,7 @@ from fastapi.testclient import TestClient
 
 from app import main
 from wgattn import reference, registry
-from wgattn.interfaces import Case, attn_probs, attn_probs_batched, flash_fwd, sdpa_arena, varlen_bwd
-from wgattn.interfaces import varlen_fwd
+from wgattn.interfaces import Case, attn_probs, attn_probs_batched, flash_fwd, sdpa_arena, varlen_bwd, varlen_fwd
 
 _RS = np.random.RandomState(14)
 _CU = np.array([0, 3, 8], dtype=np.int32)  # equal lengths: varlen_fwd's top-left causal fits

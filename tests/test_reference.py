@@ -18,7 +18,6 @@ import pytest
 
 from wgattn import reference as ref
 
-
 # ---------------------------------------------------------------------------
 # plain-Python oracles
 # ---------------------------------------------------------------------------
@@ -76,8 +75,8 @@ def brute_varlen_fwd(q, k, v, cu_q, cu_k, causal=False, scale=None, window=(-1, 
                     if softcap > 0:
                         s = softcap * math.tanh(s / softcap)
                     scores.append((j, s))
-                probs, l = softmax_rows(scores)
-                lse[t][h] = l
+                probs, row_lse = softmax_rows(scores)
+                lse[t][h] = row_lse
                 for e in range(d):
                     out[t][h][e] = math.fsum(p * vl[cu_k[b] + j][g][e] for j, p in probs)
     return np.array(out, dtype=np.float64).reshape(q.shape), np.array(lse).reshape(total_q, hq)

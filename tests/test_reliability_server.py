@@ -46,7 +46,7 @@ def start_server(log_dir: Path, env=None, name="reliability"):
         except OSError:
             if proc.poll() is not None or time.time() > deadline:
                 proc.kill()
-                raise RuntimeError(f"server did not start; see {log.name}")
+                raise RuntimeError(f"server did not start; see {log.name}") from None
             time.sleep(0.2)
 
 

@@ -50,7 +50,11 @@ printf "$fmt"
 APT_GET = r"""#!/bin/bash
 echo "apt-get $*" >> "$FAKE/apt.log"
 if [ "$1" = update ] || [ "$2" = update ]; then
-  [ -n "$FAKE_NO_NETWORK" ] && { echo "W: Failed to fetch http://deb.debian.org/debian/dists/bookworm/InRelease  Temporary failure resolving 'deb.debian.org'" >&2; exit 100; }
+  if [ -n "$FAKE_NO_NETWORK" ]; then
+    echo "W: Failed to fetch http://deb.debian.org/debian/dists/bookworm/InRelease" \
+         " Temporary failure resolving 'deb.debian.org'" >&2
+    exit 100
+  fi
   touch "$FAKE/updated"; exit 0
 fi
 backports=0; pkgs=()
@@ -65,7 +69,10 @@ for p in "${pkgs[@]}"; do
   # A fresh image has empty package lists until apt-get update.
   [ -f "$FAKE/updated" ] || { echo "E: Unable to locate package $p" >&2; exit 100; }
   if [ $p = mesa-vulkan-drivers ] && [ $backports = 1 ]; then
-    grep -rqs bookworm-backports "$WGATTN_SYSROOT/etc/apt/" || { echo "E: The value 'bookworm-backports' is invalid for APT::Default-Release" >&2; exit 100; }
+    if ! grep -rqs bookworm-backports "$WGATTN_SYSROOT/etc/apt/"; then
+      echo "E: The value 'bookworm-backports' is invalid for APT::Default-Release" >&2
+      exit 100
+    fi
     ver=25.0.7-2~bpo12+1
   elif [ $p = mesa-vulkan-drivers ]; then ver=22.3.6-1+deb12u1
   else ver=1.0-fake; fi
@@ -92,7 +99,11 @@ PYTHON3 = r"""#!/bin/bash
 has_venv() { grep -q "^python3-venv installed" "$FAKE/installed"; }
 if [ "$1" = -c ] && [[ "$2" == *ensurepip* ]]; then has_venv; exit $?; fi
 if [ "$1" = -m ] && [ "$2" = venv ]; then
-  has_venv || { echo "The virtual environment was not successfully created because ensurepip is not available.  On Debian/Ubuntu systems, you need to install the python3-venv package" >&2; exit 1; }
+  if ! has_venv; then
+    echo "The virtual environment was not successfully created because ensurepip is not" \
+         "available. On Debian/Ubuntu systems, you need to install the python3-venv package" >&2
+    exit 1
+  fi
   mkdir -p "$3/bin" && cp "$FAKE/venv-python" "$3/bin/python" && chmod +x "$3/bin/python"
   echo "venv $3" >> "$FAKE/pip.log"; exit 0
 fi

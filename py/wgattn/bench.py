@@ -15,7 +15,6 @@ right magnitude (timing does not depend on their values; correctness is the harn
 """
 from __future__ import annotations
 
-import math
 import statistics
 import time
 from dataclasses import asdict, dataclass

@@ -30,8 +30,8 @@ __all__ = ["localise", "CLASSES"]
 CLASSES = ("mask edge", "summation order", "built-in precision", "localised")
 WORST = 5  # elements listed
 MAP_BLOCKS = 8  # row blocks per head in the error map
-KEY_OUTPUTS = ("dk", "dv")
-GROSS = 1e-3  # an error above this fraction of the output's scale is no float32 rounding  # indexed by key tokens; every other packed output by query tokens
+KEY_OUTPUTS = ("dk", "dv")  # indexed by key tokens; every other packed output by query tokens
+GROSS = 1e-3  # an error above this fraction of the output's scale is no float32 rounding
 
 
 def _abs_err(got: np.ndarray, ref: np.ndarray) -> np.ndarray:

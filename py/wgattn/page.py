@@ -244,7 +244,6 @@ def grid_judge(run: int, error: str = "") -> str:
 
     state = _RUNS.pop(run)
     case, kernel = state["case"], state["kernel"]
-    mod = _JOBS[state["job"]]["module"]
     if error:
         rows = [{"case": case.name, "output": "-", "max_abs_err": float("inf"), "allowance": 0.0,
                  "pass": False, "error": error}]

@@ -9,9 +9,8 @@ from __future__ import annotations
 import ast
 import json
 import numbers
-import re
-
 import os
+import re
 import struct
 from dataclasses import dataclass, field, replace
 from pathlib import Path

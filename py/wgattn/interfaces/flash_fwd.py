@@ -22,9 +22,9 @@ from ..errors import InterfaceMismatch
 from ..plan import Buffer, Output, Plan
 from ..registry import Kernel
 from . import Case
-from .sdpa_arena import near_tie_big_scores
 from ._varlen import DEFAULT_OPTIONS, SOFTCAP_SPECS, clip_window, qkv, random_packed
 from ._varlen import options as check_options
+from .sdpa_arena import near_tie_big_scores
 
 __all__ = ["OUTPUTS", "INPUTS", "plan", "reference", "case_from_reference", "dense_case",
            "conformance_cases"]
