@@ -6,6 +6,8 @@
 // follows the jobs; Cancel stops at the next submission. Records of `wgattn bench --json` dropped
 // on the chart (checked by wgattn.page.bench_import) are charted beside the browser's.
 
+import { planBytes } from "./webgpu.js";
+
 const $ = (id) => document.getElementById(id);
 const SVG = "http://www.w3.org/2000/svg";
 const COLORS = ["#0969da", "#cf222e", "#1a7f37", "#8250df", "#bc4c00", "#1b7c83", "#6e7781", "#bf3989"];
@@ -71,12 +73,7 @@ async function timeJob(ctx, start, job) {
       }
       let out;
       try {
-        out = await ctx.executor.time(prep.plan, (name) => {
-          const proxy = page.plan_bytes(prep.run, name);
-          const bytes = proxy.toJs();
-          proxy.destroy();
-          return bytes;
-        }, { runs: start.runs, warmup: start.warmup, timer, stop: () => benchState.cancel });
+        out = await ctx.executor.time(prep.plan, planBytes(page, prep.run), { runs: start.runs, warmup: start.warmup, timer, stop: () => benchState.cancel });
       } finally {
         page.bench_release(prep.run);
       }

@@ -5,7 +5,7 @@
 // cancelled, precision} (rows of a failing output carry `where`: wgattn.localise). A progress
 // bar follows the cases; Cancel stops after the case that is running.
 
-import { CompileError } from "./webgpu.js";
+import { CompileError, runPrepared } from "./webgpu.js";
 
 const $ = (id) => document.getElementById(id);
 const grid = { cancel: false };
@@ -89,13 +89,7 @@ export async function runGrid(ctx, iface, source) {
     let error = "";
     let compileError = false;
     try {
-      const out = await ctx.executor.run(prepared.plan, (name) => {
-        const proxy = page.plan_bytes(prepared.run, name);
-        const bytes = proxy.toJs();
-        proxy.destroy();
-        return bytes;
-      });
-      for (const [name, bytes] of Object.entries(out.raw)) page.add_buffer(prepared.run, name, bytes);
+      await runPrepared(ctx.executor, page, prepared);
     } catch (e) {
       error = String(e.message || e);
       compileError = e instanceof CompileError;

@@ -3,7 +3,7 @@
 // the conformance grid and the benchmark. Python (wgattn.page under Pyodide) builds every plan and
 // makes every judgement; this module moves bytes and draws.
 // Tests read window.wgattn.results and document.body.dataset.status ("done" or "error").
-import { Executor, openDevice } from "./webgpu.js";
+import { Executor, openDevice, runPrepared } from "./webgpu.js";
 import { loadPython } from "./python.js";
 import { setupConformance } from "./conformance.js";
 import { benchState, setupBench } from "./bench.js";
@@ -239,13 +239,7 @@ async function runBrowser(prepared) {
   const why = ctx.executor.check(prepared.plan);
   if (why) return { skipped: why };
   try {
-    const out = await ctx.executor.run(prepared.plan, (name) => {
-      const proxy = page.plan_bytes(prepared.run, name);
-      const bytes = proxy.toJs();
-      proxy.destroy();
-      return bytes;
-    });
-    for (const [name, bytes] of Object.entries(out.raw)) page.add_buffer(prepared.run, name, bytes);
+    const out = await runPrepared(ctx.executor, page, prepared);
     return { timings: out.timings };
   } catch (e) {
     return { error: String(e.message || e) };

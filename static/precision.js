@@ -4,6 +4,8 @@
 // only executes and draws. Publishes window.wgattn.precision = {browser, native, error?}; the
 // section's data-status becomes "done" or "error".
 
+import { runPrepared } from "./webgpu.js";
+
 const $ = (id) => document.getElementById(id);
 
 function section() {
@@ -58,13 +60,7 @@ export async function runProbe(ctx) {
     if (ctx.executor) {
       const page = ctx.page;
       const prepared = JSON.parse(page.probe_prepare());
-      const out = await ctx.executor.run(prepared.plan, (name) => {
-        const proxy = page.plan_bytes(prepared.run, name);
-        const bytes = proxy.toJs();
-        proxy.destroy();
-        return bytes;
-      });
-      for (const [name, bytes] of Object.entries(out.raw)) page.add_buffer(prepared.run, name, bytes);
+      await runPrepared(ctx.executor, page, prepared);
       state.browser = JSON.parse(page.probe_judge(prepared.run, JSON.stringify(ctx.gpu.info)));
     } else {
       notes.push("browser: skipped (no WebGPU here)");

@@ -243,3 +243,22 @@ export class Executor {
     return { timer: gpu ? "gpu" : "wall", samples };
   }
 }
+
+/** The initial bytes of run `run`'s buffers, from the Python that built the plan
+ * (wgattn.page.plan_bytes): Pyodide's bytes arrive as a proxy, copied out and freed. */
+export function planBytes(page, run) {
+  return (name) => {
+    const proxy = page.plan_bytes(run, name);
+    const bytes = proxy.toJs();
+    proxy.destroy();
+    return bytes;
+  };
+}
+
+/** Run a plan the page's Python prepared ({run, plan}) and hand every buffer read back to that
+ * Python (wgattn.page.add_buffer), which judges them. Returns the executor's {raw, timings}. */
+export async function runPrepared(executor, page, prepared) {
+  const out = await executor.run(prepared.plan, planBytes(page, prepared.run));
+  for (const [name, bytes] of Object.entries(out.raw)) page.add_buffer(prepared.run, name, bytes);
+  return out;
+}
