@@ -26,7 +26,9 @@ def _mesa22_icd() -> Path:
     if not shutil.which("apt-get") or not shutil.which("dpkg"):
         pytest.skip("needs Debian's apt-get and dpkg to fetch Mesa 22's lavapipe")
     icd = CACHE / "lvp_icd.json"
-    if icd.exists():
+    # A cached ICD whose library moved (a copy of .cache from another checkout) would let the
+    # loader fall back to another driver silently: use it only while its library is there.
+    if icd.exists() and Path(json.loads(icd.read_text())["ICD"]["library_path"]).is_file():
         return icd
     madison = subprocess.run(["apt-cache", "madison", "mesa-vulkan-drivers"], capture_output=True, text=True)
     versions = [line.split("|")[1].strip() for line in madison.stdout.splitlines() if "|" in line]
@@ -40,6 +42,7 @@ def _mesa22_icd() -> Path:
     if got.returncode != 0 or not debs:
         pytest.skip(f"could not download Mesa {old[0]}: {got.stderr.strip()[-200:]}")
     root = CACHE / "root"
+    shutil.rmtree(root, ignore_errors=True)
     subprocess.run(["dpkg", "-x", str(debs[0]), str(root)], check=True)
     lib = next(root.rglob("libvulkan_lvp.so"))
     icd.write_text(json.dumps({"file_format_version": "1.0.0",
