@@ -18,6 +18,7 @@ test: setup lint
 # The lint gate (ruff; its rules are in pyproject.toml). make test runs it first.
 lint: setup
 	.venv/bin/ruff check py app tests e2e bench
+	.venv/bin/ruff format --check py app tests e2e bench
 
 # Python tests only, no browser.
 test-fast: setup

@@ -1,4 +1,5 @@
 """The JSON API: list kernels, describe the native adapter, run a kernel natively."""
+
 from fastapi import APIRouter, HTTPException
 
 from wgattn import live, registry, wire
@@ -22,8 +23,13 @@ def kernels():
             for name, i in reg.interfaces.items()
         },
         "kernels": [
-            {"id": k.id, "interface": k.interface.name, "summary": k.summary, "requires": list(k.requires),
-             "precision": k.precision}
+            {
+                "id": k.id,
+                "interface": k.interface.name,
+                "summary": k.summary,
+                "requires": list(k.requires),
+                "precision": k.precision,
+            }
             for k in reg.kernels.values()
         ],
         # the live configuration's fields per interface (POST /api/run's config)

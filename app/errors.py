@@ -6,6 +6,7 @@ type}, ...]}`. Bodies never echo the client's input back (a NaN or a 50 MB array
 must not become a 500 or a 50 MB answer), and never carry a stack trace or a file path: an
 unexpected exception is logged here and answered with a plain 500.
 """
+
 import logging
 from typing import List, Union
 
@@ -35,7 +36,8 @@ class ErrorBody(BaseModel):
     """What every 4xx and 5xx of the API carries."""
 
     detail: Union[str, List[ValidationErrorItem]] = Field(
-        description="what is wrong, in words; a list of items when the body failed validation")
+        description="what is wrong, in words; a list of items when the body failed validation"
+    )
 
 
 def _doc(description: str) -> dict:
@@ -49,8 +51,7 @@ RESPONSES = {
     413: _doc(f"the body is over the limit ({limits.MAX_BODY_BYTES} bytes), refused before parsing"),
     415: _doc("the body is not application/json"),
     422: _doc("the body is not valid JSON, or fails validation (a list of items) or the kernel's checks"),
-    503: _doc("no usable native adapter, the run queue is full, or the device failed "
-              "(Retry-After says when to retry)"),
+    503: _doc("no usable native adapter, the run queue is full, or the device failed (Retry-After says when to retry)"),
     504: _doc(f"the run took longer than the per-request limit ({limits.RUN_TIMEOUT_S:g} s)"),
 }
 
@@ -62,8 +63,13 @@ def _items(exc: RequestValidationError) -> list:
         error = (e.get("ctx") or {}).get("error")
         if e.get("type") == "json_invalid" and error:
             msg = f"{msg}: {error}"
-        items.append({"loc": [x if isinstance(x, (str, int)) else str(x) for x in e.get("loc", ())],
-                      "msg": msg, "type": str(e.get("type", ""))})
+        items.append(
+            {
+                "loc": [x if isinstance(x, (str, int)) else str(x) for x in e.get("loc", ())],
+                "msg": msg,
+                "type": str(e.get("type", "")),
+            }
+        )
     return items
 
 
@@ -105,5 +111,8 @@ def install(app: FastAPI) -> None:
     async def internal_error(request: Request, exc: Exception):
         log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
         # Sent by Starlette's outermost middleware, past SecurityHeaders: add them here.
-        return JSONResponse({"detail": "internal server error (logged on the server)"}, status_code=500,
-                            headers=security.headers_for(request.url.path))
+        return JSONResponse(
+            {"detail": "internal server error (logged on the server)"},
+            status_code=500,
+            headers=security.headers_for(request.url.path),
+        )

@@ -9,6 +9,7 @@ route reads its request). Compared with FastAPI's own reading it:
   deeper than the parser's recursion and integers past Python's digit limit as invalid JSON
   (422, type json_invalid, saying which), where they used to become 500 or an unexplained 400.
 """
+
 import email.message
 import json
 
@@ -36,7 +37,8 @@ def parse(body: bytes):
         raise HTTPException(
             status_code=413,
             detail=f"the body holds over {limits.MAX_JSON_VALUES} JSON values (arrays, objects, items); "
-                   "send tensors as base64 (wgattn.wire)")
+            "send tensors as base64 (wgattn.wire)",
+        )
     try:
         return json.loads(body, parse_constant=_constant)
     except json.JSONDecodeError:
@@ -71,8 +73,7 @@ class JSONBodyRoute(APIRoute):
         async def route_handler(request: Request):
             request = _JSONBodyRequest(request.scope, request.receive)
             if has_body and await request.body() and not _is_json(request.headers.get("content-type")):
-                raise HTTPException(
-                    status_code=415, detail="the body must be JSON sent with content-type application/json")
+                raise HTTPException(status_code=415, detail="the body must be JSON sent with content-type application/json")
             return await handler(request)
 
         return route_handler

@@ -13,6 +13,7 @@
 - WGATTN_RUN_TIMEOUT_S: a run (not its wait in the queue) that takes longer is abandoned and
   the client gets 504; the runtime is replaced so that the next run does not wait behind it.
 """
+
 import math
 import os
 
@@ -22,8 +23,7 @@ from starlette.responses import JSONResponse
 
 from wgattn.cases import MAX_ELEMENTS
 
-__all__ = ["MAX_BODY_BYTES", "MAX_JSON_VALUES", "RUN_QUEUE", "RUN_TIMEOUT_S", "RETRY_AFTER_S", "THREADS",
-           "BodyLimit"]
+__all__ = ["MAX_BODY_BYTES", "MAX_JSON_VALUES", "RUN_QUEUE", "RUN_TIMEOUT_S", "RETRY_AFTER_S", "THREADS", "BodyLimit"]
 
 
 def _env(name: str, default, kind=int, minimum=1):

@@ -13,6 +13,7 @@ runtime and runs the jobs in turn. Around it:
 - "no adapter" (AdapterError, or any error while creating the runtime) is remembered for
   `ADAPTER_RETRY_S` and then probed again.
 """
+
 import concurrent.futures
 import threading
 import time
@@ -37,12 +38,12 @@ class DeviceFault(Exception):
     """The device failed during (or was reset before) this run; retrying is safe."""
 
 
-_state = threading.Lock()   # guards everything below
-_admitted = 0               # jobs running or waiting
-_generation = 0             # bumped when the worker is abandoned: its jobs are no longer ours
+_state = threading.Lock()  # guards everything below
+_admitted = 0  # jobs running or waiting
+_generation = 0  # bumped when the worker is abandoned: its jobs are no longer ours
 _executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
-_runtime = None             # created in the worker on first use; None after a fault
-_fresh = False              # after a fault, build a new runtime rather than reuse native.runtime()
+_runtime = None  # created in the worker on first use; None after a fault
+_fresh = False  # after a fault, build a new runtime rather than reuse native.runtime()
 _error: Optional[str] = None
 _error_at = 0.0
 
@@ -110,8 +111,9 @@ def _job(fn, generation: int, started: threading.Event):
         raise
     except Exception as exc:  # a lost device, a driver fault: nothing the caller did
         _discard(generation, abandon=False)
-        raise DeviceFault(f"the native device failed during the run ({type(exc).__name__}); "
-                          "the runtime has been recreated: retry") from exc
+        raise DeviceFault(
+            f"the native device failed during the run ({type(exc).__name__}); the runtime has been recreated: retry"
+        ) from exc
 
 
 def run_locked(fn, timeout: Optional[float] = None):
@@ -139,8 +141,10 @@ def run_locked(fn, timeout: Optional[float] = None):
             return future.result(timeout if queued else 0)
         except concurrent.futures.TimeoutError:
             _discard(generation, abandon=True)
-            raise RunTimeout(f"the run took longer than the server's limit of {timeout:g} s per request "
-                             "and was abandoned; use a smaller configuration") from None
+            raise RunTimeout(
+                f"the run took longer than the server's limit of {timeout:g} s per request "
+                "and was abandoned; use a smaller configuration"
+            ) from None
         except concurrent.futures.CancelledError:
             raise DeviceFault("the native runner was reset while this run waited; retry") from None
     finally:

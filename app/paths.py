@@ -1,4 +1,5 @@
 """Where the server finds what it serves, resolved from this file (not the working directory)."""
+
 import os
 from pathlib import Path
 

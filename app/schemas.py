@@ -1,4 +1,5 @@
 """Request and response bodies of the JSON API (pydantic validates; errors become 422 JSON)."""
+
 from typing import Any, Dict, List, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -8,8 +9,8 @@ from wgattn import live, wire
 _CONFIG_DOC = (
     "The seeded configuration, by the kernel's interface (wgattn.live; unknown fields and fields "
     "the interface has no knob for are a 422): "
-    + "; ".join(f"{name}: " + ", ".join(f"{f['name']}={f['default']!r}" for f in rows)
-                for name, rows in live.schema().items()))
+    + "; ".join(f"{name}: " + ", ".join(f"{f['name']}={f['default']!r}" for f in rows) for name, rows in live.schema().items())
+)
 
 
 class Tensor(BaseModel):
@@ -31,8 +32,10 @@ class RunRequest(BaseModel):
     kernel: str = Field("sdpa_arena.seed", max_length=200, description="a registered kernel id (GET /api/kernels)")
     config: Dict[str, Any] = Field(default_factory=dict, description=_CONFIG_DOC)
     inputs: Optional[Dict[str, Tensor]] = Field(
-        None, description="the float tensors the configuration draws, in its shapes (sdpa_arena: q, k, v "
-                          "and mask for padding; varlen: q, k, v, dout; probs: q, k_hist); default: seeded")
+        None,
+        description="the float tensors the configuration draws, in its shapes (sdpa_arena: q, k, v "
+        "and mask for padding; varlen: q, k, v, dout; probs: q, k_hist); default: seeded",
+    )
 
 
 class RunResponse(BaseModel):

@@ -10,36 +10,41 @@ files) and data all come from this server, so the Content-Security-Policy allows
 FastAPI's own API pages (/docs, /redoc) are the exception: they are made of Swagger UI and ReDoc
 from a CDN and an inline script, so they get a policy naming those and nothing else.
 """
+
 from starlette.datastructures import MutableHeaders
 
 __all__ = ["PAGE_CSP", "DOCS_CSP", "headers_for", "SecurityHeaders"]
 
-PAGE_CSP = "; ".join([
-    "default-src 'self'",
-    "script-src 'self' 'wasm-unsafe-eval' 'unsafe-eval'",
-    "style-src 'self'",
-    "img-src 'self' data:",
-    "connect-src 'self'",
-    "worker-src 'self'",
-    "object-src 'none'",
-    "base-uri 'none'",
-    "form-action 'self'",
-    "frame-ancestors 'none'",
-])
+PAGE_CSP = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self' 'wasm-unsafe-eval' 'unsafe-eval'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "connect-src 'self'",
+        "worker-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ]
+)
 
 _CDN = "https://cdn.jsdelivr.net"
-DOCS_CSP = "; ".join([
-    "default-src 'self'",
-    f"script-src 'self' 'unsafe-inline' {_CDN}",
-    f"style-src 'self' 'unsafe-inline' {_CDN} https://fonts.googleapis.com",
-    "font-src 'self' https://fonts.gstatic.com",
-    "img-src 'self' data: https://fastapi.tiangolo.com https://cdn.redoc.ly",
-    "worker-src 'self' blob:",
-    "connect-src 'self'",
-    "object-src 'none'",
-    "base-uri 'none'",
-    "frame-ancestors 'none'",
-])
+DOCS_CSP = "; ".join(
+    [
+        "default-src 'self'",
+        f"script-src 'self' 'unsafe-inline' {_CDN}",
+        f"style-src 'self' 'unsafe-inline' {_CDN} https://fonts.googleapis.com",
+        "font-src 'self' https://fonts.gstatic.com",
+        "img-src 'self' data: https://fastapi.tiangolo.com https://cdn.redoc.ly",
+        "worker-src 'self' blob:",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "frame-ancestors 'none'",
+    ]
+)
 DOCS_PATHS = ("/docs", "/docs/oauth2-redirect", "/redoc")
 
 _COMMON = {

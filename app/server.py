@@ -1,6 +1,7 @@
 """The FastAPI application: the page, its static files, the WGSL files as they are, Pyodide, the
 wgattn wheel the page installs with micropip, and the JSON API; with the limits, error handlers and
 security headers of docs/reliability.md."""
+
 from contextlib import asynccontextmanager
 
 import anyio.to_thread
@@ -68,7 +69,8 @@ def create_app() -> FastAPI:
         if path is None:
             return JSONResponse(
                 {"detail": f"no wgattn wheel in {_relative(WHEELS)}: run `make setup` (scripts/build_wheel.sh builds it)"},
-                status_code=503)
+                status_code=503,
+            )
         return JSONResponse({"url": f"/py/{path.name}", "name": path.name}, headers=_NO_CACHE)
 
     @app.get("/py/{name}.whl", include_in_schema=False)
@@ -87,10 +89,13 @@ def create_app() -> FastAPI:
     if PYODIDE.is_dir():
         app.mount("/pyodide", StaticFiles(directory=PYODIDE), name="pyodide")
     else:
+
         @app.get("/pyodide/{path:path}", include_in_schema=False)
         def no_pyodide(path: str):
             return JSONResponse(
                 # The repo-relative folder: error bodies carry no absolute paths.
                 {"detail": f"Pyodide {PYODIDE.name} is not installed in {_relative(PYODIDE)}: run `make setup`"},
-                status_code=503)
+                status_code=503,
+            )
+
     return app

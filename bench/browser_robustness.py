@@ -7,6 +7,7 @@ A measurement only: the page never asks for it, and no user browser runs that wa
 Starts the server on 127.0.0.1, drives Debian's /usr/bin/chromium (SwiftShader WebGPU here) with
 Playwright, and prints one line per record: impl, shape, median ms with and without robustness.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,7 @@ def _records(url: str, extra_args) -> list:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS + extra_args)
         page = browser.new_page()
         page.goto(url)
-        page.wait_for_function("['done', 'error'].includes(document.getElementById('bench').dataset.status)",
-                               timeout=590_000)
+        page.wait_for_function("['done', 'error'].includes(document.getElementById('bench').dataset.status)", timeout=590_000)
         out = page.evaluate("window.wgattn.bench && window.wgattn.bench.records")
         browser.close()
     return out or []
@@ -53,9 +53,13 @@ def main() -> None:
     b, h, d = args.shape.split(",")
     port = _port()
     env = dict(os.environ, PYTHONPATH=str(ROOT / "py"))
-    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "app:main", "--host", "127.0.0.1",
-                               "--port", str(port)], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "app:main", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         for _ in range(100):
@@ -64,8 +68,10 @@ def main() -> None:
                 break
             except OSError:
                 time.sleep(0.1)
-        url = (f"{base}/?heads=1&seq_q=8&seq_k=8&head_dim=4&bench=fwd&bench_B={b}&bench_H={h}&bench_D={d}"
-               f"&bench_seq_lens={args.seq_lens}&bench_causal=1&bench_runs=10&bench_impls={args.impls}")
+        url = (
+            f"{base}/?heads=1&seq_q=8&seq_k=8&head_dim=4&bench=fwd&bench_B={b}&bench_H={h}&bench_D={d}"
+            f"&bench_seq_lens={args.seq_lens}&bench_causal=1&bench_runs=10&bench_impls={args.impls}"
+        )
         checked = _records(url, [])
         unchecked = _records(url, ["--enable-dawn-features=disable_robustness"])
     finally:
@@ -77,8 +83,10 @@ def main() -> None:
     for r in checked:
         u = other.get(key(r))
         if u:
-            print(f"{r['impl']:24s} {','.join(map(str, r['shape'])):16s} {r['median_ms']:10.2f} "
-                  f"{u['median_ms']:17.2f} {r['median_ms'] / u['median_ms']:6.2f}")
+            print(
+                f"{r['impl']:24s} {','.join(map(str, r['shape'])):16s} {r['median_ms']:10.2f} "
+                f"{u['median_ms']:17.2f} {r['median_ms'] / u['median_ms']:6.2f}"
+            )
     print(json.dumps({"adapter": checked[0]["adapter"] if checked else None}))
 
 

@@ -6,6 +6,7 @@ With no tiles given, every candidate registered in the manifest. Prints median G
 per tile (FlashAttention's FLOP count); a tile that does not fit the adapter says why. This is how
 the registry's candidate order was chosen (docs/performance.md).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,7 @@ def main() -> None:
     rt = native.runtime()
     kernel = registry.load().kernel(args.kernel)
     shape = bench.parse_shape(args.shape)
-    tiles = ([{k: int(v) for k, v in (p.split("=") for p in t.split(","))} for t in args.tiles]
-             or [dict(t) for t in kernel.tiles])
+    tiles = [{k: int(v) for k, v in (p.split("=") for p in t.split(","))} for t in args.tiles] or [dict(t) for t in kernel.tiles]
     (case,) = bench._cases(args.kernel, args.op, shape, args.causal, 0)
     flop = bench.flops(args.op, shape, args.causal)
     print(f"{args.kernel} {shape}{' causal' if args.causal else ''} on {rt.name}, trusted={rt.trusted}")

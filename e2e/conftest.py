@@ -1,5 +1,6 @@
 """End-to-end fixtures: the real server (uvicorn on 127.0.0.1) and Debian's headless Chromium
 driven by Playwright (pytest-playwright's fixtures, pointed at /usr/bin/chromium)."""
+
 import contextlib
 import os
 import socket
@@ -15,8 +16,13 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("WGATTN_CHROMIUM", "/usr/bin/chromium")
 # WebGPU needs --enable-unsafe-webgpu on Linux; no GPU here, so Chromium uses SwiftShader.
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--enable-unsafe-webgpu", "--disable-gpu-watchdog",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
+    "--no-sandbox",
+    "--enable-unsafe-webgpu",
+    "--disable-gpu-watchdog",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
 ]
 
 
@@ -46,13 +52,18 @@ def serve(log_path: Path, env=None):
     if not (ROOT / ".cache" / "pyodide").is_dir():
         pytest.skip("Pyodide is not installed (.cache/pyodide): run make setup")
     # The page installs the wgattn wheel: build it from these sources (a no-op when up to date).
-    subprocess.run(["bash", str(ROOT / "scripts" / "build_wheel.sh")], cwd=ROOT, check=True,
-                   env={**os.environ, "PYTHON": sys.executable})
+    subprocess.run(
+        ["bash", str(ROOT / "scripts" / "build_wheel.sh")], cwd=ROOT, check=True, env={**os.environ, "PYTHON": sys.executable}
+    )
     port = _free_port()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "app:main", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
         url = f"http://127.0.0.1:{port}"
         deadline = time.time() + 60
         while True:

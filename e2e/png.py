@@ -1,5 +1,6 @@
 """Decode a PNG (8-bit RGB or RGBA, as Chromium's screenshots are) with zlib and struct alone, to
 check that a screenshot shows something: no image library is needed in the test environment."""
+
 import struct
 import zlib
 from typing import List, Set, Tuple
@@ -19,8 +20,8 @@ def decode(data: bytes) -> Tuple[int, int, List[bytes], int]:
         raise ValueError("not a PNG")
     pos, idat, width = 8, b"", None
     while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        body = data[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             width, height, depth, colour = struct.unpack(">IIBB", body[:10])
             if depth != 8 or colour not in (2, 6) or body[12] != 0:
@@ -34,7 +35,7 @@ def decode(data: bytes) -> Tuple[int, int, List[bytes], int]:
     rows, prev = [], bytearray(stride)
     for y in range(height):
         f = raw[y * (stride + 1)]
-        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        line = bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
         for x in range(stride):
             a = line[x - bpp] if x >= bpp else 0
             b = prev[x]
@@ -48,4 +49,4 @@ def decode(data: bytes) -> Tuple[int, int, List[bytes], int]:
 def colours(data: bytes) -> Set[Tuple[int, ...]]:
     """The distinct RGB colours of a PNG."""
     _, _, rows, bpp = decode(data)
-    return {tuple(row[x:x + 3]) for row in rows for x in range(0, len(row), bpp)}
+    return {tuple(row[x : x + 3]) for row in rows for x in range(0, len(row), bpp)}

@@ -1,6 +1,7 @@
 """The page's benchmark view times the project's kernels in the browser's WebGPU (SwiftShader here)
 and writes records of `wgattn bench --json`'s shape, one per (impl, seq_len), charted as TFLOP/s
 against sequence length; bad input gets a visible message and status error."""
+
 import math
 
 from conftest import wait_for_status
@@ -24,16 +25,14 @@ def _run(page, *, op="fwd", seq_lens="64,128", runs="10", causal=True, b=B, h=H,
     page.fill("#bench-form input[name=runs]", str(runs))
     page.set_checked("#bench-form input[name=causal]", causal)
     page.click("#bench-run")
-    page.wait_for_function("['done', 'error'].includes(document.getElementById('bench').dataset.status)",
-                           timeout=120_000)
+    page.wait_for_function("['done', 'error'].includes(document.getElementById('bench').dataset.status)", timeout=120_000)
     return page.evaluate("document.getElementById('bench').dataset.status")
 
 
 def _runnable(features):
     """The fwd kernels this adapter can run, from the registry (features it has, shader present)."""
     reg = registry.load()
-    return [i for i in bench.kernel_impls("fwd")
-            if set(reg.kernel(i).requires) <= set(features) and reg.kernel(i).path.exists()]
+    return [i for i in bench.kernel_impls("fwd") if set(reg.kernel(i).requires) <= set(features) and reg.kernel(i).path.exists()]
 
 
 def test_small_benchmark_records_and_chart(page, server, console_errors):

@@ -1,6 +1,7 @@
 """The page's conformance view runs each interface's grid in the browser's WebGPU (SwiftShader
 here): the project's kernels pass; pasted WGSL with a planted bug fails; WGSL that does not
 compile gets a visible message."""
+
 import pytest
 
 from conftest import wait_for_status
@@ -19,8 +20,7 @@ def _run_grid(page, interface, source=""):
     page.select_option("#grid-interface", interface)
     page.fill("#grid-source", source)
     page.click("#grid-run")
-    page.wait_for_function("['done', 'error'].includes(document.getElementById('conformance').dataset.status)",
-                           timeout=600_000)
+    page.wait_for_function("['done', 'error'].includes(document.getElementById('conformance').dataset.status)", timeout=600_000)
     return page.evaluate("document.getElementById('conformance').dataset.status")
 
 

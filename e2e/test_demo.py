@@ -1,5 +1,6 @@
 """The demo page in headless Chromium: browser WebGPU (SwiftShader), NumPy under Pyodide and the
 server's native wgpu-py must all agree, with no console error."""
+
 import pytest
 
 from conftest import wait_for_status
@@ -30,12 +31,15 @@ def test_default_demo_all_pairs_pass(page, server, console_errors):
     print(f"time to first verified result (default page): {results['first_result_ms']:.0f} ms")
 
 
-@pytest.mark.parametrize("query", [
-    "seq_q=113&seq_k=203&head_dim=59&mask=none&layout=bshd",
-    "heads=2&seq_q=64&seq_k=600&head_dim=64&mask=causal",
-    "batch=3&heads=2&seq_q=33&seq_k=47&head_dim=16&mask=padding&seed=3",
-    "heads=2&seq_q=100&seq_k=80&head_dim=130&mask=window&window=7",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "seq_q=113&seq_k=203&head_dim=59&mask=none&layout=bshd",
+        "heads=2&seq_q=64&seq_k=600&head_dim=64&mask=causal",
+        "batch=3&heads=2&seq_q=33&seq_k=47&head_dim=16&mask=padding&seed=3",
+        "heads=2&seq_q=100&seq_k=80&head_dim=130&mask=window&window=7",
+    ],
+)
 def test_awkward_configs_agree(page, server, console_errors, query):
     status, results = _run(page, f"{server}/?{query}")
     assert status == "done"

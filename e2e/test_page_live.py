@@ -4,6 +4,7 @@ counted as passing in the browser), the pictures render (screenshots checked not
 URL reproduces its run, device loss is reported and recoverable, an uncaptured GPU error is shown,
 long work shows progress and can be cancelled, and a `wgattn bench --json` file dropped on the
 benchmark is charted. One page serves most tests (a page load costs Pyodide's start)."""
+
 import json
 import os
 
@@ -16,8 +17,10 @@ from wgattn.interfaces import flash_fwd, module
 
 REG = registry.load()
 SHOTS = ROOT / "test-results" / "screenshots"
-FLASH = ("kernel=flash_fwd.tiled&batch=3&heads=4&heads_kv=2&seq_q=40&seq_k=48&head_dim=32&causal=true"
-         "&causal_align=bottom_right&window_left=12&window_right=-1&softcap=0&padding=true&seed=5")
+FLASH = (
+    "kernel=flash_fwd.tiled&batch=3&heads=4&heads_kv=2&seq_q=40&seq_k=48&head_dim=32&causal=true"
+    "&causal_align=bottom_right&window_left=12&window_right=-1&softcap=0&padding=true&seed=5"
+)
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +76,7 @@ def test_every_kernel_live_in_the_browser(live):
     page.click("#run-all")
     page.wait_for_function("document.getElementById('live-status').textContent.includes('kernels pass')", timeout=300_000)
     features = page.evaluate("window.wgattn.results.adapter.features")
-    runs = page.evaluate("window.wgattn.results.runs")[-len(REG.kernels):]
+    runs = page.evaluate("window.wgattn.results.runs")[-len(REG.kernels) :]
     assert [r["kernel"] for r in runs] == list(REG.kernels)
     outputs = {k.interface.name: set(module(k.interface.name).OUTPUTS) for k in REG.kernels.values()}
     for r in runs:
@@ -81,8 +84,9 @@ def test_every_kernel_live_in_the_browser(live):
         lacking = [f for f in kernel.requires if f not in features]
         browser = r["runtimes"]["browser"]
         got = {(p["a"], p["b"], p["output"]) for p in r["pairs"]}
-        want_runtimes = ([("pyodide", "native")] if lacking
-                         else [("browser", "pyodide"), ("browser", "native"), ("pyodide", "native")])
+        want_runtimes = (
+            [("pyodide", "native")] if lacking else [("browser", "pyodide"), ("browser", "native"), ("pyodide", "native")]
+        )
         assert got == {(a, b, o) for a, b in want_runtimes for o in outputs[kernel.interface.name]}, r["kernel"]
         assert all(p["pass"] for p in r["pairs"]), (r["kernel"], r["pairs"])
         assert r["pass"] is True, r
@@ -95,11 +99,14 @@ def test_every_kernel_live_in_the_browser(live):
     # Every run's pictures draw under Pyodide (numpy 1.17): the heatmap, and an error map per output
     for r in runs:
         pair = ["browser", "native"] if r["runtimes"]["browser"]["ok"] else ["pyodide", "native"]
-        drawn = page.evaluate("""([run, outputs, a, b]) => {
+        drawn = page.evaluate(
+            """([run, outputs, a, b]) => {
             const p = window.wgattn.ctx.page;
             const heat = JSON.parse(p.heatmap(run, 0));
             return [heat.width * heat.height, ...outputs.map((o) => JSON.parse(p.error_map(run, o, a, b, 0)).over)];
-        }""", [r["run"], sorted(outputs[REG.kernel(r["kernel"]).interface.name]), *pair])
+        }""",
+            [r["run"], sorted(outputs[REG.kernel(r["kernel"]).interface.name]), *pair],
+        )
         assert drawn[0] > 0 and drawn[1:] == [0] * (len(drawn) - 1), (r["kernel"], drawn)
     assert errors == []
 
@@ -191,14 +198,29 @@ def test_grid_and_benchmark_show_progress_and_cancel(live):
 
 def test_a_dropped_bench_json_is_charted(live):
     page, errors = live
-    records = [{"op": "fwd", "impl": "torch.sdpa", "shape": [1, 2, s, 32], "causal": True, "dtype": "f16",
-                "adapter": "NVIDIA H100 80GB HBM3", "median_ms": 0.01 * s / 64, "tflops": 1.5 * s / 64,
-                "runs": 10, "timer": "gpu"} for s in (64, 128, 256)]
-    page.evaluate("""(text) => {
+    records = [
+        {
+            "op": "fwd",
+            "impl": "torch.sdpa",
+            "shape": [1, 2, s, 32],
+            "causal": True,
+            "dtype": "f16",
+            "adapter": "NVIDIA H100 80GB HBM3",
+            "median_ms": 0.01 * s / 64,
+            "tflops": 1.5 * s / 64,
+            "runs": 10,
+            "timer": "gpu",
+        }
+        for s in (64, 128, 256)
+    ]
+    page.evaluate(
+        """(text) => {
         const dt = new DataTransfer();
         dt.items.add(new File([text], 'h100.json', { type: 'application/json' }));
         document.getElementById('bench-drop').dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true }));
-    }""", json.dumps(records))
+    }""",
+        json.dumps(records),
+    )
     page.wait_for_function("window.wgattn.bench.imported.length === 3")
     line = page.locator("#bench-chart polyline.series[data-source=file]")
     assert line.count() == 1 and len(line.get_attribute("points").split()) == 3

@@ -1,6 +1,7 @@
 """The reference's own tests (tests/test_reference*.py) run inside the page's Pyodide, Python 3.8
 with numpy 1.17, under its pytest, and pass there as they do in CPython: the same tests, every one
 of them (counted against CPython's collection of the same files), only PyTorch's skipped."""
+
 import json
 import os
 import re
@@ -12,9 +13,14 @@ from conftest import ROOT, wait_for_status
 
 def _collected(*paths):
     """How many tests CPython's pytest collects from `paths`."""
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                           *map(str, paths)], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "py")})
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *map(str, paths)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "py")},
+    )
     found = re.search(r"(\d+) tests? collected", proc.stdout)
     assert proc.returncode == 0 and found, proc.stdout[-2000:] + proc.stderr[-2000:]
     return int(found.group(1))

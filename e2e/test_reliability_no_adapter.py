@@ -1,5 +1,6 @@
 """The page against a server with no Vulkan driver at all: it still loads, runs the browser and
 Pyodide parts, and says why there is no native run (docs/reliability.md)."""
+
 import os
 
 import pytest

@@ -1,4 +1,5 @@
 """Shared fixtures for the Python tests."""
+
 import pytest
 
 

@@ -1,6 +1,7 @@
 """Helpers shared by the Python tests: one copy each (they were copied across test files).
 Import them as `from helpers import ...` (pytest puts tests/ on sys.path: it has a conftest.py
 and no __init__.py)."""
+
 from typing import List, Mapping
 
 import pytest
@@ -19,5 +20,8 @@ def needs_features(runtime, kernel) -> None:
 
 def failures(rows: List[Mapping[str, object]]) -> List[str]:
     """One line per failing output of wgattn.conformance's rows: error, allowance, naive error."""
-    return [f"{r['output']}: max abs err {r['max_abs_err']:.3e} > allowance {r['allowance']:.3e} "
-            f"(naive {r['naive_err']:.3e})" for r in rows if not r["pass"]]
+    return [
+        f"{r['output']}: max abs err {r['max_abs_err']:.3e} > allowance {r['allowance']:.3e} (naive {r['naive_err']:.3e})"
+        for r in rows
+        if not r["pass"]
+    ]

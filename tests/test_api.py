@@ -1,4 +1,5 @@
 """The JSON API through FastAPI's TestClient: status AND body, error paths included."""
+
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
@@ -81,13 +82,16 @@ def test_run_on_client_inputs(native_runtime):
     assert r.json()["digest"] == digest(inputs)
 
 
-@pytest.mark.parametrize("config, expected", [
-    ({"seq_q": 0}, "seq_q must be an integer in 1..65536"),
-    ({"mask": "diagonal"}, "mask must be one of"),
-    ({"layout": "sbhd"}, "layout must be one of"),
-    ({"seq_q": 4096, "seq_k": 4096, "heads": 64, "head_dim": 64}, "case too large"),
-    ({"window": -1}, "window must be an integer >= 0"),
-])
+@pytest.mark.parametrize(
+    "config, expected",
+    [
+        ({"seq_q": 0}, "seq_q must be an integer in 1..65536"),
+        ({"mask": "diagonal"}, "mask must be one of"),
+        ({"layout": "sbhd"}, "layout must be one of"),
+        ({"seq_q": 4096, "seq_k": 4096, "heads": 64, "head_dim": 64}, "case too large"),
+        ({"window": -1}, "window must be an integer >= 0"),
+    ],
+)
 def test_bad_config_is_422_with_a_reason(config, expected):
     r = client.post("/api/run", json={"config": config})
     assert r.status_code == 422

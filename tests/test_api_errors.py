@@ -2,6 +2,7 @@
 gets a clear 4xx with a JSON `detail`, no stack trace or file path, and the next valid request
 works. Also: the error statuses are declared in the OpenAPI document, the security headers are
 on every response, and no endpoint takes WGSL from a client."""
+
 import base64
 import json
 
@@ -35,7 +36,7 @@ def check_error(r, status: int, *expected: str):
     text = json.dumps(body["detail"])
     for e in expected:
         assert e in text, (e, text[:300])
-    for leak in ("Traceback", 'File "', str(ROOT), "site-packages", ".py\""):
+    for leak in ("Traceback", 'File "', str(ROOT), "site-packages", '.py"'):
         assert leak not in r.text
     assert len(r.content) < 4096, "an error body must not echo a large input"
     return body["detail"]
@@ -64,99 +65,150 @@ def _inputs(**replace):
 # runs inside its own test, and a failure names its class.
 BAD_INPUTS = {
     "shape: q of the wrong size": (
-        lambda: _inputs(q=wire.encode(np.zeros((1, 2, 7, 5), np.float32))), 422,
-        ["input 'q' must be float32 of shape [1, 2, 7, 6]"]),
-    "shape: q of the wrong rank": (
-        lambda: _inputs(q=wire.encode(np.zeros((2, 7, 6), np.float32))), 422, ["input 'q' must be"]),
+        lambda: _inputs(q=wire.encode(np.zeros((1, 2, 7, 5), np.float32))),
+        422,
+        ["input 'q' must be float32 of shape [1, 2, 7, 6]"],
+    ),
+    "shape: q of the wrong rank": (lambda: _inputs(q=wire.encode(np.zeros((2, 7, 6), np.float32))), 422, ["input 'q' must be"]),
     "shape: negative extent": (
-        lambda: _inputs(q={"dtype": "float32", "shape": [1, -2, 7, 6], "data": ""}), 422,
-        ["shape must be a list of non-negative integers"]),
-    "shape: not a list of integers": (
-        lambda: _inputs(q={"dtype": "float32", "shape": "1x2", "data": ""}), 422, ["shape"]),
+        lambda: _inputs(q={"dtype": "float32", "shape": [1, -2, 7, 6], "data": ""}),
+        422,
+        ["shape must be a list of non-negative integers"],
+    ),
+    "shape: not a list of integers": (lambda: _inputs(q={"dtype": "float32", "shape": "1x2", "data": ""}), 422, ["shape"]),
     "GQA ratio: k with other heads than q": (
-        lambda: _inputs(k=wire.encode(np.zeros((1, 1, 11, 6), np.float32))), 422,
-        ["input 'k' must be float32 of shape [1, 2, 11, 6]"]),
+        lambda: _inputs(k=wire.encode(np.zeros((1, 1, 11, 6), np.float32))),
+        422,
+        ["input 'k' must be float32 of shape [1, 2, 11, 6]"],
+    ),
     "dtype: int32 where float32 is due": (
-        lambda: _inputs(v=wire.encode(np.zeros((1, 2, 11, 6), np.int32))), 422, ["input 'v' must be float32"]),
+        lambda: _inputs(v=wire.encode(np.zeros((1, 2, 11, 6), np.int32))),
+        422,
+        ["input 'v' must be float32"],
+    ),
     "dtype: not a wire dtype": (
-        lambda: _inputs(q={"dtype": "float64", "shape": [1], "data": "AAAAAAAAAAA="}), 422,
-        ["Input should be 'float32', 'int32' or 'bool'"]),
+        lambda: _inputs(q={"dtype": "float64", "shape": [1], "data": "AAAAAAAAAAA="}),
+        422,
+        ["Input should be 'float32', 'int32' or 'bool'"],
+    ),
     "base64 that is not base64": (
-        lambda: _inputs(q={"dtype": "float32", "shape": [1, 2, 7, 6], "data": "not base64!"}), 422,
-        ["q: data must be base64"]),
+        lambda: _inputs(q={"dtype": "float32", "shape": [1, 2, 7, 6], "data": "not base64!"}),
+        422,
+        ["q: data must be base64"],
+    ),
     "data length not matching the shape": (
-        lambda: _inputs(q={"dtype": "float32", "shape": [1, 2, 7, 6],
-                           "data": base64.b64encode(bytes(4 * 83)).decode()}), 422,
-        ["needs 336 bytes, got 332"]),
-    "NaN literal in the config": (
-        lambda: _raw(b'{"config": {"batch": NaN}}'), 422, ["NaN is not a JSON value"]),
-    "Infinity literal in the config": (
-        lambda: _raw(b'{"config": {"window": Infinity}}'), 422, ["Infinity is not a JSON value"]),
-    "-Infinity literal": (
-        lambda: _raw(b'{"config": {"seed": -Infinity}}'), 422, ["-Infinity is not a JSON value"]),
+        lambda: _inputs(q={"dtype": "float32", "shape": [1, 2, 7, 6], "data": base64.b64encode(bytes(4 * 83)).decode()}),
+        422,
+        ["needs 336 bytes, got 332"],
+    ),
+    "NaN literal in the config": (lambda: _raw(b'{"config": {"batch": NaN}}'), 422, ["NaN is not a JSON value"]),
+    "Infinity literal in the config": (lambda: _raw(b'{"config": {"window": Infinity}}'), 422, ["Infinity is not a JSON value"]),
+    "-Infinity literal": (lambda: _raw(b'{"config": {"seed": -Infinity}}'), 422, ["-Infinity is not a JSON value"]),
     "number out of float range (1e400)": (
-        lambda: _raw(b'{"config": {"batch": 1e400}}'), 422, ["batch must be an integer", "got inf"]),
-    "integer of 5000 digits": (
-        lambda: _raw(b'{"config": {"seed": 1' + b"0" * 5000 + b"}}"), 422, ["JSON decode error"]),
+        lambda: _raw(b'{"config": {"batch": 1e400}}'),
+        422,
+        ["batch must be an integer", "got inf"],
+    ),
+    "integer of 5000 digits": (lambda: _raw(b'{"config": {"seed": 1' + b"0" * 5000 + b"}}"), 422, ["JSON decode error"]),
     "NaN in tensor data": (
-        lambda: _inputs(q=wire.encode(np.full((1, 2, 7, 6), np.nan, np.float32))), 422,
-        ["input 'q' has non-finite values"]),
+        lambda: _inputs(q=wire.encode(np.full((1, 2, 7, 6), np.nan, np.float32))),
+        422,
+        ["input 'q' has non-finite values"],
+    ),
     "Inf in tensor data": (
-        lambda: _inputs(k=wire.encode(np.full((1, 2, 11, 6), np.inf, np.float32))), 422,
-        ["input 'k' has non-finite values"]),
+        lambda: _inputs(k=wire.encode(np.full((1, 2, 11, 6), np.inf, np.float32))),
+        422,
+        ["input 'k' has non-finite values"],
+    ),
     "negative size": (
-        lambda: client.post("/api/run", json={"config": dict(SMALL, heads=-3)}), 422,
-        ["heads must be an integer in 1..65536"]),
+        lambda: client.post("/api/run", json={"config": dict(SMALL, heads=-3)}),
+        422,
+        ["heads must be an integer in 1..65536"],
+    ),
     "zero size": (
-        lambda: client.post("/api/run", json={"config": dict(SMALL, seq_k=0)}), 422,
-        ["seq_k must be an integer in 1..65536"]),
+        lambda: client.post("/api/run", json={"config": dict(SMALL, seq_k=0)}),
+        422,
+        ["seq_k must be an integer in 1..65536"],
+    ),
     "fractional size": (
-        lambda: client.post("/api/run", json={"config": dict(SMALL, batch=1.5)}), 422, ["batch must be an integer", "got 1.5"]),
+        lambda: client.post("/api/run", json={"config": dict(SMALL, batch=1.5)}),
+        422,
+        ["batch must be an integer", "got 1.5"],
+    ),
     "window below 0 (sdpa_arena's windows are i-w..i, w >= 0)": (
-        lambda: client.post("/api/run", json={"config": dict(SMALL, mask="window", window=-2)}), 422,
-        ["window must be an integer >= 0"]),
+        lambda: client.post("/api/run", json={"config": dict(SMALL, mask="window", window=-2)}),
+        422,
+        ["window must be an integer >= 0"],
+    ),
     "head_dim over the limit": (
-        lambda: client.post("/api/run", json={"config": dict(SMALL, seq_q=1, seq_k=1, head_dim=65537)}), 422,
-        ["head_dim must be an integer in 1..65536"]),
+        lambda: client.post("/api/run", json={"config": dict(SMALL, seq_q=1, seq_k=1, head_dim=65537)}),
+        422,
+        ["head_dim must be an integer in 1..65536"],
+    ),
     "case over the element limit": (
         lambda: client.post("/api/run", json={"config": dict(SMALL, seq_q=8192, seq_k=8192, head_dim=128)}),
-        422, ["case too large"]),
-    "seed out of range": (
-        lambda: client.post("/api/run", json={"config": dict(SMALL, seed=2**32)}), 422, ["seed must be"]),
+        422,
+        ["case too large"],
+    ),
+    "seed out of range": (lambda: client.post("/api/run", json={"config": dict(SMALL, seed=2**32)}), 422, ["seed must be"]),
     "unknown mask kind": (
-        lambda: client.post("/api/run", json={"config": dict(SMALL, mask="diagonal")}), 422, ["mask must be one of"]),
+        lambda: client.post("/api/run", json={"config": dict(SMALL, mask="diagonal")}),
+        422,
+        ["mask must be one of"],
+    ),
     "padding mask for a causal case": (
-        lambda: _inputs(mask=wire.encode(np.ones((1, 1, 1, 11), bool))), 422, ["unknown inputs ['mask']"]),
+        lambda: _inputs(mask=wire.encode(np.ones((1, 1, 1, 11), bool))),
+        422,
+        ["unknown inputs ['mask']"],
+    ),
     "missing input": (
-        lambda: client.post("/api/run", json={"config": SMALL, "inputs": {"q": tensors()["q"]}}), 422,
-        ["inputs must include 'k'"]),
-    "unknown input name": (
-        lambda: _inputs(bias=tensors()["q"]), 422, ["unknown inputs ['bias']"]),
-    "unknown field": (
-        lambda: client.post("/api/run", json={"config": SMALL, "wgsl": "fn main() {}"}), 422, ["extra_forbidden"]),
+        lambda: client.post("/api/run", json={"config": SMALL, "inputs": {"q": tensors()["q"]}}),
+        422,
+        ["inputs must include 'k'"],
+    ),
+    "unknown input name": (lambda: _inputs(bias=tensors()["q"]), 422, ["unknown inputs ['bias']"]),
+    "unknown field": (lambda: client.post("/api/run", json={"config": SMALL, "wgsl": "fn main() {}"}), 422, ["extra_forbidden"]),
     "unknown kernel": (
-        lambda: client.post("/api/run", json={"kernel": "sdpa_arena.nope", "config": SMALL}), 404,
-        ["unknown kernel 'sdpa_arena.nope'"]),
+        lambda: client.post("/api/run", json={"kernel": "sdpa_arena.nope", "config": SMALL}),
+        404,
+        ["unknown kernel 'sdpa_arena.nope'"],
+    ),
     "kernel id of a megabyte": (
-        lambda: client.post("/api/run", json={"kernel": "k" * (1 << 20)}), 422, ["at most 200 characters"]),
+        lambda: client.post("/api/run", json={"kernel": "k" * (1 << 20)}),
+        422,
+        ["at most 200 characters"],
+    ),
     "not JSON": (lambda: _raw(b"{not json"), 422, ["JSON decode error"]),
     "bytes that are not UTF-8": (lambda: _raw(b'{"kernel": "\xff"}'), 422, ["JSON decode error"]),
     "JSON that is not an object": (lambda: _raw(b"[1, 2]"), 422, ["valid dictionary"]),
     "empty body": (lambda: _raw(b""), 422, ["Field required"]),
     "deeply nested JSON (under the value limit)": (
-        lambda: _raw(b'{"config": ' + b"[" * 5000 + b"]" * 5000 + b"}"), 422, ["nested too deeply"]),
-    "deeply nested JSON (over the value limit)": (
-        lambda: _raw(b"[" * 200_000 + b"]" * 200_000), 413, ["JSON values"]),
+        lambda: _raw(b'{"config": ' + b"[" * 5000 + b"]" * 5000 + b"}"),
+        422,
+        ["nested too deeply"],
+    ),
+    "deeply nested JSON (over the value limit)": (lambda: _raw(b"[" * 200_000 + b"]" * 200_000), 413, ["JSON values"]),
     "millions of tiny values under the byte limit": (
-        lambda: _raw(b'{"config": {"batch": [' + b"1," * 2_000_000 + b"1]}}"), 413, ["JSON values"]),
+        lambda: _raw(b'{"config": {"batch": [' + b"1," * 2_000_000 + b"1]}}"),
+        413,
+        ["JSON values"],
+    ),
     "wrong content type (text/plain)": (
-        lambda: _raw(json.dumps({"config": SMALL}).encode(), {"content-type": "text/plain"}), 415,
-        ["application/json"]),
+        lambda: _raw(json.dumps({"config": SMALL}).encode(), {"content-type": "text/plain"}),
+        415,
+        ["application/json"],
+    ),
     "no content type": (
-        lambda: client.post("/api/run", content=json.dumps({"config": SMALL}).encode()), 415, ["application/json"]),
+        lambda: client.post("/api/run", content=json.dumps({"config": SMALL}).encode()),
+        415,
+        ["application/json"],
+    ),
     "form body": (lambda: client.post("/api/run", data={"kernel": "x"}), 415, ["application/json"]),
     "body over the size limit, declared (Content-Length)": (
-        lambda: _raw(b" " * (limits.MAX_BODY_BYTES + 1)), 413, ["Content Too Large"]),
+        lambda: _raw(b" " * (limits.MAX_BODY_BYTES + 1)),
+        413,
+        ["Content Too Large"],
+    ),
     "wrong method": (lambda: client.delete("/api/run"), 405, ["Method Not Allowed"]),
     "path outside the served folders": (lambda: client.get("/static/../app/api.py"), 404, ["Not Found"]),
 }
@@ -176,6 +228,7 @@ def test_a_chunked_body_over_the_limit_is_refused_before_parsing(monkeypatch):
     monkeypatch.setattr(limits, "MAX_BODY_BYTES", 64 << 10)
     parsed = []
     import app.json_body as json_body
+
     monkeypatch.setattr(json_body, "parse", lambda body: parsed.append(body) or {})
 
     def chunks():
@@ -207,8 +260,9 @@ def test_error_statuses_are_declared_in_the_openapi_document():
     assert {"type": "string"} in detail["anyOf"]
 
 
-@pytest.mark.parametrize("path", ["/", "/selftest", "/static/main.js", "/shaders/manifest.json",
-                                  "/api/kernels", "/api/nope", "/py/bundle.json"])
+@pytest.mark.parametrize(
+    "path", ["/", "/selftest", "/static/main.js", "/shaders/manifest.json", "/api/kernels", "/api/nope", "/py/bundle.json"]
+)
 def test_security_headers_on_every_response(path):
     r = client.get(path)
     assert r.headers["x-content-type-options"] == "nosniff"
@@ -268,7 +322,7 @@ def test_no_endpoint_takes_wgsl_from_a_client():
                 yield from names(value, seen)
             for key in ("items", "additionalProperties", "anyOf", "oneOf", "allOf"):
                 value = schema.get(key)
-                for v in (value if isinstance(value, list) else [value]):
+                for v in value if isinstance(value, list) else [value]:
                     yield from names(v, seen)
 
     for path, ops in spec["paths"].items():

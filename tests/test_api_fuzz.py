@@ -13,6 +13,7 @@ Every response must be below 500, have a status the document declares for that o
 a body that the declared schema's model accepts. The counts are printed (run with -s).
 WGATTN_FUZZ_SCALE=10 multiplies every count (a longer run, outside the suite's time budget).
 """
+
 import json
 import os
 import sys
@@ -35,8 +36,7 @@ client = TestClient(main)
 SPEC = main.openapi()
 SCHEMAS = SPEC["components"]["schemas"]
 SCALE = int(os.environ.get("WGATTN_FUZZ_SCALE", "1"))
-FUZZ = settings(derandomize=True, database=None, deadline=None, print_blob=True,
-                suppress_health_check=list(HealthCheck))
+FUZZ = settings(derandomize=True, database=None, deadline=None, print_blob=True, suppress_health_check=list(HealthCheck))
 
 
 def _models():
@@ -77,7 +77,8 @@ def check_response(method: str, path: str, r, seen: Counter):
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
-    max_leaves=12)
+    max_leaves=12,
+)
 
 
 def from_schema(schema: dict, depth: int = 0):
@@ -94,7 +95,7 @@ def from_schema(schema: dict, depth: int = 0):
         return st.just(schema["const"])
     kind = schema.get("type")
     if kind == "integer":
-        return st.integers(-3, 70000) | st.integers() | st.sampled_from([0, 1, 65536, 65537, 2**31, 2**63, -2**63])
+        return st.integers(-3, 70000) | st.integers() | st.sampled_from([0, 1, 65536, 65537, 2**31, 2**63, -(2**63)])
     if kind == "number":
         return st.floats(allow_nan=False, allow_infinity=False)
     if kind == "string":
@@ -110,7 +111,8 @@ def from_schema(schema: dict, depth: int = 0):
         required = set(schema.get("required", []))
         base = st.fixed_dictionaries(
             {k: from_schema(v, depth + 1) for k, v in props.items() if k in required},
-            optional={k: from_schema(v, depth + 1) for k, v in props.items() if k not in required})
+            optional={k: from_schema(v, depth + 1) for k, v in props.items() if k not in required},
+        )
         extra = schema.get("additionalProperties")
         if isinstance(extra, dict):
             keys = st.sampled_from(["q", "k", "v", "mask"]) | st.text(max_size=6)
@@ -122,8 +124,11 @@ def from_schema(schema: dict, depth: int = 0):
 @st.composite
 def schema_requests(draw):
     path, method, op = draw(st.sampled_from(OPERATIONS))
-    params = {p["name"]: draw(from_schema(p.get("schema", {}))) for p in op.get("parameters", [])
-              if p.get("in") == "query" and draw(st.booleans())}
+    params = {
+        p["name"]: draw(from_schema(p.get("schema", {})))
+        for p in op.get("parameters", [])
+        if p.get("in") == "query" and draw(st.booleans())
+    }
     body = None
     content = op.get("requestBody", {}).get("content", {}).get("application/json")
     if content:
@@ -139,10 +144,15 @@ def _kernel_ids():
 def run_bodies(draw):
     """A valid /api/run body of a tiny case; then, one time in four, one part of it replaced."""
     config = {
-        "batch": draw(st.integers(1, 2)), "heads": draw(st.integers(1, 3)),
-        "seq_q": draw(st.integers(1, 9)), "seq_k": draw(st.integers(1, 9)), "head_dim": draw(st.integers(1, 9)),
-        "layout": draw(st.sampled_from(LAYOUTS)), "mask": draw(st.sampled_from(sorted(MASK_KINDS))),
-        "window": draw(st.integers(0, 10)), "seed": draw(st.integers(0, 2**32 - 1)),
+        "batch": draw(st.integers(1, 2)),
+        "heads": draw(st.integers(1, 3)),
+        "seq_q": draw(st.integers(1, 9)),
+        "seq_k": draw(st.integers(1, 9)),
+        "head_dim": draw(st.integers(1, 9)),
+        "layout": draw(st.sampled_from(LAYOUTS)),
+        "mask": draw(st.sampled_from(sorted(MASK_KINDS))),
+        "window": draw(st.integers(0, 10)),
+        "seed": draw(st.integers(0, 2**32 - 1)),
     }
     sdpa = [k for k in _kernel_ids() if k.startswith("sdpa_arena.")]
     # Mostly kernels of the interface the config is for; sometimes any registered kernel.
@@ -157,8 +167,13 @@ def run_bodies(draw):
             inputs[name] = wire.encode(arr)
         body["inputs"] = inputs
     if draw(st.integers(0, 3)) == 0:  # break one part
-        where = draw(st.sampled_from(["kernel", "config", "inputs"] + [f"config.{k}" for k in config]
-                                     + ["inputs.q", "inputs.q.shape", "inputs.q.data", "inputs.q.dtype"]))
+        where = draw(
+            st.sampled_from(
+                ["kernel", "config", "inputs"]
+                + [f"config.{k}" for k in config]
+                + ["inputs.q", "inputs.q.shape", "inputs.q.data", "inputs.q.dtype"]
+            )
+        )
         target, *rest = where.split(".")
         node = body
         for key in [target] + rest[:-1]:
@@ -171,15 +186,36 @@ def run_bodies(draw):
 RAW_BODIES = st.one_of(
     st.binary(max_size=200),
     JSON_VALUES.map(lambda v: json.dumps(v).encode()),
-    st.sampled_from([b'{"config": {"batch": NaN}}', b'{"config": {"window": Infinity}}', b"-Infinity",
-                     b"[" * 3000 + b"]" * 3000, b'{"config": {"seed": 1e999}}', b'{"kernel": "\\ud800"}',
-                     b'{"config": {"batch": 1' + b"0" * 5000 + b"}}", b"\xef\xbb\xbf{}", b"{}" * 3, b"null"]),
+    st.sampled_from(
+        [
+            b'{"config": {"batch": NaN}}',
+            b'{"config": {"window": Infinity}}',
+            b"-Infinity",
+            b"[" * 3000 + b"]" * 3000,
+            b'{"config": {"seed": 1e999}}',
+            b'{"kernel": "\\ud800"}',
+            b'{"config": {"batch": 1' + b"0" * 5000 + b"}}",
+            b"\xef\xbb\xbf{}",
+            b"{}" * 3,
+            b"null",
+        ]
+    ),
 )
-CONTENT_TYPES = st.sampled_from(["application/json", "application/json; charset=utf-8", "application/problem+json",
-                                 "text/plain", "application/x-www-form-urlencoded", "", "application/jsonx"])
+CONTENT_TYPES = st.sampled_from(
+    [
+        "application/json",
+        "application/json; charset=utf-8",
+        "application/problem+json",
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "",
+        "application/jsonx",
+    ]
+)
 
 
 # --- tests -----------------------------------------------------------------------------------
+
 
 def test_schema_shaped_requests_never_5xx_and_match_the_schema(native_runtime):
     seen = Counter()
@@ -188,8 +224,11 @@ def test_schema_shaped_requests_never_5xx_and_match_the_schema(native_runtime):
     @given(schema_requests())
     def check(request):
         path, method, params, body = request
-        r = client.request(method, path, params=params, json=body) if body is not None else \
-            client.request(method, path, params=params)
+        r = (
+            client.request(method, path, params=params, json=body)
+            if body is not None
+            else client.request(method, path, params=params)
+        )
         check_response(method, path, r, seen)
 
     check()
@@ -207,9 +246,14 @@ def test_run_shaped_bodies_reach_the_run_path(native_runtime):
         got = check_response("POST", "/api/run", r, seen)
         if r.status_code == 200:
             case = SdpaCase(**body["config"])
-            inputs = case.inputs() if "inputs" not in body else {
-                name: (wire.decode(body["inputs"][name]) if seeded is not None else None)
-                for name, seeded in case.inputs().items()}
+            inputs = (
+                case.inputs()
+                if "inputs" not in body
+                else {
+                    name: (wire.decode(body["inputs"][name]) if seeded is not None else None)
+                    for name, seeded in case.inputs().items()
+                }
+            )
             ref = case.reference(inputs)["out"]
             naive = tolerance.max_abs_err(case.reference(inputs, dtype=np.float32)["out"], ref)
             out = wire.decode(got["outputs"]["out"])

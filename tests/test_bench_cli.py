@@ -1,6 +1,7 @@
 """`wgattn bench`: records of the documented shape, FlashAttention's FLOP convention, every
 registered kernel of an op timed or skipped with a reason, and clear errors. Speed itself is a
 benchmark figure, never asserted here."""
+
 from __future__ import annotations
 
 import json
@@ -39,15 +40,30 @@ def test_json_records(native_runtime, capsys, op):
     have = set(native_runtime.features)
     from wgattn import native
 
-    runnable = [k for k in bench.kernel_impls(op)
-                if all(native._FEATURE_NAMES.get(f, f) in have for f in registry.load().kernel(k).requires)]
+    runnable = [
+        k
+        for k in bench.kernel_impls(op)
+        if all(native._FEATURE_NAMES.get(f, f) in have for f in registry.load().kernel(k).requires)
+    ]
     # Each kernel in both modes when it is registered as trusted, checked only otherwise.
     want = [(k, m) for k in runnable for m in bench.MODES if m == "checked" or registry.load().kernel(k).trusted]
     assert [(r["impl"], r["mode"]) for r in records if r["impl"] not in bench.ANCHORS] == want
     assert "numpy" in [r["impl"] for r in records]
     for r in records:
-        assert set(r) == {"op", "impl", "shape", "causal", "dtype", "adapter", "median_ms", "tflops",
-                          "runs", "timer", "mode", "config"}
+        assert set(r) == {
+            "op",
+            "impl",
+            "shape",
+            "causal",
+            "dtype",
+            "adapter",
+            "median_ms",
+            "tflops",
+            "runs",
+            "timer",
+            "mode",
+            "config",
+        }
         assert (r["mode"] == "") == (r["impl"] in bench.ANCHORS)
         if r["mode"]:  # the tile shape that ran, as override constants
             assert re.fullmatch(r"(\w+=\d+ ?)+", r["config"]), r["config"]
@@ -71,8 +87,8 @@ def test_errors_are_clear(capsys):
 
 
 def test_one_mode(native_runtime, capsys):
-    assert cli.main(["bench", "--shape", SMALL, "--impl", "flash_fwd.blocked,flash_fwd.tiled",
-                     "--mode", "checked", "--json"]) == 0
+    assert (
+        cli.main(["bench", "--shape", SMALL, "--impl", "flash_fwd.blocked,flash_fwd.tiled", "--mode", "checked", "--json"]) == 0
+    )
     records = json.loads(capsys.readouterr().out)
-    assert [(r["impl"], r["mode"]) for r in records] == [("flash_fwd.blocked", "checked"),
-                                                       ("flash_fwd.tiled", "checked")]
+    assert [(r["impl"], r["mode"]) for r in records] == [("flash_fwd.blocked", "checked"), ("flash_fwd.tiled", "checked")]

@@ -1,5 +1,6 @@
 """`wgattn check` must pass the project's kernels and catch planted bugs. Each planted kernel is
 the project's own WGSL with one edit (so no kernel text is duplicated here)."""
+
 import json
 
 import pytest
@@ -39,16 +40,19 @@ def test_user_wgsl_identical_to_ours_passes(native_runtime, capsys, tmp_path):
     assert "user.sdpa_arena" in out
 
 
-@pytest.mark.parametrize("old, new, caught_in", [
-    # causal edge: the diagonal key dropped (j < i instead of j <= i)
-    ("hi = min(i + 1u, p.seq_k);", "hi = min(i, p.seq_k);", "causal"),
-    # sliding window one key too wide on the left
-    ("lo = i - p.window;", "lo = i - p.window - 1u;", "window7"),
-    # padding mask threshold inverted
-    ("return arena[m] >= 0.5;", "return arena[m] < 0.5;", "padding"),
-    # empty rows divide by zero instead of giving 0
-    ("select(0.0, 1.0 / l, l > 0.0)", "1.0 / l", "empty-rows"),
-])
+@pytest.mark.parametrize(
+    "old, new, caught_in",
+    [
+        # causal edge: the diagonal key dropped (j < i instead of j <= i)
+        ("hi = min(i + 1u, p.seq_k);", "hi = min(i, p.seq_k);", "causal"),
+        # sliding window one key too wide on the left
+        ("lo = i - p.window;", "lo = i - p.window - 1u;", "window7"),
+        # padding mask threshold inverted
+        ("return arena[m] >= 0.5;", "return arena[m] < 0.5;", "padding"),
+        # empty rows divide by zero instead of giving 0
+        ("select(0.0, 1.0 / l, l > 0.0)", "1.0 / l", "empty-rows"),
+    ],
+)
 def test_planted_mask_bugs_are_caught(native_runtime, capsys, tmp_path, old, new, caught_in):
     path = _planted(tmp_path, "sdpa_arena.seed", old, new)
     rc, out, _ = _run(capsys, "--interface", "sdpa_arena", "--wgsl", path, "--json")
@@ -88,12 +92,15 @@ def test_usage_errors(capsys, tmp_path):
         cli.main(["check", "--interface", "sdpa_arena", "--set", "WG"])
 
 
-@pytest.mark.parametrize("old, new", [
-    # lse in log2 units instead of natural log: out stays right, only lse is wrong
-    ("lse[t * H + h] = m + log(l);", "lse[t * H + h] = m + log2(l);"),
-    # seed A's empty-row lse (log of a clamped sum) instead of the contract's -inf
-    ("lse[t * H + h] = negative_infinity();", "lse[t * H + h] = log(1e-10);"),
-])
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        # lse in log2 units instead of natural log: out stays right, only lse is wrong
+        ("lse[t * H + h] = m + log(l);", "lse[t * H + h] = m + log2(l);"),
+        # seed A's empty-row lse (log of a clamped sum) instead of the contract's -inf
+        ("lse[t * H + h] = negative_infinity();", "lse[t * H + h] = log(1e-10);"),
+    ],
+)
 def test_planted_lse_bugs_are_caught(native_runtime, capsys, tmp_path, old, new):
     path = _planted(tmp_path, "varlen_fwd.seed", old, new)
     rc, out, _ = _run(capsys, "--interface", "varlen_fwd", "--wgsl", path, "--json")

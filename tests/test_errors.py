@@ -1,6 +1,7 @@
 """Errors are classified by type (wgattn.errors), not by matching their text (issue 14): check.py
 matched "does not compile" / "does not match" in str(exc) (the second branch was dead), the page
 matched /does not compile/ in the message. Every class stays a ValueError for existing callers."""
+
 import pytest
 
 from wgattn import check, errors, registry

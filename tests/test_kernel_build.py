@@ -2,6 +2,7 @@
 from one template, tile candidates chosen per adapter limits (and their declared workgroup storage
 checked against the WGSL's own arrays), caps and constraints that keep every index in bounds, and
 which dispatches may be built without runtime checks (trusted mode)."""
+
 from __future__ import annotations
 
 import re
@@ -15,8 +16,10 @@ from wgattn.wgsl import preprocess
 
 REG = registry.load()
 TILED = [k for k in REG.kernels.values() if k.tiles]
-LIMITS = [{"max_wg_storage": s, "max_invocations": i, "cpu": c}
-          for s, i, c in ((49152, 1024, 0), (32768, 256, 0), (16384, 256, 0), (32768, 1024, 1))]
+LIMITS = [
+    {"max_wg_storage": s, "max_invocations": i, "cpu": c}
+    for s, i, c in ((49152, 1024, 0), (32768, 256, 0), (16384, 256, 0), (32768, 1024, 1))
+]
 
 
 def _files(**files):
@@ -37,13 +40,16 @@ def test_if_else_endif_nest():
     assert keep({}) == ["f32", "end"]
 
 
-@pytest.mark.parametrize("src, message", [
-    ("#if A\nx", "#if without #endif"),
-    ("#endif", "#endif without #if"),
-    ("#if A\n#else\n#else\n#endif", "#else without #if"),
-    ('#include "../secret"', "inside the shaders folder"),
-    ("#if A B\n#endif", "one define name"),
-])
+@pytest.mark.parametrize(
+    "src, message",
+    [
+        ("#if A\nx", "#if without #endif"),
+        ("#endif", "#endif without #if"),
+        ("#if A\n#else\n#else\n#endif", "#else without #if"),
+        ('#include "../secret"', "inside the shaders folder"),
+        ("#if A B\n#endif", "one define name"),
+    ],
+)
 def test_bad_directives_say_what_is_wrong(src, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         preprocess(src, {}, _files())
@@ -173,8 +179,7 @@ def test_trusted_only_for_registered_text():
 def test_other_tile_shapes_match_reference(native_runtime, kernel_id, prefix):
     kernel = REG.kernel(kernel_id)
     needs_features(native_runtime, kernel)
-    rows = conformance.run_case(native_runtime, kernel, _case(prefix),
-                                overrides={"BR": 16, "BC": 16, "WG": 16})
+    rows = conformance.run_case(native_runtime, kernel, _case(prefix), overrides={"BR": 16, "BC": 16, "WG": 16})
     bad = [r for r in rows if not r["pass"]]
     assert not bad, bad
 

@@ -1,6 +1,7 @@
 """The live check for every registered kernel, driven from CPython the way the page drives it:
 wgattn.page.prepare -> the plan run natively standing in for the browser -> POST /api/run (the
 server's native run, through FastAPI's TestClient) -> wgattn.page.finish, then the pictures."""
+
 import base64
 import json
 
@@ -19,13 +20,34 @@ REG = registry.load()
 SMALL = {
     "sdpa_arena": {"batch": 2, "heads": 2, "seq_q": 19, "seq_k": 23, "head_dim": 7, "mask": "padding", "seed": 3},
     "varlen_fwd": {"batch": 3, "heads": 2, "seq_q": 21, "seq_k": 17, "head_dim": 9, "causal": True, "padding": True},
-    "flash_fwd": {"batch": 3, "heads": 4, "heads_kv": 2, "seq_q": 21, "seq_k": 30, "head_dim": 12, "causal": True,
-                  "window_left": 6, "window_right": 2, "softcap": 5.0, "padding": True, "seed": 1},
-    "varlen_bwd": {"batch": 2, "heads": 3, "heads_kv": 1, "seq_q": 17, "seq_k": 25, "head_dim": 8,
-                   "causal_align": "top_left", "window_left": 5, "softcap": 4.0, "padding": True},
+    "flash_fwd": {
+        "batch": 3,
+        "heads": 4,
+        "heads_kv": 2,
+        "seq_q": 21,
+        "seq_k": 30,
+        "head_dim": 12,
+        "causal": True,
+        "window_left": 6,
+        "window_right": 2,
+        "softcap": 5.0,
+        "padding": True,
+        "seed": 1,
+    },
+    "varlen_bwd": {
+        "batch": 2,
+        "heads": 3,
+        "heads_kv": 1,
+        "seq_q": 17,
+        "seq_k": 25,
+        "head_dim": 8,
+        "causal_align": "top_left",
+        "window_left": 5,
+        "softcap": 4.0,
+        "padding": True,
+    },
     "attn_probs": {"heads": 4, "heads_kv": 2, "history": 70, "head_dim": 16, "window": 9},
-    "attn_probs_batched": {"heads": 4, "heads_kv": 1, "history": 70, "head_dim": 13, "positions": 20,
-                           "window": 9, "scale": 0.7},
+    "attn_probs_batched": {"heads": 4, "heads_kv": 1, "history": 70, "head_dim": 13, "positions": 20, "window": 9, "scale": 0.7},
 }
 KERNELS = sorted(REG.kernels)
 
@@ -50,8 +72,9 @@ def test_every_kernel_passes_live_on_every_output(kernel_id, native_runtime):
     outputs = result["outputs"]
     assert outputs and set(outputs) == set(module(kernel.interface.name).OUTPUTS)
     pairs = {(p["a"], p["b"], p["output"]) for p in result["pairs"]}
-    assert pairs == {(a, b, o) for a, b in [("browser", "pyodide"), ("browser", "native"), ("pyodide", "native")]
-                     for o in outputs}
+    assert pairs == {
+        (a, b, o) for a, b in [("browser", "pyodide"), ("browser", "native"), ("pyodide", "native")] for o in outputs
+    }
     assert result["digest"] == prepared["digest"]
     # the pictures of the run
     heads = result["heads"]
@@ -74,8 +97,9 @@ def test_f16_kernel_is_judged_against_a_naive_f16_run(native_runtime):
 
 
 def test_a_kernel_the_browser_cannot_run_is_reported_unavailable_never_passing(native_runtime):
-    prepared = json.loads(page.prepare(json.dumps({"kernel": "flash_fwd.tiled_f16", "config": {"batch": 1, "seq_q": 8,
-                                                                                                  "seq_k": 8, "head_dim": 8}})))
+    prepared = json.loads(
+        page.prepare(json.dumps({"kernel": "flash_fwd.tiled_f16", "config": {"batch": 1, "seq_q": 8, "seq_k": 8, "head_dim": 8}}))
+    )
     why = "flash_fwd.tiled_f16.main needs adapter features shader-f16, which this device lacks"
     r = client.post("/api/run", json={"kernel": "flash_fwd.tiled_f16", "config": prepared["config"]})
     result = json.loads(page.finish(prepared["run"], json.dumps({"skipped": why}), r.text))
@@ -86,6 +110,7 @@ def test_a_kernel_the_browser_cannot_run_is_reported_unavailable_never_passing(n
 def test_a_wrong_row_fails_and_shows_as_a_line(native_runtime):
     """A browser result with one query row wrong (a mask-edge bug) fails browser pairs, and the
     error map has a red line exactly on that row."""
+
     def planted(plan):
         raw = dict(native_runtime.run(plan).raw)
         out = np.frombuffer(raw["out"], np.float32).copy().reshape(-1, 4, 12)
@@ -129,24 +154,30 @@ def test_large_pictures_are_pooled_keeping_a_single_bad_element():
     assert np.all(rgba[..., :3] == pictures.OVER, axis=2).sum() == 1
 
 
-@pytest.mark.parametrize("kernel, config, expected", [
-    ("flash_fwd.tiled", {"mask": "causal"}, "unknown config field(s) ['mask'] for flash_fwd"),
-    ("varlen_fwd.seed", {"heads_kv": 2}, "heads_kv does not apply to varlen_fwd"),
-    ("varlen_fwd.seed", {"window_left": 3}, "window_left does not apply to varlen_fwd"),
-    ("varlen_fwd.seed", {"causal_align": "bottom_right", "seq_q": 8, "seq_k": 9},
-     "causal_align='bottom_right' with causal=True"),
-    ("flash_fwd.tiled", {"heads": 6, "heads_kv": 4}, "heads (6) must be a multiple of heads_kv (4)"),
-    ("flash_fwd.tiled", {"seq_q": "many"}, "seq_q must be an integer in 1..65536, got 'many'"),
-    ("flash_fwd.tiled", {"causal": "yes"}, "causal must be true or false"),
-    ("flash_fwd.tiled", {"softcap": -1}, "softcap must be a finite number >= 0"),
-    ("flash_fwd.tiled", {"head_dim": 300}, "supports head_dim <= 256"),
-    ("flash_fwd.tiled", {"batch": 64, "seq_q": 4096, "seq_k": 4096}, "case too large"),
-    ("attn_probs.seed", {"positions": 4}, "positions does not apply to attn_probs"),
-    ("attn_probs_batched.fast", {"positions": 0}, "positions must be an integer in 1..256"),
-    ("attn_probs_batched.fast", {"scale": 0}, "scale must be a finite number"),
-    ("sdpa_arena.seed", {"seq_q": 60000, "seq_k": 60000, "head_dim": 1, "heads": 1}, "scores; at most"),
-    ("nope.seed", {}, "unknown kernel 'nope.seed'"),
-])
+@pytest.mark.parametrize(
+    "kernel, config, expected",
+    [
+        ("flash_fwd.tiled", {"mask": "causal"}, "unknown config field(s) ['mask'] for flash_fwd"),
+        ("varlen_fwd.seed", {"heads_kv": 2}, "heads_kv does not apply to varlen_fwd"),
+        ("varlen_fwd.seed", {"window_left": 3}, "window_left does not apply to varlen_fwd"),
+        (
+            "varlen_fwd.seed",
+            {"causal_align": "bottom_right", "seq_q": 8, "seq_k": 9},
+            "causal_align='bottom_right' with causal=True",
+        ),
+        ("flash_fwd.tiled", {"heads": 6, "heads_kv": 4}, "heads (6) must be a multiple of heads_kv (4)"),
+        ("flash_fwd.tiled", {"seq_q": "many"}, "seq_q must be an integer in 1..65536, got 'many'"),
+        ("flash_fwd.tiled", {"causal": "yes"}, "causal must be true or false"),
+        ("flash_fwd.tiled", {"softcap": -1}, "softcap must be a finite number >= 0"),
+        ("flash_fwd.tiled", {"head_dim": 300}, "supports head_dim <= 256"),
+        ("flash_fwd.tiled", {"batch": 64, "seq_q": 4096, "seq_k": 4096}, "case too large"),
+        ("attn_probs.seed", {"positions": 4}, "positions does not apply to attn_probs"),
+        ("attn_probs_batched.fast", {"positions": 0}, "positions must be an integer in 1..256"),
+        ("attn_probs_batched.fast", {"scale": 0}, "scale must be a finite number"),
+        ("sdpa_arena.seed", {"seq_q": 60000, "seq_k": 60000, "head_dim": 1, "heads": 1}, "scores; at most"),
+        ("nope.seed", {}, "unknown kernel 'nope.seed'"),
+    ],
+)
 def test_bad_configurations_say_what_is_wrong(kernel, config, expected):
     """The same message from the page's Python and from the API (404 for an unknown kernel, else 422)."""
     with pytest.raises(ValueError) as exc:
@@ -176,27 +207,42 @@ def test_api_runs_any_interface_on_client_inputs(native_runtime):
 
 
 def test_bench_import_checks_records():
-    rec = {"op": "fwd", "impl": "torch.sdpa", "shape": [1, 8, 1024, 64], "causal": True, "dtype": "f16",
-           "adapter": "NVIDIA H100 80GB HBM3", "median_ms": 0.05, "tflops": 170.0, "runs": 10, "timer": "gpu"}
+    rec = {
+        "op": "fwd",
+        "impl": "torch.sdpa",
+        "shape": [1, 8, 1024, 64],
+        "causal": True,
+        "dtype": "f16",
+        "adapter": "NVIDIA H100 80GB HBM3",
+        "median_ms": 0.05,
+        "tflops": 170.0,
+        "runs": 10,
+        "timer": "gpu",
+    }
     # Records from before trusted mode have no mode or config; today's carry both.
     assert json.loads(page.bench_import(json.dumps([rec]))) == [dict(rec, mode="", config="")]
     now = dict(rec, impl="flash_fwd.blocked", mode="trusted", config="BR=64 BC=32 WG=128")
     assert json.loads(page.bench_import(json.dumps([now]))) == [now]
-    for bad, expected in [("[]", "non-empty list"), ("nope", "not JSON"),
-                          (json.dumps([dict(now, mode=3)]), "mode must be a string"),
-                          (json.dumps([dict(now, extra=1)]), "expected the fields"),
-                          (json.dumps([dict(rec, op="mul")]), "op must be one of"),
-                          (json.dumps([dict(rec, shape=[1, 2])]), "shape must be 4 positive integers"),
-                          (json.dumps([{"op": "fwd"}]), "expected the fields")]:
+    for bad, expected in [
+        ("[]", "non-empty list"),
+        ("nope", "not JSON"),
+        (json.dumps([dict(now, mode=3)]), "mode must be a string"),
+        (json.dumps([dict(now, extra=1)]), "expected the fields"),
+        (json.dumps([dict(rec, op="mul")]), "op must be one of"),
+        (json.dumps([dict(rec, shape=[1, 2])]), "shape must be 4 positive integers"),
+        (json.dumps([{"op": "fwd"}]), "expected the fields"),
+    ]:
         with pytest.raises(ValueError, match=expected):
             page.bench_import(bad)
 
 
 def test_heatmaps_of_large_cases_stay_within_memory():
     """Pictures compute at most MAX_CELLS probabilities and say what they left out."""
-    for kernel, config in [("flash_fwd.tiled", {"batch": 1, "heads": 1, "seq_q": 4096, "seq_k": 4096, "head_dim": 4}),
-                           ("flash_fwd.tiled", {"batch": 64, "heads": 1, "seq_q": 300, "seq_k": 300, "head_dim": 4}),
-                           ("sdpa_arena.seed", {"batch": 4, "heads": 1, "seq_q": 2048, "seq_k": 2048, "head_dim": 4})]:
+    for kernel, config in [
+        ("flash_fwd.tiled", {"batch": 1, "heads": 1, "seq_q": 4096, "seq_k": 4096, "head_dim": 4}),
+        ("flash_fwd.tiled", {"batch": 64, "heads": 1, "seq_q": 300, "seq_k": 300, "head_dim": 4}),
+        ("sdpa_arena.seed", {"batch": 4, "heads": 1, "seq_q": 2048, "seq_k": 2048, "head_dim": 4}),
+    ]:
         run_ = live.build(kernel, config)
         p, visible, layout = pictures.probabilities(run_.kernel.interface.name, run_.case, 0)
         assert p.size <= pictures.MAX_CELLS and p.shape == visible.shape and "fit" in layout, (config, p.shape)

@@ -1,6 +1,7 @@
 """Localising a disagreement (wgattn.localise, issue 11): where (sequence, row, head, key range),
 an |error| map, and the likely class, on planted errors of known kind and on a planted kernel
 that trusts the tanh built-in."""
+
 import numpy as np
 import pytest
 
@@ -14,9 +15,16 @@ def _case(options, seqs=((40, 25), (10, 30), (0, 5)), hq=4, hkv=2, d=8, seed=3):
     return varlen_bwd._make_case(rs, "t", list(seqs), hq, hkv, d, dict(options), 1.0)
 
 
-@pytest.mark.parametrize("options", [
-    {"causal": True}, {"causal": True, "causal_align": "top_left"}, {"window": (3, 2)},
-    {"window": (0, -1), "causal_align": "top_left"}, {}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"causal": True},
+        {"causal": True, "causal_align": "top_left"},
+        {"window": (3, 2)},
+        {"window": (0, -1), "causal_align": "top_left"},
+        {},
+    ],
+)
 def test_key_and_query_ranges_match_the_reference_mask(options):
     case = _case(options)
     cu_q, cu_k = case.inputs["cu_seqlens_q"], case.inputs["cu_seqlens_k"]
@@ -90,9 +98,13 @@ def test_judge_localises_only_failing_outputs():
 
 
 def test_suspects_are_builtins_the_kernel_calls_that_the_probe_found_off():
-    probe = {"functions": [{"name": "tanh", "max_ulps": 7e5, "max_abs": 1.4e-7},
-                           {"name": "exp2", "max_ulps": 3.0, "max_abs": 1e-7},
-                           {"name": "log", "max_ulps": 4000.0, "max_abs": 1e-6}]}
+    probe = {
+        "functions": [
+            {"name": "tanh", "max_ulps": 7e5, "max_abs": 1.4e-7},
+            {"name": "exp2", "max_ulps": 3.0, "max_abs": 1e-7},
+            {"name": "log", "max_ulps": 4000.0, "max_abs": 1e-6},
+        ]
+    }
     assert conformance.suspects("let t = tanh(x); // tanh(", probe) == ["tanh: 700000 ulps (abs 1.4e-07)"]
     assert conformance.suspects("// only a comment: tanh(x)\nlet y = log(x);", probe) == []
     assert conformance.suspects("let t = tanh(x);", None) == []

@@ -1,6 +1,7 @@
 """The native runner refuses an adapter that truncates long loops. Debian 12's own lavapipe
 (Mesa 22.3.6) is such an adapter: it is unpacked aside (never installed) and wgpu-py is pointed at
 it in a subprocess, which must fail with the fix in its message."""
+
 import json
 import os
 import shutil
@@ -36,8 +37,7 @@ def _mesa22_icd() -> Path:
     if not old:
         pytest.skip(f"no Mesa 22 mesa-vulkan-drivers in the apt lists (have {versions})")
     CACHE.mkdir(parents=True, exist_ok=True)
-    got = subprocess.run(["apt-get", "download", f"mesa-vulkan-drivers={old[0]}"], cwd=CACHE,
-                         capture_output=True, text=True)
+    got = subprocess.run(["apt-get", "download", f"mesa-vulkan-drivers={old[0]}"], cwd=CACHE, capture_output=True, text=True)
     debs = list(CACHE.glob("mesa-vulkan-drivers_22*.deb"))
     if got.returncode != 0 or not debs:
         pytest.skip(f"could not download Mesa {old[0]}: {got.stderr.strip()[-200:]}")
@@ -45,8 +45,7 @@ def _mesa22_icd() -> Path:
     shutil.rmtree(root, ignore_errors=True)
     subprocess.run(["dpkg", "-x", str(debs[0]), str(root)], check=True)
     lib = next(root.rglob("libvulkan_lvp.so"))
-    icd.write_text(json.dumps({"file_format_version": "1.0.0",
-                               "ICD": {"library_path": str(lib), "api_version": "1.1.0"}}))
+    icd.write_text(json.dumps({"file_format_version": "1.0.0", "ICD": {"library_path": str(lib), "api_version": "1.1.0"}}))
     return icd
 
 

@@ -1,6 +1,7 @@
 """Module boundaries (issue 14): no import cycle among wgattn's modules, deferred (function-level)
 imports included (cases.py <-> interfaces/sdpa_arena.py lived on one), and each fact defined once
 (LAYOUTS was in cases.py and sdpa_arena.py)."""
+
 import ast
 from pathlib import Path
 
@@ -29,7 +30,7 @@ def _graph():
         for node in ast.walk(ast.parse(p.read_text())):
             if isinstance(node, ast.ImportFrom):
                 if node.level:
-                    base = pkg.split(".")[:len(pkg.split(".")) - node.level + 1]
+                    base = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
                     mod = ".".join(base + ([node.module] if node.module else []))
                 else:
                     mod = node.module or ""
@@ -50,7 +51,7 @@ def _cycle(graph):
         state[v] = "open"
         for w in sorted(graph[v]):
             if state.get(w) == "open":
-                return path[path.index(w):] + [w]
+                return path[path.index(w) :] + [w]
             if w not in state:
                 found = visit(w, path + [w])
                 if found:

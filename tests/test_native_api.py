@@ -1,4 +1,5 @@
 """wgattn.native offers the reference's functions with the same keywords, plus impl=."""
+
 import numpy as np
 import pytest
 

@@ -2,6 +2,7 @@
 judged by the tolerance rule against the float64 reference; exact zeros outside the window, rows
 summing to 1, other workgroup sizes, the interface's ValueErrors, and a planted race (the barrier
 between the max and the sum reductions removed) that the harness must catch."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -50,8 +51,8 @@ def test_conformance(native_runtime, case):
     (row,) = conformance.run_case(native_runtime, KERNEL, case)
     assert row["output"] == "probs"
     assert row["pass"], (
-        f"max abs err {row['max_abs_err']:.3e} > allowance {row['allowance']:.3e} "
-        f"(naive f32 {row['naive_err']:.3e})")
+        f"max abs err {row['max_abs_err']:.3e} > allowance {row['allowance']:.3e} (naive f32 {row['naive_err']:.3e})"
+    )
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -60,7 +61,7 @@ def test_zero_outside_the_window_and_rows_sum_to_one(native_runtime, case):
     earliest, pos = _visible(case)
     assert np.isfinite(probs).all()
     assert np.all(probs[:, :earliest] == 0.0)
-    assert np.all(probs[:, pos + 1:] == 0.0)
+    assert np.all(probs[:, pos + 1 :] == 0.0)
     assert np.all(probs >= 0.0)
     sums = probs.astype(np.float64).sum(axis=1)
     np.testing.assert_allclose(sums, 1.0, rtol=0, atol=1e-5)
@@ -90,24 +91,26 @@ def test_gqa_head_mapping(native_runtime):
 
 def _case(q_shape=(4, 8), k_shape=(10, 2, 8), **options):
     options.setdefault("pos", 3)
-    return Case("bad", {"q": np.zeros(q_shape, np.float32), "k_hist": np.zeros(k_shape, np.float32)},
-                options)
+    return Case("bad", {"q": np.zeros(q_shape, np.float32), "k_hist": np.zeros(k_shape, np.float32)}, options)
 
 
-@pytest.mark.parametrize("case, match", [
-    (_case(q_shape=(4, 8, 1)), "^q must be 2-D"),
-    (_case(k_shape=(10, 16)), "^k_hist must be 3-D"),
-    (_case(q_shape=(4, 0), k_shape=(10, 2, 0)), "^q head dim"),
-    (_case(k_shape=(10, 2, 9)), "^k_hist head dim"),
-    (_case(k_shape=(10, 3, 8)), r"^q heads \(4\) must be a multiple of k_hist heads \(3\)"),
-    (_case(k_shape=(0, 2, 8), pos=0), "^k_hist must hold at least one key"),
-    (_case(pos=10), r"^pos must be an integer in \[0, history_len\) = \[0, 10\)"),
-    (_case(pos=-1), "^pos must be"),
-    (_case(pos=2.0), "^pos must be"),
-    (_case(window=-1), "^window must be an integer >= 0"),
-    (_case(window=1.5), "^window must be"),
-    (_case(scale=0.5), "^attn_probs options are"),
-])
+@pytest.mark.parametrize(
+    "case, match",
+    [
+        (_case(q_shape=(4, 8, 1)), "^q must be 2-D"),
+        (_case(k_shape=(10, 16)), "^k_hist must be 3-D"),
+        (_case(q_shape=(4, 0), k_shape=(10, 2, 0)), "^q head dim"),
+        (_case(k_shape=(10, 2, 9)), "^k_hist head dim"),
+        (_case(k_shape=(10, 3, 8)), r"^q heads \(4\) must be a multiple of k_hist heads \(3\)"),
+        (_case(k_shape=(0, 2, 8), pos=0), "^k_hist must hold at least one key"),
+        (_case(pos=10), r"^pos must be an integer in \[0, history_len\) = \[0, 10\)"),
+        (_case(pos=-1), "^pos must be"),
+        (_case(pos=2.0), "^pos must be"),
+        (_case(window=-1), "^window must be an integer >= 0"),
+        (_case(window=1.5), "^window must be"),
+        (_case(scale=0.5), "^attn_probs options are"),
+    ],
+)
 def test_plan_value_errors(case, match):
     with pytest.raises(ValueError, match=match):
         attn_probs.plan(KERNEL, case)
@@ -115,13 +118,13 @@ def test_plan_value_errors(case, match):
 
 def test_plan_value_errors_inputs():
     with pytest.raises(ValueError, match="^pos must be given"):
-        attn_probs.plan(KERNEL, Case("x", {"q": np.zeros((1, 1), np.float32),
-                                           "k_hist": np.zeros((1, 1, 1), np.float32)}))
+        attn_probs.plan(KERNEL, Case("x", {"q": np.zeros((1, 1), np.float32), "k_hist": np.zeros((1, 1, 1), np.float32)}))
     with pytest.raises(ValueError, match="missing"):
         attn_probs.plan(KERNEL, Case("x", {"q": np.zeros((1, 1), np.float32)}, {"pos": 0}))
     with pytest.raises(ValueError, match="^q must be a float"):
-        attn_probs.plan(KERNEL, Case("x", {"q": np.zeros((1, 1), np.int32),
-                                           "k_hist": np.zeros((1, 1, 1), np.float32)}, {"pos": 0}))
+        attn_probs.plan(
+            KERNEL, Case("x", {"q": np.zeros((1, 1), np.int32), "k_hist": np.zeros((1, 1, 1), np.float32)}, {"pos": 0})
+        )
 
 
 def test_case_from_reference_refuses_other_scales():
@@ -146,16 +149,16 @@ def test_plan_layout():
     assert dispatch.entry_point == "main" and dispatch.workgroups == (hq, 1, 1)
     assert dispatch.bindings == {0: "params", 1: "q", 2: "k_hist", 3: "probs"}
     fields = np.frombuffer(plan.buffers[0].data, dtype="<u4")
-    assert list(fields) == [d, hq, hkv, hq // hkv, case.options["pos"], length,
-                            case.options["window"], 0]
+    assert list(fields) == [d, hq, hkv, hq // hkv, case.options["pos"], length, case.options["window"], 0]
 
 
 def test_reference_matches_attention_probs():
     case = CASES[8]
     from wgattn.reference import attention_probs
 
-    want = attention_probs(case.inputs["q"], case.inputs["k_hist"], pos=case.options["pos"],
-                           window=case.options["window"], scale=1.0)
+    want = attention_probs(
+        case.inputs["q"], case.inputs["k_hist"], pos=case.options["pos"], window=case.options["window"], scale=1.0
+    )
     np.testing.assert_array_equal(attn_probs.reference(case)["probs"], want)
     assert attn_probs.reference(case, dtype=np.float32)["probs"].dtype == np.float32
 

@@ -3,6 +3,7 @@ judged by the tolerance rule: the whole conformance grid for every kernel whose 
 adapter has; exact zeros outside the window and every entry written; other workgroup sizes
 (partial subgroups included); the block and grid folding; planted bugs (a missing barrier between
 the reductions, window edges one key off) that the grid must catch; named ValueErrors."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,8 +27,7 @@ MAX_SUM_BARRIER = "  workgroupBarrier();  // max-sum separation\n"
 def _visible(case: Case):
     """[(earliest, p)] per query row: the visible keys are earliest..p."""
     window = case.options["window"]
-    return [(p + 1 - window if window != 0 and p + 1 >= window else 0, p)
-            for p in (int(x) for x in case.inputs["positions"])]
+    return [(p + 1 - window if window != 0 and p + 1 >= window else 0, p) for p in (int(x) for x in case.inputs["positions"])]
 
 
 def test_grid_is_broad():
@@ -43,8 +43,9 @@ def test_grid_is_broad():
     assert any(w == 0 for w, _ in windows) and any(w == 1 for w, _ in windows)
     assert any(1 < w < 10 for w, _ in windows)  # small
     assert any(w > 0 and all(w > p + 1 for _, p in _visible(c)) for w, c in windows)  # larger than pos
-    assert any(w > 0 and any(0 < e for e, _ in _visible(c)) and any(e == 0 for e, _ in _visible(c))
-               for w, c in windows)  # in between: clipped rows and unclipped rows in one case
+    assert any(
+        w > 0 and any(0 < e for e, _ in _visible(c)) and any(e == 0 for e, _ in _visible(c)) for w, c in windows
+    )  # in between: clipped rows and unclipped rows in one case
     positions = [list(c.inputs["positions"]) for c in CASES]
     hist = [k[0] for k in k_shapes]
     assert any(0 in p and n - 1 in p and n > 1 for p, n in zip(positions, hist))
@@ -77,8 +78,8 @@ def test_exact_zeros_outside_the_window_and_every_entry_written(native_runtime, 
         assert np.isfinite(probs).all(), case.name
         for i, (lo, p) in enumerate(_visible(case)):
             assert np.all(probs[i, :, :lo] == 0.0), (case.name, i)
-            assert np.all(probs[i, :, p + 1:] == 0.0), (case.name, i)
-            assert np.all(probs[i, :, lo:p + 1] >= 0.0), (case.name, i)
+            assert np.all(probs[i, :, p + 1 :] == 0.0), (case.name, i)
+            assert np.all(probs[i, :, lo : p + 1] >= 0.0), (case.name, i)
         sums = probs.astype(np.float64).sum(axis=2)
         np.testing.assert_allclose(sums, 1.0, rtol=0, atol=1e-5, err_msg=case.name)
 
@@ -139,24 +140,19 @@ def test_gqa_head_mapping_and_blocks(native_runtime):
 
 # Bugs the grid must catch: (kernel, text in the kernel, replacement).
 PLANTED = {
-    "fast: no barrier between the max and the sum reductions":
-        (FAST, MAX_SUM_BARRIER, ""),
-    "subgroup: no barrier between the max and the sum reductions":
-        (SUBGROUP, MAX_SUM_BARRIER, ""),
-    "window one key too wide on the left":
-        (FAST, "lo[r] = p + 1u - params.window;", "lo[r] = p - params.window;"),
-    "window one key too narrow on the left":
-        (FAST, "lo[r] = p + 1u - params.window;", "lo[r] = p + 2u - params.window;"),
-    "the key after the current one let in":
-        (FAST, "hi[r] = p + 1u;", "hi[r] = min(p + 2u, hist);"),
-    "the current key left out":
-        (FAST, "hi[r] = p + 1u;", "hi[r] = max(p, 1u);"),
-    "the second key of each pair dropped":
-        (FAST, "      if (tk < hi_any) {", "      if (tk < hi_any && j == 0u) {"),
-    "the second key scored against the first key's row":
-        (FAST, "min(t + WG, hi_any - 1u) * kv_stride", "t * kv_stride"),
-    "subgroup: slots numbered from the leader's local index":
-        (SUBGROUP, "sg_part[slot] = l_sg;", "sg_part[min(lid, n_sg - 1u)] = l_sg;"),
+    "fast: no barrier between the max and the sum reductions": (FAST, MAX_SUM_BARRIER, ""),
+    "subgroup: no barrier between the max and the sum reductions": (SUBGROUP, MAX_SUM_BARRIER, ""),
+    "window one key too wide on the left": (FAST, "lo[r] = p + 1u - params.window;", "lo[r] = p - params.window;"),
+    "window one key too narrow on the left": (FAST, "lo[r] = p + 1u - params.window;", "lo[r] = p + 2u - params.window;"),
+    "the key after the current one let in": (FAST, "hi[r] = p + 1u;", "hi[r] = min(p + 2u, hist);"),
+    "the current key left out": (FAST, "hi[r] = p + 1u;", "hi[r] = max(p, 1u);"),
+    "the second key of each pair dropped": (FAST, "      if (tk < hi_any) {", "      if (tk < hi_any && j == 0u) {"),
+    "the second key scored against the first key's row": (FAST, "min(t + WG, hi_any - 1u) * kv_stride", "t * kv_stride"),
+    "subgroup: slots numbered from the leader's local index": (
+        SUBGROUP,
+        "sg_part[slot] = l_sg;",
+        "sg_part[min(lid, n_sg - 1u)] = l_sg;",
+    ),
 }
 
 
@@ -167,8 +163,7 @@ def test_planted_bugs_are_caught(native_runtime, bug):
     source = kernel.source()
     assert source.count(old) == 1, f"planted bug {bug!r} no longer matches {kernel.id}"
     broken = source.replace(old, new)
-    failed = [c.name for c in CASES
-              if failures(conformance.run_case(native_runtime, kernel, c, source=broken))]
+    failed = [c.name for c in CASES if failures(conformance.run_case(native_runtime, kernel, c, source=broken))]
     assert failed, f"the grid did not catch: {bug}"
 
 
@@ -212,8 +207,7 @@ def test_plan_layout_and_vec4_padding():
     assert np.all(q4[:, :, 7] == 0.0)
     k4 = np.frombuffer(plan.buffers[2].data, dtype=np.float32).reshape(length, hkv, 8)
     assert np.all(k4[:, :, 7] == 0.0)
-    np.testing.assert_array_equal(np.frombuffer(plan.buffers[3].data, dtype=np.uint32),
-                                  case.inputs["positions"])
+    np.testing.assert_array_equal(np.frombuffer(plan.buffers[3].data, dtype=np.uint32), case.inputs["positions"])
 
 
 def test_subgroup_kernel_enables_subgroups_and_only_the_native_compiler_drops_it():
@@ -234,8 +228,9 @@ def test_subgroup_kernel_enables_subgroups_and_only_the_native_compiler_drops_it
 def test_reference_and_case_from_reference():
     case = CASES[4]
     i = case.inputs
-    want = reference.attention_probs_batched(i["q"], i["k_hist"], i["positions"],
-                                             window=case.options["window"], scale=case.options["scale"])
+    want = reference.attention_probs_batched(
+        i["q"], i["k_hist"], i["positions"], window=case.options["window"], scale=case.options["scale"]
+    )
     np.testing.assert_array_equal(apb.reference(case)["probs"], want)
     assert apb.reference(case, dtype=np.float32)["probs"].dtype == np.float32
     # The benchmark's call (bench.py): q [b, h, d], k_hist [s, h, d], positions keyword.
@@ -244,35 +239,37 @@ def test_reference_and_case_from_reference():
     c = apb.case_from_reference(q, k, positions=np.arange(7, 10))
     assert c.options == {"window": 0, "scale": 1.0}
     assert c.inputs["positions"].dtype == np.int32 and list(c.inputs["positions"]) == [7, 8, 9]
-    assert apb.case_from_reference(q, k, [1, 2, 3], scale=None).options["scale"] == pytest.approx(5 ** -0.5)
+    assert apb.case_from_reference(q, k, [1, 2, 3], scale=None).options["scale"] == pytest.approx(5**-0.5)
 
 
 def _bad_case(q_shape=(3, 4, 8), k_shape=(10, 2, 8), positions=(9, 0, 4), **options):
-    inputs = {"q": np.zeros(q_shape, np.float32), "k_hist": np.zeros(k_shape, np.float32),
-              "positions": np.asarray(positions)}
+    inputs = {"q": np.zeros(q_shape, np.float32), "k_hist": np.zeros(k_shape, np.float32), "positions": np.asarray(positions)}
     return Case("bad", inputs, options)
 
 
-@pytest.mark.parametrize("case, match", [
-    (_bad_case(q_shape=(4, 8)), r"^q must be 3-D \[n_pos, Hq, D\]"),
-    (_bad_case(k_shape=(10, 16)), r"^k_hist must be 3-D"),
-    (_bad_case(q_shape=(3, 4, 0), k_shape=(10, 2, 0)), r"^q head dim D must be >= 1"),
-    (_bad_case(k_shape=(10, 2, 9)), r"^k_hist head dim must equal q's head dim 8"),
-    (_bad_case(k_shape=(10, 3, 8)), r"^q heads \(4\) must be a multiple of k_hist heads \(3\)"),
-    (_bad_case(k_shape=(0, 2, 8)), r"^k_hist must hold at least one key"),
-    (_bad_case(positions=[[9, 0, 4]]), r"^positions must be a 1-D integer array of length n_pos = 3"),
-    (_bad_case(positions=[9.0, 0.0, 4.0]), r"^positions must be a 1-D integer array, got dtype float64"),
-    (_bad_case(positions=[9, 0]), r"^positions must have one entry per query row: length n_pos = q.shape\[0\] = 3"),
-    (_bad_case(positions=[9, 10, 4]), r"^positions\[1\] must be in \[0, history_len\) = \[0, 10\), got 10"),
-    (_bad_case(positions=[-1, 0, 4]), r"^positions\[0\] must be in \[0, history_len\)"),
-    (_bad_case(window=-1), r"^window must be an integer >= 0 \(0 = unbounded\), got -1"),
-    (_bad_case(window=1.5), r"^window must be an integer >= 0"),
-    (_bad_case(scale=0.0), r"^scale must be None or a finite nonzero real number with magnitude in .*, got 0.0"),
-    (_bad_case(scale=float("inf")), r"^scale must be None or a finite nonzero"),
-    (_bad_case(scale=1e39), r"^scale must be None or a finite nonzero real number with magnitude"),
-    (_bad_case(scale="1"), r"^scale must be None or a finite nonzero"),
-    (_bad_case(pos=3), r"^attn_probs_batched options are \['window', 'scale'\], got unknown \['pos'\]"),
-])
+@pytest.mark.parametrize(
+    "case, match",
+    [
+        (_bad_case(q_shape=(4, 8)), r"^q must be 3-D \[n_pos, Hq, D\]"),
+        (_bad_case(k_shape=(10, 16)), r"^k_hist must be 3-D"),
+        (_bad_case(q_shape=(3, 4, 0), k_shape=(10, 2, 0)), r"^q head dim D must be >= 1"),
+        (_bad_case(k_shape=(10, 2, 9)), r"^k_hist head dim must equal q's head dim 8"),
+        (_bad_case(k_shape=(10, 3, 8)), r"^q heads \(4\) must be a multiple of k_hist heads \(3\)"),
+        (_bad_case(k_shape=(0, 2, 8)), r"^k_hist must hold at least one key"),
+        (_bad_case(positions=[[9, 0, 4]]), r"^positions must be a 1-D integer array of length n_pos = 3"),
+        (_bad_case(positions=[9.0, 0.0, 4.0]), r"^positions must be a 1-D integer array, got dtype float64"),
+        (_bad_case(positions=[9, 0]), r"^positions must have one entry per query row: length n_pos = q.shape\[0\] = 3"),
+        (_bad_case(positions=[9, 10, 4]), r"^positions\[1\] must be in \[0, history_len\) = \[0, 10\), got 10"),
+        (_bad_case(positions=[-1, 0, 4]), r"^positions\[0\] must be in \[0, history_len\)"),
+        (_bad_case(window=-1), r"^window must be an integer >= 0 \(0 = unbounded\), got -1"),
+        (_bad_case(window=1.5), r"^window must be an integer >= 0"),
+        (_bad_case(scale=0.0), r"^scale must be None or a finite nonzero real number with magnitude in .*, got 0.0"),
+        (_bad_case(scale=float("inf")), r"^scale must be None or a finite nonzero"),
+        (_bad_case(scale=1e39), r"^scale must be None or a finite nonzero real number with magnitude"),
+        (_bad_case(scale="1"), r"^scale must be None or a finite nonzero"),
+        (_bad_case(pos=3), r"^attn_probs_batched options are \['window', 'scale'\], got unknown \['pos'\]"),
+    ],
+)
 def test_plan_value_errors(case, match):
     with pytest.raises(ValueError, match=match):
         apb.plan(FAST, case)
@@ -280,8 +277,7 @@ def test_plan_value_errors(case, match):
 
 def test_missing_and_float_inputs_are_named():
     with pytest.raises(ValueError, match=r"needs inputs \['q', 'k_hist', 'positions'\], missing \['positions'\]"):
-        apb.plan(FAST, Case("x", {"q": np.zeros((1, 1, 1), np.float32),
-                                  "k_hist": np.zeros((1, 1, 1), np.float32)}))
+        apb.plan(FAST, Case("x", {"q": np.zeros((1, 1, 1), np.float32), "k_hist": np.zeros((1, 1, 1), np.float32)}))
     with pytest.raises(ValueError, match=r"^q must be a float16/32/64 array"):
         apb.case_from_reference(np.zeros((1, 1, 1), np.int32), np.zeros((1, 1, 1), np.float32), [0])
     with pytest.raises(ValueError, match=r"^positions\[0\] must be in"):

@@ -2,6 +2,7 @@
 by the tolerance rule: the whole conformance grid, the contract's empty rows, the native API's
 routing (GQA, windows, softcap reach the tiled kernel), tile-skipping bugs planted and caught,
 and named ValueErrors for what a kernel cannot take."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -59,16 +60,17 @@ def test_rows_without_keys_give_zero_and_minus_inf(native_runtime, kernel):
 
 # Bugs in the tiling that a grid must catch: the band of tiles the block loads, and the per-row mask.
 PLANTED = {
-    "block band one key short on the right":
-        ("hi = min(hi, row_last + offset + wr + 1);", "hi = min(hi, row_last + offset + wr);"),
-    "block band one key short on the left":
-        ("lo = max(lo, row0 + offset - wl);", "lo = max(lo, row0 + offset - wl + 1);"),
-    "row mask lets one key past the window":
-        ("row_hi = min(row_hi, i + offset + wr + 1);", "row_hi = min(row_hi, i + offset + wr + 2);"),
-    "tile loads stop one key early":
-        ("if (j < hi && d < dim) {", "if (j + 1 < hi && d < dim) {"),
-    "alpha not applied to the sum":
-        ("l = l * alpha + tile_sum;", "l = l + tile_sum;"),
+    "block band one key short on the right": (
+        "hi = min(hi, row_last + offset + wr + 1);",
+        "hi = min(hi, row_last + offset + wr);",
+    ),
+    "block band one key short on the left": ("lo = max(lo, row0 + offset - wl);", "lo = max(lo, row0 + offset - wl + 1);"),
+    "row mask lets one key past the window": (
+        "row_hi = min(row_hi, i + offset + wr + 1);",
+        "row_hi = min(row_hi, i + offset + wr + 2);",
+    ),
+    "tile loads stop one key early": ("if (j < hi && d < dim) {", "if (j + 1 < hi && d < dim) {"),
+    "alpha not applied to the sum": ("l = l * alpha + tile_sum;", "l = l + tile_sum;"),
 }
 
 
@@ -78,8 +80,7 @@ def test_planted_tiling_bugs_are_caught(native_runtime, bug):
     source = TILED.source()
     assert source.count(old) == 1, f"planted bug {bug!r} no longer matches the kernel"
     broken = source.replace(old, new)
-    failed = [c.name for c in CASES
-              if failures(conformance.run_case(native_runtime, TILED, c, source=broken))]
+    failed = [c.name for c in CASES if failures(conformance.run_case(native_runtime, TILED, c, source=broken))]
     assert failed, f"the grid did not catch: {bug}"
 
 
@@ -110,8 +111,7 @@ def test_f16_kernels_are_judged_on_f16_inputs_against_a_naive_f16_run():
     f16 = [k for k in KERNELS if k.precision == "f16"]
     assert f16, "no f16 kernel registered for flash_fwd"
     case = conformance.judged_case(f16[0], _case("softcap-d64"))
-    assert all((a.astype(np.float16).astype(np.float32) == a).all()
-               for a in case.inputs.values() if a.dtype.kind == "f")
+    assert all((a.astype(np.float16).astype(np.float32) == a).all() for a in case.inputs.values() if a.dtype.kind == "f")
     ref, naive = conformance.expected(f16[0], case)
     err = max(np.abs(naive["out"].astype(np.float64) - ref["out"]).max(), 1e-12)
     assert 1e-4 < err < 1e-2  # float16's error, not float32's
@@ -127,22 +127,31 @@ def test_dense_case_is_sdpa(native_runtime):
 
 
 def test_head_dim_past_the_tiled_limit_is_refused_with_the_limit(native_runtime):
-    case = flash_fwd.case_from_reference(np.zeros((4, 1, 260), np.float32), np.zeros((4, 1, 260), np.float32),
-                                         np.zeros((4, 1, 260), np.float32), [0, 4], [0, 4])
+    case = flash_fwd.case_from_reference(
+        np.zeros((4, 1, 260), np.float32), np.zeros((4, 1, 260), np.float32), np.zeros((4, 1, 260), np.float32), [0, 4], [0, 4]
+    )
     with pytest.raises(ValueError, match=r"flash_fwd.tiled supports head_dim <= 256, got 260"):
         flash_fwd.plan(TILED, case)
 
 
-@pytest.mark.parametrize("bad, match", [
-    (dict(k=np.zeros((5, 4, 16), np.float32)), r"multiple of k/v heads"),
-    (dict(cu_seqlens_q=[0, 3, 2]), r"non-decreasing"),
-    (dict(window=(-2, 0)), r"window"),
-    (dict(softcap=-1.0), r"softcap"),
-    (dict(causal_align="centre"), r"causal_align"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (dict(k=np.zeros((5, 4, 16), np.float32)), r"multiple of k/v heads"),
+        (dict(cu_seqlens_q=[0, 3, 2]), r"non-decreasing"),
+        (dict(window=(-2, 0)), r"window"),
+        (dict(softcap=-1.0), r"softcap"),
+        (dict(causal_align="centre"), r"causal_align"),
+    ],
+)
 def test_bad_arguments_name_what_is_wrong(bad, match):
-    args = dict(q=np.zeros((4, 6, 16), np.float32), k=np.zeros((5, 2, 16), np.float32),
-                v=np.zeros((5, 2, 16), np.float32), cu_seqlens_q=[0, 4], cu_seqlens_k=[0, 5])
+    args = dict(
+        q=np.zeros((4, 6, 16), np.float32),
+        k=np.zeros((5, 2, 16), np.float32),
+        v=np.zeros((5, 2, 16), np.float32),
+        cu_seqlens_q=[0, 4],
+        cu_seqlens_k=[0, 5],
+    )
     if "k" in bad:
         args["v"] = bad["k"]
     args.update(bad)
@@ -150,5 +159,4 @@ def test_bad_arguments_name_what_is_wrong(bad, match):
     if "cu_seqlens_q" in bad:
         args["cu_seqlens_k"] = [0, 2, 5]
     with pytest.raises(ValueError, match=match):
-        flash_fwd.case_from_reference(args["q"], args["k"], args["v"], args["cu_seqlens_q"],
-                                      args["cu_seqlens_k"], **kw)
+        flash_fwd.case_from_reference(args["q"], args["k"], args["v"], args["cu_seqlens_q"], args["cu_seqlens_k"], **kw)

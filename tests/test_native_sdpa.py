@@ -2,6 +2,7 @@
 the tolerance rule, over the interface's conformance grid: awkward sizes, every mask kind, both
 layouts, empty rows, and seq_k >= 512 at head_dim 64, where a loop-truncating lavapipe once
 returned wrong values (SEEDS.md)."""
+
 import numpy as np
 import pytest
 
@@ -45,19 +46,28 @@ def test_bad_wgsl_is_a_clear_error(native_runtime):
         native_runtime.run(plan)
 
 
-@pytest.mark.parametrize("kwargs, kind", [
-    ({}, "none"), ({"causal": True}, "causal"), ({"window": (5, 0)}, "window"),
-    ({"window": (5, 0), "causal": True}, "window"), ({"window": (-1, 0)}, "causal"),
-])
+@pytest.mark.parametrize(
+    "kwargs, kind",
+    [
+        ({}, "none"),
+        ({"causal": True}, "causal"),
+        ({"window": (5, 0)}, "window"),
+        ({"window": (5, 0), "causal": True}, "window"),
+        ({"window": (-1, 0)}, "causal"),
+    ],
+)
 def test_reference_keywords_map_onto_mask_kinds(kwargs, kind):
     q = np.zeros((1, 1, 4, 2), np.float32)
     assert sdpa_arena.case_from_reference(q, q, q, **kwargs).options["mask_kind"] == kind
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"window": (3, 2)}, "carries windows \\(w, 0\\) only"),
-    ({"mask": np.ones((1, 1, 1, 4), bool), "causal": True}, "one mask kind per call"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"window": (3, 2)}, "carries windows \\(w, 0\\) only"),
+        ({"mask": np.ones((1, 1, 1, 4), bool), "causal": True}, "one mask kind per call"),
+    ],
+)
 def test_what_the_interface_cannot_carry_is_refused(kwargs, message):
     q = np.zeros((1, 1, 4, 2), np.float32)
     with pytest.raises(ValueError, match=message):

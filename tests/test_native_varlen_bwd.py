@@ -2,6 +2,7 @@
 the float64 reference, judged by the tolerance rule: every case of the interface's conformance grid,
 determinism, the zeros the contract promises (rows with no visible key, keys no row sees), the
 folded grid, tiling bugs planted in the tiled kernel and caught, and named ValueErrors."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -74,8 +75,9 @@ def test_kernel_matches_reference(native_runtime, kernel, case):
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.id)
-@pytest.mark.parametrize("prefix", ["causal-br-d64-mqa-empty-seqs", "softcap-d64-gqa3",
-                                    "long-causal-br-d64", "causal-tl-d111-gqa3"])
+@pytest.mark.parametrize(
+    "prefix", ["causal-br-d64-mqa-empty-seqs", "softcap-d64-gqa3", "long-causal-br-d64", "causal-tl-d111-gqa3"]
+)
 def test_runs_are_bit_identical(native_runtime, kernel, prefix):
     plan = varlen_bwd.plan(kernel, _case(prefix))
     a = native_runtime.run(plan).raw
@@ -85,8 +87,7 @@ def test_runs_are_bit_identical(native_runtime, kernel, prefix):
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.id)
-@pytest.mark.parametrize("case", [c for c in CASES if not all(v.all() for v in _visibility(c))],
-                         ids=lambda c: c.name)
+@pytest.mark.parametrize("case", [c for c in CASES if not all(v.all() for v in _visibility(c))], ids=lambda c: c.name)
 def test_invisible_rows_and_keys_get_exact_zeros(native_runtime, kernel, case):
     has_key, seen = _visibility(case)
     got = native_runtime.run(varlen_bwd.plan(kernel, case)).outputs
@@ -115,8 +116,18 @@ def test_case_from_reference_round_trips(native_runtime, kernel):
     c = _case("window-both-causal-br-d130")
     i = c.inputs
     made = varlen_bwd.case_from_reference(
-        i["dout"], i["q"], i["k"], i["v"], i["out"], i["lse"], i["cu_seqlens_q"].astype(np.int64),
-        i["cu_seqlens_k"], causal=True, window=(8, 3), name="rt")
+        i["dout"],
+        i["q"],
+        i["k"],
+        i["v"],
+        i["out"],
+        i["lse"],
+        i["cu_seqlens_q"].astype(np.int64),
+        i["cu_seqlens_k"],
+        causal=True,
+        window=(8, 3),
+        name="rt",
+    )
     assert made.inputs["cu_seqlens_q"].dtype == np.int32
     ref = varlen_bwd.reference(made)
     for name, want in zip(varlen_bwd.OUTPUTS, varlen_bwd.reference(c).values()):
@@ -129,32 +140,43 @@ def _small():
     q = rs.standard_normal((5, 2, 8)).astype(np.float32)
     k = rs.standard_normal((7, 1, 8)).astype(np.float32)
     v = rs.standard_normal((7, 1, 8)).astype(np.float32)
-    return dict(dout=q.copy(), q=q, k=k, v=v, out=q.copy(), lse=np.zeros((5, 2), np.float32),
-                cu_seqlens_q=np.array([0, 2, 5], np.int32), cu_seqlens_k=np.array([0, 3, 7], np.int32))
+    return dict(
+        dout=q.copy(),
+        q=q,
+        k=k,
+        v=v,
+        out=q.copy(),
+        lse=np.zeros((5, 2), np.float32),
+        cu_seqlens_q=np.array([0, 2, 5], np.int32),
+        cu_seqlens_k=np.array([0, 3, 7], np.int32),
+    )
 
 
-@pytest.mark.parametrize("change, match", [
-    ({"q": np.zeros((5, 2, 8), np.int32)}, "q must be a float array"),
-    ({"k": np.zeros((7, 8), np.float32)}, "k must be 3-D"),
-    ({"v": np.zeros((7, 1, 9), np.float32)}, "v must have k's shape"),
-    ({"k": np.zeros((7, 1, 4), np.float32)}, "k head dim"),
-    ({"k": np.zeros((7, 3, 8), np.float32), "v": np.zeros((7, 3, 8), np.float32)}, "q heads .2. must be a multiple"),
-    ({"out": np.zeros((5, 2, 7), np.float32)}, "out must have q's shape"),
-    ({"dout": np.zeros((4, 2, 8), np.float32)}, "dout must have q's shape"),
-    ({"lse": np.zeros((2, 5), np.float32)}, "lse must have shape"),
-    ({"cu_seqlens_q": np.array([1, 2, 5], np.int32)}, "cu_seqlens_q must start at 0"),
-    ({"cu_seqlens_q": np.array([0, 3, 2, 5], np.int32)}, "cu_seqlens_q must be non-decreasing"),
-    ({"cu_seqlens_k": np.array([0, 3, 6], np.int32)}, "cu_seqlens_k must end at total_k"),
-    ({"cu_seqlens_k": np.array([0.0, 3.0, 7.0])}, "cu_seqlens_k must be a 1-D integer array"),
-    ({"cu_seqlens_k": np.array([0, 7], np.int32)}, "same length"),
-    ({"causal": "yes"}, "causal must be True or False"),
-    ({"window": (-2, 0)}, "window must be"),
-    ({"window": 3}, "window must be a pair"),
-    ({"softcap": -1.0}, "softcap must be"),
-    ({"scale": 0.0}, "scale must be"),
-    ({"scale": float("nan")}, "scale must be"),
-    ({"causal_align": "centre"}, "causal_align must be"),
-])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ({"q": np.zeros((5, 2, 8), np.int32)}, "q must be a float array"),
+        ({"k": np.zeros((7, 8), np.float32)}, "k must be 3-D"),
+        ({"v": np.zeros((7, 1, 9), np.float32)}, "v must have k's shape"),
+        ({"k": np.zeros((7, 1, 4), np.float32)}, "k head dim"),
+        ({"k": np.zeros((7, 3, 8), np.float32), "v": np.zeros((7, 3, 8), np.float32)}, "q heads .2. must be a multiple"),
+        ({"out": np.zeros((5, 2, 7), np.float32)}, "out must have q's shape"),
+        ({"dout": np.zeros((4, 2, 8), np.float32)}, "dout must have q's shape"),
+        ({"lse": np.zeros((2, 5), np.float32)}, "lse must have shape"),
+        ({"cu_seqlens_q": np.array([1, 2, 5], np.int32)}, "cu_seqlens_q must start at 0"),
+        ({"cu_seqlens_q": np.array([0, 3, 2, 5], np.int32)}, "cu_seqlens_q must be non-decreasing"),
+        ({"cu_seqlens_k": np.array([0, 3, 6], np.int32)}, "cu_seqlens_k must end at total_k"),
+        ({"cu_seqlens_k": np.array([0.0, 3.0, 7.0])}, "cu_seqlens_k must be a 1-D integer array"),
+        ({"cu_seqlens_k": np.array([0, 7], np.int32)}, "same length"),
+        ({"causal": "yes"}, "causal must be True or False"),
+        ({"window": (-2, 0)}, "window must be"),
+        ({"window": 3}, "window must be a pair"),
+        ({"softcap": -1.0}, "softcap must be"),
+        ({"scale": 0.0}, "scale must be"),
+        ({"scale": float("nan")}, "scale must be"),
+        ({"causal_align": "centre"}, "causal_align must be"),
+    ],
+)
 def test_bad_arguments_are_named(change, match):
     args = _small()
     keywords = {}
@@ -167,10 +189,17 @@ def test_bad_arguments_are_named(change, match):
     with pytest.raises(ValueError, match=match):
         varlen_bwd.case_from_reference(*(args[n] for n in order), **keywords)
     # plan() checks a hand-built case the same way
-    case = varlen_bwd.Case("bad", {n: args[n] for n in order},
-                           {"causal": keywords.get("causal", False), "window": keywords.get("window", (-1, -1)),
-                            "softcap": keywords.get("softcap", 0.0), "scale": keywords.get("scale"),
-                            "causal_align": keywords.get("causal_align", "bottom_right")})
+    case = varlen_bwd.Case(
+        "bad",
+        {n: args[n] for n in order},
+        {
+            "causal": keywords.get("causal", False),
+            "window": keywords.get("window", (-1, -1)),
+            "softcap": keywords.get("softcap", 0.0),
+            "scale": keywords.get("scale"),
+            "causal_align": keywords.get("causal_align", "bottom_right"),
+        },
+    )
     with pytest.raises(ValueError, match=match):
         varlen_bwd.plan(KERNEL, case)
 
@@ -184,9 +213,12 @@ def test_missing_input_is_named():
 
 def test_plan_layout():
     args = _small()
-    case = varlen_bwd.case_from_reference(*(args[n] for n in ("dout", "q", "k", "v", "out", "lse",
-                                                              "cu_seqlens_q", "cu_seqlens_k")),
-                                          causal=True, window=(2, 5), softcap=3.0)
+    case = varlen_bwd.case_from_reference(
+        *(args[n] for n in ("dout", "q", "k", "v", "out", "lse", "cu_seqlens_q", "cu_seqlens_k")),
+        causal=True,
+        window=(2, 5),
+        softcap=3.0,
+    )
     plan = varlen_bwd.plan(KERNEL, case)
     assert [d.entry_point for d in plan.dispatches] == ["bwd_preprocess", "bwd_dkdv", "bwd_dq"]
     for d, p in zip(plan.dispatches, KERNEL.interface.passes):
@@ -196,10 +228,11 @@ def test_plan_layout():
     assert [b.name for b in plan.buffers if b.read] == ["dq", "dkv"]
     params = next(b for b in plan.buffers if b.name == "params").data
     import struct
+
     fields = struct.unpack("<6I2iIffI", params)
     assert fields[:6] == (5, 7, 2, 1, 8, 2)
     assert fields[6:9] == (2, 0, 0)  # causal folds right to min(5, 0); bottom-right
-    assert fields[9] == 3.0 and abs(fields[10] - 8 ** -0.5) < 1e-7
+    assert fields[9] == 3.0 and abs(fields[10] - 8**-0.5) < 1e-7
     out = {o.name: (o.buffer, o.offset, o.shape) for o in plan.outputs}
     assert out == {"dq": ("dq", 0, (5, 2, 8)), "dk": ("dkv", 0, (7, 1, 8)), "dv": ("dkv", 56, (7, 1, 8))}
 
@@ -211,8 +244,16 @@ def test_empty_totals(native_runtime, kernel, total_q, total_k):
     q = rs.standard_normal((total_q, 2, 8)).astype(np.float32)
     k = rs.standard_normal((total_k, 1, 8)).astype(np.float32)
     case = varlen_bwd.case_from_reference(
-        q.copy(), q, k, k.copy(), q.copy(), np.full((total_q, 2), -np.inf, np.float32),
-        np.array([0, total_q], np.int32), np.array([0, total_k], np.int32), causal=True)
+        q.copy(),
+        q,
+        k,
+        k.copy(),
+        q.copy(),
+        np.full((total_q, 2), -np.inf, np.float32),
+        np.array([0, total_q], np.int32),
+        np.array([0, total_k], np.int32),
+        causal=True,
+    )
     assert all(r["pass"] for r in conformance.run_case(native_runtime, kernel, case))
 
 
@@ -227,8 +268,9 @@ def test_folded_grid_past_65535_workgroups(native_runtime, kernel):
     from wgattn import reference
 
     out, lse = reference.varlen_attention_fwd(q, k, v, cu, cu, window=(2, 1))
-    case = varlen_bwd.case_from_reference(dout, q, k, v, out.astype(np.float32), lse.astype(np.float32),
-                                          cu, cu, window=(2, 1), name="folded")
+    case = varlen_bwd.case_from_reference(
+        dout, q, k, v, out.astype(np.float32), lse.astype(np.float32), cu, cu, window=(2, 1), name="folded"
+    )
     overrides = {**kernel.overrides, "WG": 1}
     plan = varlen_bwd.plan(kernel, case, overrides=overrides)
     assert all(dsp.workgroups == (65535, 2, 1) for dsp in plan.dispatches)
@@ -240,15 +282,22 @@ def test_folded_grid_past_65535_workgroups(native_runtime, kernel):
 # stages, the band of key tiles a query block stages, the per-pair mask, and blocks whose keys
 # straddle a sequence boundary (walked as segments).
 PLANTED = {
-    "dkdv query band one row short at the top":
-        ("i_lo = max(i_lo, j_first - offset - wr);", "i_lo = max(i_lo, j_first - offset - wr + 1);"),
-    "dq key band one key short on the right":
-        ("j_hi = min(j_hi, i_last + offset + wr);", "j_hi = min(j_hi, i_last + offset + wr - 1);"),
-    "dkdv mask lets one query row past the key's band":
-        ("if (i >= row_lo && i <= row_hi) {", "if (i >= row_lo && i <= row_hi + 1) {"),
-    "dkdv keys of a later sequence join an earlier segment's tiles":
-        ("i_hi = min(i_hi, j_last - offset + wl);\n    }\n    let mine = live && row >= seg && row < seg_end;",
-         "i_hi = min(i_hi, j_last - offset + wl);\n    }\n    let mine = live && row >= seg;"),
+    "dkdv query band one row short at the top": (
+        "i_lo = max(i_lo, j_first - offset - wr);",
+        "i_lo = max(i_lo, j_first - offset - wr + 1);",
+    ),
+    "dq key band one key short on the right": (
+        "j_hi = min(j_hi, i_last + offset + wr);",
+        "j_hi = min(j_hi, i_last + offset + wr - 1);",
+    ),
+    "dkdv mask lets one query row past the key's band": (
+        "if (i >= row_lo && i <= row_hi) {",
+        "if (i >= row_lo && i <= row_hi + 1) {",
+    ),
+    "dkdv keys of a later sequence join an earlier segment's tiles": (
+        "i_hi = min(i_hi, j_last - offset + wl);\n    }\n    let mine = live && row >= seg && row < seg_end;",
+        "i_hi = min(i_hi, j_last - offset + wl);\n    }\n    let mine = live && row >= seg;",
+    ),
 }
 
 
@@ -269,8 +318,7 @@ def test_planted_tiling_bugs_are_caught(native_runtime, bug):
     old, new = PLANTED[bug]
     source = TILED.source()
     assert source.count(old) == 1, f"planted bug {bug!r} no longer matches the kernel"
-    assert _first_failure(native_runtime, source.replace(old, new)) is not None, \
-        f"the grid did not catch: {bug}"
+    assert _first_failure(native_runtime, source.replace(old, new)) is not None, f"the grid did not catch: {bug}"
 
 
 def test_one_level_sum_fails_the_long_causal_row_on_lavapipe(native_runtime):

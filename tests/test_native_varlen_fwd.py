@@ -1,6 +1,7 @@
 """varlen_fwd.seed run natively (wgpu-py; lavapipe here) on the interface's conformance grid,
 judged by the tolerance rule against the float64 reference; empty rows exactly (out 0, lse -inf);
 a grid folded past 65535 workgroups; the interface module's argument errors."""
+
 import numpy as np
 import pytest
 
@@ -34,8 +35,10 @@ def test_conformance_case(native_runtime, case):
     rows = conformance.run_case(native_runtime, KERNEL, case)
     assert [r["output"] for r in rows] == list(varlen_fwd.OUTPUTS)
     for r in rows:
-        assert r["pass"], (f"{r['case']} {r['output']}: max abs err {r['max_abs_err']:.3e} > allowance "
-                           f"{r['allowance']:.3e} (naive f32 {r['naive_err']:.3e})")
+        assert r["pass"], (
+            f"{r['case']} {r['output']}: max abs err {r['max_abs_err']:.3e} > allowance "
+            f"{r['allowance']:.3e} (naive f32 {r['naive_err']:.3e})"
+        )
 
 
 def test_rows_without_keys_are_exactly_zero_and_minus_inf(native_runtime):
@@ -60,8 +63,9 @@ def test_grid_folded_past_65535_workgroups(native_runtime):
     case = Case("folded", inputs, {"causal": False, "scale": 0.7})
     plan = varlen_fwd.plan(KERNEL, case)
     assert plan.dispatches[0].workgroups[1] > 1
-    rows = conformance.judge(case, native_runtime.run(plan).outputs, varlen_fwd.reference(case),
-                             varlen_fwd.reference(case, dtype=np.float32))
+    rows = conformance.judge(
+        case, native_runtime.run(plan).outputs, varlen_fwd.reference(case), varlen_fwd.reference(case, dtype=np.float32)
+    )
     assert all(r["pass"] for r in rows), rows
 
 
@@ -73,24 +77,29 @@ def _case(**changes):
     return Case("bad", inputs, options)
 
 
-@pytest.mark.parametrize("changes, match", [
-    ({"q": np.zeros((5, 2), np.float32)}, "q must be 3-D"),
-    ({"q": np.zeros((5, 2, 5), np.int32)}, "q must be float"),
-    ({"k": np.zeros((5, 2, 4), np.float32)}, "k head_dim"),
-    ({"k": np.zeros((5, 1, 5), np.float32), "v": np.zeros((5, 1, 5), np.float32)}, "GQA"),
-    ({"v": np.zeros((4, 2, 5), np.float32)}, "v must have k's shape"),
-    ({"q": np.zeros((5, 2, 0), np.float32)}, "head_dim D must be >= 1"),
-    ({"cu_seqlens_q": np.array([1, 3, 5], np.int32)}, "cu_seqlens_q must start at 0"),
-    ({"cu_seqlens_q": np.array([0, 3, 2, 5], np.int32),
-      "cu_seqlens_k": np.array([0, 4, 4, 5], np.int32)}, "cu_seqlens_q must be non-decreasing"),
-    ({"cu_seqlens_k": np.array([0, 4, 6], np.int32)}, "cu_seqlens_k must end at total_k"),
-    ({"cu_seqlens_k": np.array([0., 4., 5.])}, "cu_seqlens_k must be a 1-D integer array"),  # the reference's message
-    ({"cu_seqlens_k": np.array([0, 5], np.int32)}, "same length"),
-    ({"causal": "yes"}, "causal must be True or False"),
-    ({"scale": 0.0}, "scale must be"),
-    ({"scale": float("nan")}, "scale must be"),
-    ({"scale": 1e39}, "scale must be None or a finite nonzero real number with magnitude"),
-])
+@pytest.mark.parametrize(
+    "changes, match",
+    [
+        ({"q": np.zeros((5, 2), np.float32)}, "q must be 3-D"),
+        ({"q": np.zeros((5, 2, 5), np.int32)}, "q must be float"),
+        ({"k": np.zeros((5, 2, 4), np.float32)}, "k head_dim"),
+        ({"k": np.zeros((5, 1, 5), np.float32), "v": np.zeros((5, 1, 5), np.float32)}, "GQA"),
+        ({"v": np.zeros((4, 2, 5), np.float32)}, "v must have k's shape"),
+        ({"q": np.zeros((5, 2, 0), np.float32)}, "head_dim D must be >= 1"),
+        ({"cu_seqlens_q": np.array([1, 3, 5], np.int32)}, "cu_seqlens_q must start at 0"),
+        (
+            {"cu_seqlens_q": np.array([0, 3, 2, 5], np.int32), "cu_seqlens_k": np.array([0, 4, 4, 5], np.int32)},
+            "cu_seqlens_q must be non-decreasing",
+        ),
+        ({"cu_seqlens_k": np.array([0, 4, 6], np.int32)}, "cu_seqlens_k must end at total_k"),
+        ({"cu_seqlens_k": np.array([0.0, 4.0, 5.0])}, "cu_seqlens_k must be a 1-D integer array"),  # the reference's message
+        ({"cu_seqlens_k": np.array([0, 5], np.int32)}, "same length"),
+        ({"causal": "yes"}, "causal must be True or False"),
+        ({"scale": 0.0}, "scale must be"),
+        ({"scale": float("nan")}, "scale must be"),
+        ({"scale": 1e39}, "scale must be None or a finite nonzero real number with magnitude"),
+    ],
+)
 def test_plan_rejects_bad_arguments(changes, match):
     with pytest.raises(ValueError, match=match):
         varlen_fwd.plan(KERNEL, _case(**changes))
@@ -103,24 +112,25 @@ def test_plan_rejects_unknown_options():
         varlen_fwd.plan(KERNEL, case)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"window": (4, 0)}, "window"),
-    ({"softcap": 30.0}, "softcap"),
-    ({"causal": True}, "causal_align"),  # bottom-right by default, and 3x4 / 2x1 differ
-    ({"causal_align": "middle"}, "causal_align"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"window": (4, 0)}, "window"),
+        ({"softcap": 30.0}, "softcap"),
+        ({"causal": True}, "causal_align"),  # bottom-right by default, and 3x4 / 2x1 differ
+        ({"causal_align": "middle"}, "causal_align"),
+    ],
+)
 def test_case_from_reference_refuses_what_the_interface_cannot_carry(kwargs, match):
     i = _inputs([3, 2], [4, 1])
     with pytest.raises(ValueError, match=match):
-        varlen_fwd.case_from_reference(i["q"], i["k"], i["v"], i["cu_seqlens_q"], i["cu_seqlens_k"],
-                                       **kwargs)
+        varlen_fwd.case_from_reference(i["q"], i["k"], i["v"], i["cu_seqlens_q"], i["cu_seqlens_k"], **kwargs)
 
 
 def test_case_from_reference_refuses_gqa():
     i = _inputs([3, 2], [4, 1], heads=4)
     with pytest.raises(ValueError, match="GQA"):
-        varlen_fwd.case_from_reference(i["q"], i["k"][:, :2], i["v"][:, :2],
-                                       i["cu_seqlens_q"], i["cu_seqlens_k"])
+        varlen_fwd.case_from_reference(i["q"], i["k"][:, :2], i["v"][:, :2], i["cu_seqlens_q"], i["cu_seqlens_k"])
 
 
 def test_case_from_reference_matches_the_reference_call():
@@ -137,6 +147,7 @@ def test_case_from_reference_matches_the_reference_call():
     np.testing.assert_array_equal(got["lse"], want[1])
     # Unequal lengths are fine with top-left alignment.
     j = _inputs([3, 2], [4, 1])
-    case = varlen_fwd.case_from_reference(j["q"], j["k"], j["v"], j["cu_seqlens_q"], j["cu_seqlens_k"],
-                                          causal=True, causal_align="top_left")
+    case = varlen_fwd.case_from_reference(
+        j["q"], j["k"], j["v"], j["cu_seqlens_q"], j["cu_seqlens_k"], causal=True, causal_align="top_left"
+    )
     assert case.options["causal"] is True

@@ -5,6 +5,7 @@ and plan, the API) accepts and refuses the same values, with the reference's mes
 Drifts this pins: reference.varlen_attention_fwd(causal=1) was accepted while the flash_fwd and
 varlen_fwd interfaces refused it; scale=1e-40 (a float32 subnormal, 0 on many GPUs) was refused by
 varlen_fwd and accepted by flash_fwd, sdpa_arena, the reference and the API."""
+
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
@@ -38,21 +39,22 @@ def _bwd_case(**options):
 # Every entry point that takes all five varlen options.
 FULL = {
     "reference.varlen_attention_fwd": lambda **o: reference.varlen_attention_fwd(_Q, _K, _V, _CU, _CU, **o),
-    "reference.varlen_attention_bwd": lambda **o: reference.varlen_attention_bwd(
-        _DOUT, _Q, _K, _V, _OUT, _LSE, _CU, _CU, **o),
+    "reference.varlen_attention_bwd": lambda **o: reference.varlen_attention_bwd(_DOUT, _Q, _K, _V, _OUT, _LSE, _CU, _CU, **o),
     "flash_fwd.case_from_reference": lambda **o: flash_fwd.case_from_reference(_Q, _K, _V, _CU, _CU, **o),
     "flash_fwd.plan": lambda **o: flash_fwd.plan(_kernel("flash_fwd"), _varlen_case(**o)),
     "flash_fwd.reference": lambda **o: flash_fwd.reference(_varlen_case(**o)),
-    "varlen_bwd.case_from_reference": lambda **o: varlen_bwd.case_from_reference(
-        _DOUT, _Q, _K, _V, _OUT, _LSE, _CU, _CU, **o),
+    "varlen_bwd.case_from_reference": lambda **o: varlen_bwd.case_from_reference(_DOUT, _Q, _K, _V, _OUT, _LSE, _CU, _CU, **o),
     "varlen_bwd.plan": lambda **o: varlen_bwd.plan(_kernel("varlen_bwd"), _bwd_case(**o)),
     "varlen_fwd.case_from_reference": lambda **o: varlen_fwd.case_from_reference(_Q, _K, _V, _CU, _CU, **o),
 }
 # varlen_fwd's own case carries causal and scale only.
-CAUSAL_SCALE = dict(FULL, **{
-    "varlen_fwd.plan": lambda **o: varlen_fwd.plan(_kernel("varlen_fwd"), _varlen_case(**o)),
-    "varlen_fwd.reference": lambda **o: varlen_fwd.reference(_varlen_case(**o)),
-})
+CAUSAL_SCALE = dict(
+    FULL,
+    **{
+        "varlen_fwd.plan": lambda **o: varlen_fwd.plan(_kernel("varlen_fwd"), _varlen_case(**o)),
+        "varlen_fwd.reference": lambda **o: varlen_fwd.reference(_varlen_case(**o)),
+    },
+)
 
 BAD_CAUSAL_SCALE = {
     "causal=1": {"causal": 1},
@@ -132,8 +134,7 @@ def test_scale_rule_is_the_same_for_sdpa_and_probs():
             "reference.sdpa": lambda **o: reference.sdpa(q4, q4, q4, **o),
             "sdpa_arena.plan_arrays": lambda **o: sdpa_arena.plan_arrays(_kernel("sdpa_arena"), q4, q4, q4, **o),
             "reference.attention_probs_batched": lambda **o: reference.attention_probs_batched(qp, kh, pos, **o),
-            "attn_probs_batched.case_from_reference": lambda **o: attn_probs_batched.case_from_reference(
-                qp, kh, pos, **o),
+            "attn_probs_batched.case_from_reference": lambda **o: attn_probs_batched.case_from_reference(qp, kh, pos, **o),
             "reference.attention_probs": lambda **o: reference.attention_probs(qp[0], kh, pos=3, **o),
             "attn_probs.case_from_reference": lambda **o: attn_probs.case_from_reference(qp[0], kh, pos=3, **o),
         }
@@ -143,9 +144,13 @@ def test_scale_rule_is_the_same_for_sdpa_and_probs():
 
 def test_api_refuses_subnormal_scale_and_integer_causal():
     client = TestClient(main)
-    r = client.post("/api/run", json={"kernel": "attn_probs_batched.fast",
-                                      "config": {"scale": 1e-40, "history": 8, "positions": 2,
-                                                 "heads": 2, "heads_kv": 1, "head_dim": 4}})
+    r = client.post(
+        "/api/run",
+        json={
+            "kernel": "attn_probs_batched.fast",
+            "config": {"scale": 1e-40, "history": 8, "positions": 2, "heads": 2, "heads_kv": 1, "head_dim": 4},
+        },
+    )
     assert r.status_code == 422, r.text
     assert "scale must be None or a finite nonzero real number with magnitude" in r.json()["detail"]
     r = client.post("/api/run", json={"kernel": "flash_fwd.tiled", "config": {"causal": 1}})

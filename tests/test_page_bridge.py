@@ -1,5 +1,6 @@
 """wgattn.page (what the page calls under Pyodide) driven from CPython with the native runtime
 standing in for the browser: prepare -> run plan -> add_buffer -> finish."""
+
 import json
 
 import pytest
@@ -14,8 +15,9 @@ def _native_response(case: SdpaCase, runtime):
 
     inputs = case.inputs()
     out = runtime.run(case.plan(registry.load().kernel("sdpa_arena.seed"), inputs))
-    return json.dumps({"digest": digest(inputs), "outputs": {k: wire.encode(v) for k, v in out.outputs.items()},
-                       "timings": out.timings})
+    return json.dumps(
+        {"digest": digest(inputs), "outputs": {k: wire.encode(v) for k, v in out.outputs.items()}, "timings": out.timings}
+    )
 
 
 def _browser_stand_in(prepared, runtime):

@@ -1,6 +1,7 @@
 """The precision probe (wgattn.precision): the shader and the Python list agree, the judging is
 right on planted errors, and on the native adapter the kernels' softcap is accurate where the
 built-in tanh may not be."""
+
 import re
 
 import numpy as np

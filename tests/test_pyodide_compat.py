@@ -1,6 +1,7 @@
 """What the page imports under Pyodide must be Python 3.8 syntax (the only offline Pyodide with
 NumPy is 0.17: Python 3.8, numpy 1.17). The e2e tests run it there for real; this catches syntax
 early and without a browser."""
+
 import ast
 from pathlib import Path
 

@@ -50,8 +50,7 @@ def softmax_rows(scores):
     return [(j, x / z) for j, x in w], m + math.log(z)
 
 
-def brute_varlen_fwd(q, k, v, cu_q, cu_k, causal=False, scale=None, window=(-1, -1),
-                     softcap=0.0, causal_align="bottom_right"):
+def brute_varlen_fwd(q, k, v, cu_q, cu_k, causal=False, scale=None, window=(-1, -1), softcap=0.0, causal_align="bottom_right"):
     total_q, hq, d = q.shape
     hkv = k.shape[1]
     group = hq // hkv
@@ -191,8 +190,17 @@ def test_varlen_fwd_matches_brute_force(name, align):
     q, k, v, cu_q, cu_k = make_varlen(len(name), lens_q, lens_k, hq, hkv, d, mag=1.5)
     with np.errstate(all="raise"):
         out, lse = ref.varlen_attention_fwd(
-            q, k, v, np.array(cu_q, dtype=np.int32), np.array(cu_k, dtype=np.int64),
-            causal=causal, scale=scale, window=window, softcap=softcap, causal_align=align)
+            q,
+            k,
+            v,
+            np.array(cu_q, dtype=np.int32),
+            np.array(cu_k, dtype=np.int64),
+            causal=causal,
+            scale=scale,
+            window=window,
+            softcap=softcap,
+            causal_align=align,
+        )
     want_out, want_lse = brute_varlen_fwd(q, k, v, cu_q, cu_k, causal, scale, window, softcap, align)
     assert out.dtype == np.float64 and lse.dtype == np.float64
     assert out.shape == q.shape and lse.shape == (q.shape[0], hq)
@@ -216,8 +224,7 @@ def test_rows_without_keys_give_zero_out_and_neg_inf_lse():
 def test_visible_keys_match_lse_exactly_by_construction():
     # lse is log(sum(exp(visible scores))): check against a direct formula.
     q, k, v, cu_q, cu_k = make_varlen(3, [4], [6], 2, 2, 3)
-    out, lse = ref.varlen_attention_fwd(q, k, v, cu_q, cu_k, window=(1, 1),
-                                        causal_align="top_left", scale=0.5)
+    out, lse = ref.varlen_attention_fwd(q, k, v, cu_q, cu_k, window=(1, 1), causal_align="top_left", scale=0.5)
     for i in range(4):
         for h in range(2):
             js = [j for j in range(6) if i - 1 <= j <= i + 1]
@@ -250,8 +257,9 @@ def test_varlen_equals_per_sequence_calls():
     out, lse = ref.varlen_attention_fwd(q, k, v, cu_q, cu_k, causal=True, window=(2, -1))
     for b in range(3):
         qs, ks = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
-        o1, l1 = ref.varlen_attention_fwd(q[qs], k[ks], v[ks], [0, cu_q[b + 1] - cu_q[b]],
-                                          [0, cu_k[b + 1] - cu_k[b]], causal=True, window=(2, -1))
+        o1, l1 = ref.varlen_attention_fwd(
+            q[qs], k[ks], v[ks], [0, cu_q[b + 1] - cu_q[b]], [0, cu_k[b + 1] - cu_k[b]], causal=True, window=(2, -1)
+        )
         np.testing.assert_array_equal(o1, out[qs])
         np.testing.assert_array_equal(l1, lse[qs])
 
@@ -277,8 +285,7 @@ def test_bwd_zero_for_rows_and_keys_without_attention():
     dout = rs.standard_normal(q.shape)
     with np.errstate(all="raise"):
         out, lse = ref.varlen_attention_fwd(q, k, v, cu_q, cu_k, causal=True, window=(0, -1))
-        dq, dk, dv = ref.varlen_attention_bwd(dout, q, k, v, out, lse, cu_q, cu_k,
-                                              causal=True, window=(0, -1))
+        dq, dk, dv = ref.varlen_attention_bwd(dout, q, k, v, out, lse, cu_q, cu_k, causal=True, window=(0, -1))
     assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == v.shape
     # bottom-right causal 5x3 with left=0: rows 0,1 see nothing; rows 2..4 see
     # exactly one key each, so the softmax is constant and dq = 0 everywhere
@@ -347,7 +354,7 @@ def test_attention_probs_matches_brute_force(name):
     earliest = pos + 1 - window if (window != 0 and pos + 1 >= window) else 0
     invisible = [t for t in range(n) if not earliest <= t <= pos]
     assert np.all(probs[:, invisible] == 0.0)
-    assert np.all(probs[:, earliest:pos + 1] > 0.0)
+    assert np.all(probs[:, earliest : pos + 1] > 0.0)
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-13)
 
 
@@ -368,8 +375,7 @@ def test_attention_probs_agrees_with_varlen_last_row():
     q_all = rs.standard_normal((6, 4, 3))
     k = rs.standard_normal((6, 2, 3))
     v = rs.standard_normal((6, 2, 3))
-    out, _ = ref.varlen_attention_fwd(q_all, k, v, [0, 6], [0, 6], causal=True,
-                                      window=(2, -1), scale=1.0)
+    out, _ = ref.varlen_attention_fwd(q_all, k, v, [0, 6], [0, 6], causal=True, window=(2, -1), scale=1.0)
     probs = ref.attention_probs(q_all[4], k, pos=4, window=3)
     want = np.einsum("ht,thd->hd", probs, np.repeat(v, 2, axis=1))
     np.testing.assert_allclose(out[4], want, rtol=1e-12, atol=1e-14)
@@ -382,8 +388,12 @@ def test_attention_probs_agrees_with_varlen_last_row():
 
 def make_sdpa(seed, bsz, hq, hkv, sq, sk, d):
     rs = np.random.RandomState(seed)
-    return (rs.standard_normal((bsz, hq, sq, d)), rs.standard_normal((bsz, hkv, sk, d)),
-            rs.standard_normal((bsz, hkv, sk, d)), rs)
+    return (
+        rs.standard_normal((bsz, hq, sq, d)),
+        rs.standard_normal((bsz, hkv, sk, d)),
+        rs.standard_normal((bsz, hkv, sk, d)),
+        rs,
+    )
 
 
 # id -> (B, Hq, Hkv, Sq, Sk, D, mask kind, causal, window)
@@ -408,7 +418,7 @@ def sdpa_mask(kind, rs, bsz, hq, sq, sk):
         return None
     if kind == "padding":  # [B, 1, 1, Sk]: last keys of batch 1 are padding
         m = np.ones((bsz, 1, 1, sk), dtype=bool)
-        m[-1, :, :, sk - 2:] = False
+        m[-1, :, :, sk - 2 :] = False
         return m
     if kind == "full":
         m = rs.rand(bsz, hq, sq, sk) > 0.5
@@ -456,8 +466,7 @@ def test_sdpa_layouts_agree():
     q, k, v, rs = make_sdpa(3, 2, 6, 3, 5, 4, 3)
     mask = rs.rand(2, 1, 5, 4) > 0.4
     a = ref.sdpa(q, k, v, mask=mask, causal=True, window=(1, -1), scale=0.4)
-    b = ref.sdpa(*[x.transpose(0, 2, 1, 3) for x in (q, k, v)], mask=mask, causal=True,
-                 window=(1, -1), scale=0.4, layout="bshd")
+    b = ref.sdpa(*[x.transpose(0, 2, 1, 3) for x in (q, k, v)], mask=mask, causal=True, window=(1, -1), scale=0.4, layout="bshd")
     assert b.shape == (2, 5, 6, 3)
     np.testing.assert_array_equal(a, b.transpose(0, 2, 1, 3))
 
@@ -468,10 +477,8 @@ def test_sdpa_equals_varlen_top_left():
     qv = q.transpose(0, 2, 1, 3).reshape(6, 4, 3)
     kv_k = k.transpose(0, 2, 1, 3).reshape(10, 2, 3)
     kv_v = v.transpose(0, 2, 1, 3).reshape(10, 2, 3)
-    o2, _ = ref.varlen_attention_fwd(qv, kv_k, kv_v, [0, 3, 6], [0, 5, 10], causal=True,
-                                     window=(1, -1), causal_align="top_left")
-    np.testing.assert_allclose(out.transpose(0, 2, 1, 3).reshape(6, 4, 3), o2,
-                               rtol=1e-13, atol=1e-15)
+    o2, _ = ref.varlen_attention_fwd(qv, kv_k, kv_v, [0, 3, 6], [0, 5, 10], causal=True, window=(1, -1), causal_align="top_left")
+    np.testing.assert_allclose(out.transpose(0, 2, 1, 3).reshape(6, 4, 3), o2, rtol=1e-13, atol=1e-15)
 
 
 # ---------------------------------------------------------------------------
@@ -487,8 +494,7 @@ def test_float32_mode_varlen_returns_float32_close_to_float64():
         o64, l64 = ref.varlen_attention_fwd(q, k, v, cu_q, cu_k, **kw)
         o32, l32 = ref.varlen_attention_fwd(q, k, v, cu_q, cu_k, dtype=np.float32, **kw)
         g64 = ref.varlen_attention_bwd(dout, q, k, v, o64, l64, cu_q, cu_k, **kw)
-        g32 = ref.varlen_attention_bwd(dout, q, k, v, o32, l32, cu_q, cu_k,
-                                       dtype=np.float32, **kw)
+        g32 = ref.varlen_attention_bwd(dout, q, k, v, o32, l32, cu_q, cu_k, dtype=np.float32, **kw)
     assert o32.dtype == np.float32 and l32.dtype == np.float32
     err = float(np.abs(o32 - o64).max())
     assert 0.0 < err < 1e-5
@@ -524,12 +530,15 @@ def test_float32_mode_empty_rows():
 
 def test_float16_and_float32_inputs_accepted():
     q, k, v, cu_q, cu_k = make_varlen(16, [3], [4], 2, 2, 4)
-    o64, _ = ref.varlen_attention_fwd(q.astype(np.float16), k.astype(np.float16),
-                                      v.astype(np.float16), cu_q, cu_k)
+    o64, _ = ref.varlen_attention_fwd(q.astype(np.float16), k.astype(np.float16), v.astype(np.float16), cu_q, cu_k)
     assert o64.dtype == np.float64
-    want, _ = brute_varlen_fwd(q.astype(np.float16).astype(np.float64),
-                               k.astype(np.float16).astype(np.float64),
-                               v.astype(np.float16).astype(np.float64), cu_q, cu_k)
+    want, _ = brute_varlen_fwd(
+        q.astype(np.float16).astype(np.float64),
+        k.astype(np.float16).astype(np.float64),
+        v.astype(np.float16).astype(np.float64),
+        cu_q,
+        cu_k,
+    )
     np.testing.assert_allclose(o64, want, rtol=1e-12, atol=1e-14)
     o32, _ = ref.varlen_attention_fwd(q.astype(np.float32), k, v, cu_q, cu_k, dtype=np.float32)
     assert o32.dtype == np.float32
@@ -549,8 +558,7 @@ def test_no_nan_or_fp_errors_anywhere(dtype):
         for align in ALIGNS:
             for window in [(-1, -1), (0, 0), (1, -1), (-1, 1), (3, 2)]:
                 for softcap in [0.0, 2.0]:
-                    kw = dict(causal=True, window=window, softcap=softcap,
-                              causal_align=align, dtype=dt)
+                    kw = dict(causal=True, window=window, softcap=softcap, causal_align=align, dtype=dt)
                     out, lse = ref.varlen_attention_fwd(q, k, v, cu_q, cu_k, **kw)
                     grads = ref.varlen_attention_bwd(dout, q, k, v, out, lse, cu_q, cu_k, **kw)
                     assert not np.isnan(out).any() and not np.isnan(lse).any()
@@ -585,10 +593,22 @@ def test_sources_parse_as_python_3_8(path):
 
 # Names that appeared after Python 3.8 / NumPy 1.17 and must not be used.
 _NEWER_APIS = [
-    r"\.removeprefix\(", r"\.removesuffix\(", r"functools\.cache\b", r"math\.lcm",
-    r"math\.nextafter", r"sliding_window_view", r"default_rng", r"\bzip\([^)]*strict=",
-    r"\bcopy=None\b", r"np\.unstack", r"np\.concat\(", r"np\.trapezoid", r"np\.bool\b",
-    r"np\.long\b", r"np\.astype\(", r"\bmatch \w+:",
+    r"\.removeprefix\(",
+    r"\.removesuffix\(",
+    r"functools\.cache\b",
+    r"math\.lcm",
+    r"math\.nextafter",
+    r"sliding_window_view",
+    r"default_rng",
+    r"\bzip\([^)]*strict=",
+    r"\bcopy=None\b",
+    r"np\.unstack",
+    r"np\.concat\(",
+    r"np\.trapezoid",
+    r"np\.bool\b",
+    r"np\.long\b",
+    r"np\.astype\(",
+    r"\bmatch \w+:",
 ]
 
 
@@ -609,7 +629,8 @@ def test_sources_avoid_newer_apis(path):
 
 _MASK_HEAD = re.compile(
     r"mask: len_q=(\d+) len_k=(\d+) causal=(True|False) window=\((-?\d+), (-?\d+)\) "
-    r"align=(bottom_right|top_left)")
+    r"align=(bottom_right|top_left)"
+)
 _VIS_HEAD = re.compile(r"visible: history_len=(\d+) pos=(\d+) window=(\d+)")
 
 
@@ -622,13 +643,12 @@ def _check_drawings(text, where):
             len_q, len_k = int(m.group(1)), int(m.group(2))
             causal = m.group(3) == "True"
             window = (int(m.group(4)), int(m.group(5)))
-            rows = lines[n + 2:n + 2 + len_q]
+            rows = lines[n + 2 : n + 2 + len_q]
             for i, row in enumerate(rows):
                 cells = row.split()
                 assert cells[0] == "q%d" % i, (where, line, row)
                 got = [c == "1" for c in cells[1:]]
-                want = [visible(i, j, len_q, len_k, causal, window, m.group(6))
-                        for j in range(len_k)]
+                want = [visible(i, j, len_q, len_k, causal, window, m.group(6)) for j in range(len_k)]
                 assert got == want, (where, line, row)
             found += 1
         m = _VIS_HEAD.search(line)
@@ -661,8 +681,8 @@ def test_contract_doc_drawings_are_correct():
 
 def test_public_api_and_docstrings():
     assert sorted(ref.__all__) == sorted(
-        ["varlen_attention_fwd", "varlen_attention_bwd", "attention_probs", "attention_probs_batched",
-         "sdpa"])
+        ["varlen_attention_fwd", "varlen_attention_bwd", "attention_probs", "attention_probs_batched", "sdpa"]
+    )
     assert ref.__doc__
     for name in ref.__all__:
         doc = getattr(ref, name).__doc__

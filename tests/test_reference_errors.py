@@ -28,21 +28,20 @@ def fwd(**over):
             args[name] = val
         else:
             kw[name] = val
-    return ref.varlen_attention_fwd(args["q"], args["k"], args["v"], args["cu_seqlens_q"],
-                                    args["cu_seqlens_k"], **kw)
+    return ref.varlen_attention_fwd(args["q"], args["k"], args["v"], args["cu_seqlens_q"], args["cu_seqlens_k"], **kw)
 
 
 def bwd(**over):
-    args = dict(dout=DOUT, q=Q, k=K, v=V, out=OUT, lse=LSE, cu_seqlens_q=CU_Q,
-                cu_seqlens_k=CU_K)
+    args = dict(dout=DOUT, q=Q, k=K, v=V, out=OUT, lse=LSE, cu_seqlens_q=CU_Q, cu_seqlens_k=CU_K)
     kw = {}
     for name, val in over.items():
         if name in args:
             args[name] = val
         else:
             kw[name] = val
-    return ref.varlen_attention_bwd(args["dout"], args["q"], args["k"], args["v"], args["out"],
-                                    args["lse"], args["cu_seqlens_q"], args["cu_seqlens_k"], **kw)
+    return ref.varlen_attention_bwd(
+        args["dout"], args["q"], args["k"], args["v"], args["out"], args["lse"], args["cu_seqlens_q"], args["cu_seqlens_k"], **kw
+    )
 
 
 QP = RS.standard_normal((4, 3))  # Hq 4, D 3
@@ -89,10 +88,14 @@ VARLEN_ERRORS = {
     "d_mismatch": (dict(k=K[:, :, :2], v=V[:, :, :2]), r"k head dim must equal q head dim 3"),
     "v_shape": (dict(v=V[:, :, :2]), r"v must have k's shape"),
     "v_heads": (dict(v=np.repeat(V, 2, axis=1)), r"v must have k's shape"),
-    "gqa_not_multiple": (dict(k=np.repeat(K, 3, axis=1)[:, :3], v=np.repeat(V, 3, axis=1)[:, :3]),
-                         r"q heads \(4\) must be a multiple of k/v heads \(3\)"),
-    "more_kv_heads": (dict(k=np.repeat(K, 4, axis=1), v=np.repeat(V, 4, axis=1)),
-                      r"q heads \(4\) must be a multiple of k/v heads \(8\)"),
+    "gqa_not_multiple": (
+        dict(k=np.repeat(K, 3, axis=1)[:, :3], v=np.repeat(V, 3, axis=1)[:, :3]),
+        r"q heads \(4\) must be a multiple of k/v heads \(3\)",
+    ),
+    "more_kv_heads": (
+        dict(k=np.repeat(K, 4, axis=1), v=np.repeat(V, 4, axis=1)),
+        r"q heads \(4\) must be a multiple of k/v heads \(8\)",
+    ),
     "zero_kv_heads": (dict(k=K[:, :0], v=V[:, :0]), r"head counts must be >= 1"),
     "zero_head_dim": (dict(q=Q[:, :, :0], k=K[:, :, :0], v=V[:, :, :0]), r"q head dim D must be >= 1"),
     # cu_seqlens
@@ -104,8 +107,7 @@ VARLEN_ERRORS = {
     "cu_k_decreasing": (dict(cu_seqlens_k=[0, 5, 4, 6]), r"cu_seqlens_k must be non-decreasing"),
     "cu_q_last": (dict(cu_seqlens_q=[0, 2, 4]), r"cu_seqlens_q must end at total_q .*= 5, got 4"),
     "cu_k_last": (dict(cu_seqlens_k=[0, 4, 7]), r"cu_seqlens_k must end at total_k .*= 6, got 7"),
-    "cu_batch_mismatch": (dict(cu_seqlens_k=[0, 1, 4, 6]),
-                          r"cu_seqlens_q and cu_seqlens_k must have the same length"),
+    "cu_batch_mismatch": (dict(cu_seqlens_k=[0, 1, 4, 6]), r"cu_seqlens_q and cu_seqlens_k must have the same length"),
     # keywords
     "window_below_minus1": (dict(window=(-2, 0)), r"window must be \(left, right\) with each >= -1, got \(-2, 0\)"),
     "window_right_below": (dict(window=(0, -5)), r"window must be \(left, right\) with each >= -1, got \(0, -5\)"),
@@ -170,8 +172,7 @@ PROBS_ERRORS = {
     "q_int": (dict(q=QP.astype(np.int16)), r"q must be a float16, float32 or float64"),
     "k_hist_complex": (dict(k_hist=KH.astype(np.complex128)), r"k_hist must be a float"),
     "d_mismatch": (dict(k_hist=KH[:, :, :2]), r"k_hist head dim must equal q head dim 3"),
-    "gqa_not_multiple": (dict(k_hist=np.repeat(KH, 3, axis=1)[:, :3]),
-                         r"q heads \(4\) must be a multiple of k_hist heads \(3\)"),
+    "gqa_not_multiple": (dict(k_hist=np.repeat(KH, 3, axis=1)[:, :3]), r"q heads \(4\) must be a multiple of k_hist heads \(3\)"),
     "empty_history": (dict(k_hist=KH[:0], pos=0), r"k_hist must hold at least one key"),
     "pos_negative": (dict(pos=-1), r"pos must be in \[0, history_len\) = \[0, 7\), got -1"),
     "pos_too_big": (dict(pos=7), r"pos must be in \[0, history_len\) = \[0, 7\), got 7"),
@@ -194,15 +195,19 @@ def test_attention_probs_errors(name):
 
 SDPA_ERRORS = {
     "q_ndim": (dict(q=QS[0]), r"q must be 4-D with shape \[B, H, Sq, D\]"),
-    "k_ndim_bshd": (dict(q=QS.transpose(0, 2, 1, 3), k=KS[0], v=VS[0], layout="bshd"),
-                    r"k must be 4-D with shape \[B, Sk, Hkv, D\]"),
+    "k_ndim_bshd": (
+        dict(q=QS.transpose(0, 2, 1, 3), k=KS[0], v=VS[0], layout="bshd"),
+        r"k must be 4-D with shape \[B, Sk, Hkv, D\]",
+    ),
     "v_shape": (dict(v=VS[:, :, :5]), r"v must have k's shape"),
     "q_int": (dict(q=QS.astype(np.int64)), r"q must be a float16, float32 or float64"),
     "v_complex": (dict(v=VS.astype(np.complex64)), r"v must be a float"),
     "batch_mismatch": (dict(k=KS[:1], v=VS[:1]), r"k batch size must equal q batch size 2, got 1"),
     "d_mismatch": (dict(k=KS[..., :4], v=VS[..., :4]), r"k head dim must equal q head dim 5, got 4"),
-    "gqa_not_multiple": (dict(k=np.repeat(KS, 3, axis=1)[:, :3], v=np.repeat(VS, 3, axis=1)[:, :3]),
-                         r"q heads \(4\) must be a multiple of k/v heads \(3\)"),
+    "gqa_not_multiple": (
+        dict(k=np.repeat(KS, 3, axis=1)[:, :3], v=np.repeat(VS, 3, axis=1)[:, :3]),
+        r"q heads \(4\) must be a multiple of k/v heads \(3\)",
+    ),
     "layout": (dict(layout="bsdh"), r"layout must be 'bhsd' or 'bshd', got 'bsdh'"),
     "mask_float": (dict(mask=np.ones((3, 6))), r"mask must be a boolean array \(True = attend\), got dtype float64"),
     "mask_int": (dict(mask=np.ones((3, 6), dtype=np.int8)), r"mask must be a boolean array"),
@@ -227,8 +232,14 @@ def test_sdpa_errors(name):
 def test_valid_edge_inputs_are_accepted():
     # negative scale, numpy scalars, numpy integer window/pos, numpy bool causal (0/1 are refused:
     # tests/test_one_validation_path.py)
-    fwd(scale=np.float32(-0.5), window=(np.int64(1), np.int32(-1)), causal=np.bool_(True),
-        softcap=np.float64(2.0), causal_align="top_left", dtype="float32")
+    fwd(
+        scale=np.float32(-0.5),
+        window=(np.int64(1), np.int32(-1)),
+        causal=np.bool_(True),
+        softcap=np.float64(2.0),
+        causal_align="top_left",
+        dtype="float32",
+    )
     probs(pos=np.int64(6), window=np.int32(7), scale=None)
     sdpa(window=[1, 1], mask=np.ones((6,), dtype=bool), causal=np.bool_(True), layout="bhsd")
     ref.varlen_attention_fwd(Q[:0], K[:0], V[:0], [0], [0])  # batch of zero sequences

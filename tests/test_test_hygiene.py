@@ -1,5 +1,6 @@
 """The test suite's own hygiene (issue 14): no test depends on running last, shared helpers live
 in one module (tests/helpers.py)."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -19,9 +20,23 @@ def test_torch_report_does_not_depend_on_order(tmp_path):
     (tmp_path / "reverse_order.py").write_text(_REVERSE)
     env = {"PYTHONPATH": f"{tmp_path}:{ROOT / 'py'}", "PATH": "/usr/bin:/bin"}
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "reverse_order", "-p", "no:cacheprovider",
-         str(TESTS / "test_reference_torch.py")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "reverse_order",
+            "-p",
+            "no:cacheprovider",
+            str(TESTS / "test_reference_torch.py"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "skipped" not in proc.stdout.splitlines()[-1], proc.stdout[-1000:]
     assert "worst abs error vs PyTorch" in proc.stdout, proc.stdout[-2000:]

@@ -1,4 +1,5 @@
 """The wire format and the seeded cases that the page and the server must rebuild identically."""
+
 import numpy as np
 import pytest
 
@@ -6,12 +7,15 @@ from wgattn import wire
 from wgattn.cases import SdpaCase, digest
 
 
-@pytest.mark.parametrize("arr", [
-    np.arange(12, dtype=np.float32).reshape(3, 4),
-    np.array([[True, False]]),
-    np.arange(5, dtype=np.int32),
-    np.zeros((0, 3), np.float32),
-])
+@pytest.mark.parametrize(
+    "arr",
+    [
+        np.arange(12, dtype=np.float32).reshape(3, 4),
+        np.array([[True, False]]),
+        np.arange(5, dtype=np.int32),
+        np.zeros((0, 3), np.float32),
+    ],
+)
 def test_wire_round_trip(arr):
     back = wire.decode(wire.encode(arr))
     assert back.dtype == arr.dtype and back.shape == arr.shape and np.array_equal(back, arr)

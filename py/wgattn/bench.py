@@ -13,6 +13,7 @@ Plans are pure Python (Pyodide builds them too); only `run_native` and the ancho
 or a CPU clock. Inputs are standard normal; the backward's out and lse are stand-ins of the
 right magnitude (timing does not depend on their values; correctness is the harness's job).
 """
+
 from __future__ import annotations
 
 import statistics
@@ -26,14 +27,12 @@ from . import registry
 from .interfaces import Case, module
 from .plan import Plan
 
-__all__ = ["OPS", "DEFAULT_SHAPES", "Record", "flops", "kernel_impls", "plans", "parse_shape",
-           "run", "render_table"]
+__all__ = ["OPS", "DEFAULT_SHAPES", "Record", "flops", "kernel_impls", "plans", "parse_shape", "run", "render_table"]
 
 OPS = ("fwd", "bwd", "probs")
 MODES = ("trusted", "checked")
 DEFAULT_SHAPES = {"fwd": [(1, 8, 1024, 64)], "bwd": [(1, 8, 1024, 64)], "probs": [(16, 8, 4096, 64)]}
-_INTERFACES = {"fwd": ("sdpa_arena", "flash_fwd"), "bwd": ("varlen_bwd",),
-               "probs": ("attn_probs", "attn_probs_batched")}
+_INTERFACES = {"fwd": ("sdpa_arena", "flash_fwd"), "bwd": ("varlen_bwd",), "probs": ("attn_probs", "attn_probs_batched")}
 ANCHORS = ("torch", "numpy")
 
 
@@ -125,9 +124,19 @@ def _cases(kernel_id: str, op: str, shape: Sequence[int], causal: bool, seed: in
         rows = np.arange(s, dtype=np.float64)
         visible = rows + 1 if causal else np.full(s, float(s))
         lse = np.broadcast_to((np.log(visible) + 0.5)[None, :, None], (b, s, h)).reshape(b * s, h)
-        return [mod.case_from_reference(_packed(x["dout"]), _packed(x["q"]), _packed(x["k"]),
-                                        _packed(x["v"]), _packed(x["v"]), lse.astype(np.float32),
-                                        cu, cu, causal=causal)]
+        return [
+            mod.case_from_reference(
+                _packed(x["dout"]),
+                _packed(x["q"]),
+                _packed(x["k"]),
+                _packed(x["v"]),
+                _packed(x["v"]),
+                lse.astype(np.float32),
+                cu,
+                cu,
+                causal=causal,
+            )
+        ]
     if iface == "attn_probs":
         return [mod.case_from_reference(x["q"][p], x["k_hist"], pos=s - b + p) for p in range(b)]
     if iface == "attn_probs_batched":
@@ -196,8 +205,7 @@ def _numpy_fn(op: str, shape, causal: bool):
         return lambda: reference.sdpa(x["q"], x["k"], x["v"], causal=causal, dtype=np.float32)
     if op == "probs":
         b, _, s, _ = shape
-        return lambda: [reference.attention_probs(x["q"][p], x["k_hist"], pos=s - b + p, dtype=np.float32)
-                        for p in range(b)]
+        return lambda: [reference.attention_probs(x["q"][p], x["k_hist"], pos=s - b + p, dtype=np.float32) for p in range(b)]
     (case,) = _cases("varlen_bwd.seed", op, shape, causal, 0)
     return lambda: module("varlen_bwd").reference(case, dtype=np.float32)
 
@@ -214,9 +222,16 @@ def _time_cpu(fn: Callable, runs: int, budget_s: float = 20.0) -> List[float]:
     return samples
 
 
-def run(ops: Sequence[str], impls: Optional[Sequence[str]], shapes: Optional[Sequence[Tuple[int, ...]]],
-        causal: bool, runs: int = 10, warmup: int = 3, log: Callable[[str], None] = lambda s: None,
-        modes: Sequence[str] = MODES) -> List[Record]:
+def run(
+    ops: Sequence[str],
+    impls: Optional[Sequence[str]],
+    shapes: Optional[Sequence[Tuple[int, ...]]],
+    causal: bool,
+    runs: int = 10,
+    warmup: int = 3,
+    log: Callable[[str], None] = lambda s: None,
+    modes: Sequence[str] = MODES,
+) -> List[Record]:
     """Time every (op, impl, shape) natively, with the anchors, in one process and one run;
     kernels in each of `modes` (a kernel not registered as trusted runs checked only)."""
     from . import native
@@ -243,8 +258,10 @@ def run(ops: Sequence[str], impls: Optional[Sequence[str]], shapes: Optional[Seq
                 if impl == "torch":
                     device = torch_cuda()
                     if device is None or op == "probs":
-                        log(f"skip {label}: " + ("no PyTorch with CUDA here" if device is None
-                                                 else "PyTorch has no attention-probabilities op"))
+                        log(
+                            f"skip {label}: "
+                            + ("no PyTorch with CUDA here" if device is None else "PyTorch has no attention-probabilities op")
+                        )
                         continue
                     dts = ["f32"] + (["f16"] if any(dtype_of(x) == "f16" for x in wanted) else [])
                     for dt in dts:
@@ -254,8 +271,9 @@ def run(ops: Sequence[str], impls: Optional[Sequence[str]], shapes: Optional[Seq
                     continue
                 if impl == "numpy":
                     samples = _time_cpu(_numpy_fn(op, shape, causal), runs)
-                    records.append(_record(op, "numpy", shape, causal, "f32", "CPU (NumPy reference, float32)",
-                                           samples, f, "wall"))
+                    records.append(
+                        _record(op, "numpy", shape, causal, "f32", "CPU (NumPy reference, float32)", samples, f, "wall")
+                    )
                     log(_line(records[-1]))
                     continue
                 kernel = registry.load().kernel(impl)
@@ -280,8 +298,9 @@ def run(ops: Sequence[str], impls: Optional[Sequence[str]], shapes: Optional[Seq
                         for p in job:
                             timer, samples = rt.time(p, runs=runs, warmup=warmup)
                             total = samples if total is None else [a + b for a, b in zip(total, samples)]
-                        records.append(_record(op, impl, shape, causal, dtype_of(impl), adapter, total, f,
-                                               timer, mode=mode, config=config))
+                        records.append(
+                            _record(op, impl, shape, causal, dtype_of(impl), adapter, total, f, timer, mode=mode, config=config)
+                        )
                         log(_line(records[-1]))
                 finally:
                     rt.trusted = saved
@@ -290,9 +309,20 @@ def run(ops: Sequence[str], impls: Optional[Sequence[str]], shapes: Optional[Seq
 
 def _record(op, impl, shape, causal, dtype, adapter, samples, f, timer, mode="", config="") -> Record:
     med = statistics.median(samples)
-    return Record(op=op, impl=impl, shape=tuple(int(x) for x in shape), causal=bool(causal), dtype=dtype,
-                  adapter=adapter, median_ms=med, tflops=f / (med * 1e-3) / 1e12, runs=len(samples),
-                  timer=timer, mode=mode, config=config)
+    return Record(
+        op=op,
+        impl=impl,
+        shape=tuple(int(x) for x in shape),
+        causal=bool(causal),
+        dtype=dtype,
+        adapter=adapter,
+        median_ms=med,
+        tflops=f / (med * 1e-3) / 1e12,
+        runs=len(samples),
+        timer=timer,
+        mode=mode,
+        config=config,
+    )
 
 
 def _name(r: Record) -> str:
@@ -300,8 +330,10 @@ def _name(r: Record) -> str:
 
 
 def _line(r: Record) -> str:
-    return (f"{r.op:5s} {_name(r):36s} {','.join(map(str, r.shape)):16s} {r.dtype} "
-            f"{r.median_ms:10.3f} ms {r.tflops:9.4f} TFLOP/s ({r.timer}, {r.runs} runs) {r.config}")
+    return (
+        f"{r.op:5s} {_name(r):36s} {','.join(map(str, r.shape)):16s} {r.dtype} "
+        f"{r.median_ms:10.3f} ms {r.tflops:9.4f} TFLOP/s ({r.timer}, {r.runs} runs) {r.config}"
+    )
 
 
 def render_table(records: Sequence[Record]) -> str:
@@ -315,11 +347,15 @@ def render_table(records: Sequence[Record]) -> str:
         lines.append(f"{op} (B,H,S,D)={shape}{' causal' if causal else ''}")
         base = next((r for r in rows if r.impl not in ANCHORS), None)
         torch32 = next((r for r in rows if r.impl == "torch" and r.dtype == "f32"), None)
-        lines.append(f"  {'impl [mode]':36s} {'dtype':5s} {'median ms':>11s} {'TFLOP/s':>10s} "
-                     f"{'x baseline':>10s} {'% torch f32':>11s}  adapter, tile")
+        lines.append(
+            f"  {'impl [mode]':36s} {'dtype':5s} {'median ms':>11s} {'TFLOP/s':>10s} "
+            f"{'x baseline':>10s} {'% torch f32':>11s}  adapter, tile"
+        )
         for r in rows:
             xb = f"{base.median_ms / r.median_ms:10.2f}" if base else f"{'':10s}"
             pt = f"{100 * r.tflops / torch32.tflops:10.1f}%" if torch32 else f"{'':11s}"
-            lines.append(f"  {_name(r):36s} {r.dtype:5s} {r.median_ms:11.3f} {r.tflops:10.4f} {xb} {pt}  "
-                         f"{r.adapter} ({r.timer}, {r.runs} runs) {r.config}")
+            lines.append(
+                f"  {_name(r):36s} {r.dtype:5s} {r.median_ms:11.3f} {r.tflops:10.4f} {xb} {pt}  "
+                f"{r.adapter} ({r.timer}, {r.runs} runs) {r.config}"
+            )
     return "\n".join(lines)

@@ -6,6 +6,7 @@ NumPy's legacy RandomState, whose stream is the same in numpy 1.17 (the page's P
 (the server), so the browser and the server run the kernel on identical inputs without shipping
 them. `digest()` lets both sides prove it.
 """
+
 from __future__ import annotations
 
 import hashlib

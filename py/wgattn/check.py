@@ -1,5 +1,6 @@
 """`wgattn check`: run a kernel (the project's, or WGSL a user wrote) through a registered
 interface on the interface's conformance grid, natively, judged by the tolerance rule."""
+
 from __future__ import annotations
 
 import json
@@ -19,9 +20,14 @@ class CheckError(Exception):
     WGSL that does not compile or does not match the interface."""
 
 
-def check(interface: str, wgsl: Optional[str] = None, entry: Optional[str] = None,
-          sets: Optional[Mapping[str, int]] = None, kernel_ids: Optional[List[str]] = None,
-          runtime=None) -> Dict[str, object]:
+def check(
+    interface: str,
+    wgsl: Optional[str] = None,
+    entry: Optional[str] = None,
+    sets: Optional[Mapping[str, int]] = None,
+    kernel_ids: Optional[List[str]] = None,
+    runtime=None,
+) -> Dict[str, object]:
     """Run the grid; returns {"interface", "adapter", "precision", "kernels": [{"kernel", "cases",
     "passed", "failed"}], "passed", "failed"} with per-case rows naming the failing outputs, each
     failing output localised ("where": worst elements, |error| map, likely class)."""
@@ -65,26 +71,34 @@ def check(interface: str, wgsl: Optional[str] = None, entry: Optional[str] = Non
         rows = []
         for case in cases:
             try:
-                outs = conformance.run_case(runtime, kernel, case, source=wgsl, entry_points=entry_points,
-                                            overrides=sets or None)
+                outs = conformance.run_case(runtime, kernel, case, source=wgsl, entry_points=entry_points, overrides=sets or None)
             except (CompileError, InterfaceMismatch) as exc:  # nothing else will run either
                 raise CheckError(str(exc)) from None
             except ValueError as exc:
-                outs = [{"case": case.name, "output": "-", "max_abs_err": float("inf"),
-                         "allowance": 0.0, "pass": False, "error": str(exc)}]
+                outs = [
+                    {
+                        "case": case.name,
+                        "output": "-",
+                        "max_abs_err": float("inf"),
+                        "allowance": 0.0,
+                        "pass": False,
+                        "error": str(exc),
+                    }
+                ]
             worst = max(outs, key=lambda r: _ratio(r))
-            rows.append({
-                "name": case.name,
-                "pass": all(r["pass"] for r in outs),
-                "max_abs_err": worst["max_abs_err"],
-                "allowance": worst["allowance"],
-                "worst_output": worst["output"],
-                "failed_outputs": [r["output"] for r in outs if not r["pass"]],
-                "outputs": outs,
-            })
+            rows.append(
+                {
+                    "name": case.name,
+                    "pass": all(r["pass"] for r in outs),
+                    "max_abs_err": worst["max_abs_err"],
+                    "allowance": worst["allowance"],
+                    "worst_output": worst["output"],
+                    "failed_outputs": [r["output"] for r in outs if not r["pass"]],
+                    "outputs": outs,
+                }
+            )
         passed = sum(r["pass"] for r in rows)
-        report["kernels"].append({"kernel": kernel.id, "cases": rows, "passed": passed,
-                                  "failed": len(rows) - passed})
+        report["kernels"].append({"kernel": kernel.id, "cases": rows, "passed": passed, "failed": len(rows) - passed})
         report["passed"] += passed
         report["failed"] += len(rows) - passed
     report["cases"] = [dict(r, kernel=k["kernel"]) for k in report["kernels"] for r in k["cases"]]
@@ -104,8 +118,10 @@ def render_table(report: Mapping[str, object]) -> str:
         lines.append(f"  {'case':44s} {'output':7s} {'max abs err':>12s} {'allowance':>10s} {'ratio':>6s}  verdict")
         for c in k["cases"]:
             ratio = _ratio(c)
-            lines.append(f"  {c['name']:44s} {c['worst_output']:7s} {c['max_abs_err']:12.3e} {c['allowance']:10.3e} "
-                         f"{ratio:6.2f}  {'PASS' if c['pass'] else 'FAIL ' + ','.join(c['failed_outputs'])}")
+            lines.append(
+                f"  {c['name']:44s} {c['worst_output']:7s} {c['max_abs_err']:12.3e} {c['allowance']:10.3e} "
+                f"{ratio:6.2f}  {'PASS' if c['pass'] else 'FAIL ' + ','.join(c['failed_outputs'])}"
+            )
             for r in c["outputs"]:
                 if r.get("error"):
                     lines.append(f"    error: {r['error']}")
@@ -114,10 +130,15 @@ def render_table(report: Mapping[str, object]) -> str:
         lines.append(f"  {k['passed']} passed, {k['failed']} failed")
     lines.append(f"\n{report['passed']} passed, {report['failed']} failed")
     if report.get("precision"):
-        off = [f"{r['name']} {r['max_ulps']:.0f} ulps" for r in report["precision"]["functions"]
-               if r["name"] in conformance.SUSPECT_CALLS and r["max_ulps"] > conformance.SUSPECT_ULPS]
-        lines.append("built-ins off by more than %d ulps on this adapter: %s (wgattn probe)"
-                     % (conformance.SUSPECT_ULPS, ", ".join(off) or "none"))
+        off = [
+            f"{r['name']} {r['max_ulps']:.0f} ulps"
+            for r in report["precision"]["functions"]
+            if r["name"] in conformance.SUSPECT_CALLS and r["max_ulps"] > conformance.SUSPECT_ULPS
+        ]
+        lines.append(
+            "built-ins off by more than %d ulps on this adapter: %s (wgattn probe)"
+            % (conformance.SUSPECT_ULPS, ", ".join(off) or "none")
+        )
     return "\n".join(lines)
 
 

@@ -1,9 +1,10 @@
 """The `wgattn` command.
 
-    wgattn check --interface NAME [--wgsl FILE] [--entry NAME] [--set KEY=VALUE ...] [--checked] [--json]
-    wgattn probe [--json] [--samples N]
-    wgattn bench [--op NAME] [--impl A,B] [--shape B,H,S,D ...] [--causal] [--runs N] [--mode M] [--json]
+wgattn check --interface NAME [--wgsl FILE] [--entry NAME] [--set KEY=VALUE ...] [--checked] [--json]
+wgattn probe [--json] [--samples N]
+wgattn bench [--op NAME] [--impl A,B] [--shape B,H,S,D ...] [--causal] [--runs N] [--mode M] [--json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,10 +35,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--wgsl", help="WGSL file implementing the interface (default: the project's kernels)")
     p.add_argument("--kernel", action="append", help="only these registered kernel ids")
     p.add_argument("--entry", help="entry point (NAME, or PASS=NAME,... for multi-pass interfaces)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override constant, e.g. WG=128")
-    p.add_argument("--checked", action="store_true",
-                   help="compile every kernel with runtime bounds checks (default: registered trusted kernels without)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override constant, e.g. WG=128")
+    p.add_argument(
+        "--checked",
+        action="store_true",
+        help="compile every kernel with runtime bounds checks (default: registered trusted kernels without)",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON report")
     b = sub.add_parser("bench", help="time kernels natively beside PyTorch (CUDA) and NumPy")
     b.add_argument("--op", action="append", help="fwd, bwd or probs (repeatable; default fwd)")
@@ -45,8 +48,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     b.add_argument("--shape", action="append", help="B,H,S,D (repeatable)")
     b.add_argument("--causal", action="store_true", help="causal attention (fwd, bwd)")
     b.add_argument("--runs", type=int, default=10, help="timed runs per row after warm-up (>= 10)")
-    b.add_argument("--mode", action="append", choices=("trusted", "checked"),
-                   help="shader modules with or without runtime checks (repeatable; default both)")
+    b.add_argument(
+        "--mode",
+        action="append",
+        choices=("trusted", "checked"),
+        help="shader modules with or without runtime checks (repeatable; default both)",
+    )
     b.add_argument("--json", action="store_true", help="print a JSON list of records")
     pr = sub.add_parser("probe", help="measure the native adapter's built-ins (exp, log, tanh, ...) against float64")
     pr.add_argument("--samples", type=int, default=None, help="arguments per function (default 8192)")
@@ -69,8 +76,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.checked:
         os.environ["WGATTN_TRUSTED"] = "0"  # read when the runtime is made
     try:
-        report = check(args.interface, wgsl=source, entry=args.entry, sets=_sets(args.set),
-                       kernel_ids=args.kernel)
+        report = check(args.interface, wgsl=source, entry=args.entry, sets=_sets(args.set), kernel_ids=args.kernel)
     except CheckError as exc:
         print(f"wgattn check: {exc}", file=sys.stderr)
         return 2
@@ -102,9 +108,15 @@ def _bench(args) -> int:
             bench.kernel_impls(op)  # ValueError naming the ops
         shapes = [bench.parse_shape(s) for s in args.shape] if args.shape else None
         impls = [i.strip() for i in args.impl.split(",") if i.strip()] if args.impl else None
-        records = bench.run(ops, impls, shapes, args.causal, runs=args.runs,
-                            log=lambda line: print(line, file=sys.stderr),
-                            modes=args.mode or bench.MODES)
+        records = bench.run(
+            ops,
+            impls,
+            shapes,
+            args.causal,
+            runs=args.runs,
+            log=lambda line: print(line, file=sys.stderr),
+            modes=args.mode or bench.MODES,
+        )
     except ValueError as exc:
         print(f"wgattn bench: {exc}", file=sys.stderr)
         return 2

@@ -1,5 +1,6 @@
 """The conformance core: run one case of an interface on a runtime and judge every output with
 the tolerance rule against the float64 reference. `wgattn check` and the tests build on this."""
+
 from __future__ import annotations
 
 from typing import Dict, List, Mapping, Optional, Sequence
@@ -22,8 +23,7 @@ def judged_case(kernel: Kernel, case: Case) -> Case:
         raise ValueError(f"{kernel.id}: precision must be one of {PRECISIONS}, got {kernel.precision!r}")
     if kernel.precision == "f32":
         return case
-    rounded = {name: (a.astype(np.float16).astype(np.float32) if a.dtype.kind == "f" else a)
-               for name, a in case.inputs.items()}
+    rounded = {name: (a.astype(np.float16).astype(np.float32) if a.dtype.kind == "f" else a) for name, a in case.inputs.items()}
     return Case(case.name, rounded, dict(case.options))
 
 
@@ -36,8 +36,13 @@ def expected(kernel: Kernel, case: Case):
     return mod.reference(case), mod.reference(case, dtype=naive_dtype)
 
 
-def judge(case: Case, got: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray],
-          naive: Mapping[str, np.ndarray], suspects: Sequence[str] = ()) -> List[Dict[str, object]]:
+def judge(
+    case: Case,
+    got: Mapping[str, np.ndarray],
+    ref: Mapping[str, np.ndarray],
+    naive: Mapping[str, np.ndarray],
+    suspects: Sequence[str] = (),
+) -> List[Dict[str, object]]:
     """One row per output: {case, output, max_abs_err, allowance, pass, naive_err}, and for a
     failing output "where" (wgattn.localise: worst elements, |error| map, likely class;
     `suspects` are the kernel's built-ins that the runtime's precision probe found off)."""
@@ -52,8 +57,14 @@ def judge(case: Case, got: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarra
         else:
             err = tolerance.max_abs_err(g, r)
         allowed = tolerance.allowance(naive_err, r)
-        row = {"case": case.name, "output": name, "max_abs_err": err, "allowance": allowed,
-               "naive_err": naive_err, "pass": bool(err <= allowed)}
+        row = {
+            "case": case.name,
+            "output": name,
+            "max_abs_err": err,
+            "allowance": allowed,
+            "naive_err": naive_err,
+            "pass": bool(err <= allowed),
+        }
         if not row["pass"]:
             row["where"] = localise(case, name, g if g is not None else np.zeros(0), r, allowed, suspects)
         rows.append(row)
@@ -83,9 +94,14 @@ def suspects(source: str, probe: Optional[Mapping[str, object]]) -> List[str]:
     return out
 
 
-def run_case(runtime, kernel: Kernel, case: Case, source: Optional[str] = None,
-             entry_points: Optional[Mapping[str, str]] = None,
-             overrides: Optional[Mapping[str, int]] = None) -> List[Dict[str, object]]:
+def run_case(
+    runtime,
+    kernel: Kernel,
+    case: Case,
+    source: Optional[str] = None,
+    entry_points: Optional[Mapping[str, str]] = None,
+    overrides: Optional[Mapping[str, int]] = None,
+) -> List[Dict[str, object]]:
     """Run `case` natively on `kernel` (or WGSL `source` on its interface) and judge it; a
     failing output is localised, with the runtime's precision probe (when it has one) naming
     the built-ins the kernel calls that it found off."""

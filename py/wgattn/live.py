@@ -17,6 +17,7 @@ field and what is allowed. `schema()` describes the fields, for the page's form.
 Inputs come from NumPy's legacy RandomState, whose stream is the same in numpy 1.17 (Pyodide)
 and 2.x (the server).
 """
+
 from __future__ import annotations
 
 import math
@@ -31,8 +32,18 @@ from .cases import MAX_ELEMENTS, MAX_SCORES, SdpaCase, digest
 from .interfaces import Case, module
 from .registry import Kernel
 
-__all__ = ["VarlenConfig", "ProbsConfig", "Live", "FAMILIES", "build", "config_class", "make_config",
-           "seeded_tensors", "check_tensors", "schema"]
+__all__ = [
+    "VarlenConfig",
+    "ProbsConfig",
+    "Live",
+    "FAMILIES",
+    "build",
+    "config_class",
+    "make_config",
+    "seeded_tensors",
+    "check_tensors",
+    "schema",
+]
 
 _CAUSAL_ALIGNS = ("bottom_right", "top_left")
 
@@ -48,10 +59,14 @@ def _bool(name: str, value: object) -> None:
 
 
 def _real(name: str, value: object, lo: float, allow_zero: bool = True) -> None:
-    if (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)
-            or value < lo or (not allow_zero and value == 0)):
-        raise ValueError(f"{name} must be a finite number >= {lo}{'' if allow_zero else ', not 0'}, "
-                         f"got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(value)
+        or value < lo
+        or (not allow_zero and value == 0)
+    ):
+        raise ValueError(f"{name} must be a finite number >= {lo}{'' if allow_zero else ', not 0'}, got {value!r}")
 
 
 @dataclass
@@ -62,15 +77,15 @@ class VarlenConfig:
 
     batch: int = 2
     heads: int = 4
-    heads_kv: int = 0          # key/value heads (GQA); 0: as many as heads
+    heads_kv: int = 0  # key/value heads (GQA); 0: as many as heads
     seq_q: int = 128
     seq_k: int = 128
     head_dim: int = 64
     causal: bool = True
     causal_align: str = "bottom_right"  # or top_left; the same when a sequence has len_q == len_k
-    window_left: int = -1      # keys i - left .. i + right visible; -1 unbounded
+    window_left: int = -1  # keys i - left .. i + right visible; -1 unbounded
     window_right: int = -1
-    softcap: float = 0.0       # scores become softcap * tanh(s / softcap); 0 off
+    softcap: float = 0.0  # scores become softcap * tanh(s / softcap); 0 off
     padding: bool = False
     seed: int = 0
 
@@ -90,12 +105,10 @@ class VarlenConfig:
         _bool("padding", self.padding)
         _int("seed", self.seed, 0, 2**32 - 1)
         if self.heads % self.kv_heads:
-            raise ValueError(f"heads ({self.heads}) must be a multiple of heads_kv ({self.heads_kv}) "
-                             f"for grouped-query attention")
+            raise ValueError(f"heads ({self.heads}) must be a multiple of heads_kv ({self.heads_kv}) for grouped-query attention")
         elements = self.batch * self.head_dim * (4 * self.heads * self.seq_q + 4 * self.kv_heads * self.seq_k)
         if elements > MAX_ELEMENTS:
-            raise ValueError(f"case too large: {elements} elements in q, k, v, out and their gradients; "
-                             f"at most {MAX_ELEMENTS}")
+            raise ValueError(f"case too large: {elements} elements in q, k, v, out and their gradients; at most {MAX_ELEMENTS}")
         scores = self.batch * self.heads * self.seq_q * self.seq_k
         if scores > MAX_SCORES:
             raise ValueError(f"case too large: batch*heads*seq_q*seq_k = {scores} scores; at most {MAX_SCORES}")
@@ -124,8 +137,12 @@ class VarlenConfig:
         return {"q": q, "k": k, "v": v, "dout": dout, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}
 
     def options(self) -> Dict[str, object]:
-        return {"causal": self.causal, "window": (self.window_left, self.window_right),
-                "softcap": float(self.softcap), "causal_align": self.causal_align}
+        return {
+            "causal": self.causal,
+            "window": (self.window_left, self.window_right),
+            "softcap": float(self.softcap),
+            "causal_align": self.causal_align,
+        }
 
     def case(self, interface: str, t: Mapping[str, np.ndarray], name: str) -> Case:
         mod = module(interface)
@@ -133,9 +150,18 @@ class VarlenConfig:
         if interface == "varlen_bwd":
             # What a float32 forward hands the backward: the float64 forward rounded to float32.
             out, lse = reference.varlen_attention_fwd(*args, dtype=np.float64, **self.options())
-            return mod.case_from_reference(t["dout"], t["q"], t["k"], t["v"], out.astype(np.float32),
-                                           lse.astype(np.float32), t["cu_seqlens_q"], t["cu_seqlens_k"],
-                                           name=name, **self.options())
+            return mod.case_from_reference(
+                t["dout"],
+                t["q"],
+                t["k"],
+                t["v"],
+                out.astype(np.float32),
+                lse.astype(np.float32),
+                t["cu_seqlens_q"],
+                t["cu_seqlens_k"],
+                name=name,
+                **self.options(),
+            )
         return mod.case_from_reference(*args, name=name, **self.options())
 
     def to_dict(self) -> Dict[str, object]:
@@ -148,12 +174,12 @@ class ProbsConfig:
     over the keys up to it (and within `window` keys of it)."""
 
     heads: int = 8
-    heads_kv: int = 2          # key heads (GQA)
+    heads_kv: int = 2  # key heads (GQA)
     history: int = 256
     head_dim: int = 64
-    positions: int = 64        # query positions: the last ones of the history
-    window: int = 0            # visible keys counting the current one; 0 unbounded
-    scale: float = 1.0         # scores are scale * q.k (q is drawn with 1/sqrt(D) already)
+    positions: int = 64  # query positions: the last ones of the history
+    window: int = 0  # visible keys counting the current one; 0 unbounded
+    scale: float = 1.0  # scores are scale * q.k (q is drawn with 1/sqrt(D) already)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -166,13 +192,14 @@ class ProbsConfig:
         _real("scale", self.scale, -math.inf, allow_zero=False)
         _int("seed", self.seed, 0, 2**32 - 1)
         if self.heads % self.heads_kv:
-            raise ValueError(f"heads ({self.heads}) must be a multiple of heads_kv ({self.heads_kv}) "
-                             f"for grouped-query attention")
+            raise ValueError(f"heads ({self.heads}) must be a multiple of heads_kv ({self.heads_kv}) for grouped-query attention")
         elements = self.head_dim * (self.positions * self.heads + self.history * self.heads_kv)
         scores = self.positions * self.heads * self.history
         if elements > MAX_ELEMENTS or scores > MAX_SCORES:
-            raise ValueError(f"case too large: {elements} elements in q and k_hist (at most {MAX_ELEMENTS}), "
-                             f"{scores} probabilities (at most {MAX_SCORES})")
+            raise ValueError(
+                f"case too large: {elements} elements in q and k_hist (at most {MAX_ELEMENTS}), "
+                f"{scores} probabilities (at most {MAX_SCORES})"
+            )
 
     def tensors(self) -> Dict[str, np.ndarray]:
         """q [positions, heads, D] (scores about N(0, 1) at scale 1), k_hist [history, heads_kv, D]."""
@@ -187,12 +214,11 @@ class ProbsConfig:
         positions = np.arange(self.history - self.positions, self.history)
         if interface == "attn_probs":
             if self.positions != 1:
-                raise ValueError(f"attn_probs computes one position per dispatch: positions must be 1, "
-                                 f"got {self.positions}")
-            return mod.case_from_reference(t["q"][0], t["k_hist"], pos=int(positions[0]),
-                                           window=self.window, scale=self.scale, name=name)
-        return mod.case_from_reference(t["q"], t["k_hist"], positions, window=self.window,
-                                       scale=self.scale, name=name)
+                raise ValueError(f"attn_probs computes one position per dispatch: positions must be 1, got {self.positions}")
+            return mod.case_from_reference(
+                t["q"][0], t["k_hist"], pos=int(positions[0]), window=self.window, scale=self.scale, name=name
+            )
+        return mod.case_from_reference(t["q"], t["k_hist"], positions, window=self.window, scale=self.scale, name=name)
 
     def to_dict(self) -> Dict[str, object]:
         return asdict(self)
@@ -217,12 +243,14 @@ def _case(cfg, interface: str, tensors: Mapping[str, np.ndarray], name: str) -> 
 # class's). Fields outside the list keep their defaults: the interface has no such knob.
 FAMILIES = {
     "sdpa_arena": (SdpaCase, None, {}),
-    "varlen_fwd": (VarlenConfig, ("batch", "heads", "seq_q", "seq_k", "head_dim", "causal", "causal_align",
-                                  "padding", "seed"), {"causal_align": "top_left"}),
+    "varlen_fwd": (
+        VarlenConfig,
+        ("batch", "heads", "seq_q", "seq_k", "head_dim", "causal", "causal_align", "padding", "seed"),
+        {"causal_align": "top_left"},
+    ),
     "flash_fwd": (VarlenConfig, None, {}),
     "varlen_bwd": (VarlenConfig, None, {}),
-    "attn_probs": (ProbsConfig, ("heads", "heads_kv", "history", "head_dim", "window", "seed"),
-                   {"positions": 1}),
+    "attn_probs": (ProbsConfig, ("heads", "heads_kv", "history", "head_dim", "window", "seed"), {"positions": 1}),
     "attn_probs_batched": (ProbsConfig, None, {}),
 }
 
@@ -232,8 +260,7 @@ def config_class(interface: str):
     try:
         cls, settable, defaults = FAMILIES[interface]
     except KeyError:
-        raise ValueError(f"interface {interface!r} has no live configuration; "
-                         f"live interfaces: {sorted(FAMILIES)}") from None
+        raise ValueError(f"interface {interface!r} has no live configuration; live interfaces: {sorted(FAMILIES)}") from None
     names = [f.name for f in fields(cls)]
     return cls, list(settable or names), dict(defaults)
 
@@ -277,8 +304,7 @@ def make_config(interface: str, config: Optional[Mapping[str, object]]):
     values = dict(defaults)
     for name, value in config.items():
         if name not in settable and value != values.get(name, getattr(cls, name, None)):
-            raise ValueError(f"{name} does not apply to {interface} (it has no such knob); "
-                             f"its fields: {settable}")
+            raise ValueError(f"{name} does not apply to {interface} (it has no such knob); its fields: {settable}")
         values[name] = value
     try:
         return cls(**values)
@@ -286,8 +312,9 @@ def make_config(interface: str, config: Optional[Mapping[str, object]]):
         raise ValueError(str(exc)) from None
 
 
-def build(kernel_id: str, config: Optional[Mapping[str, object]] = None,
-          tensors: Optional[Mapping[str, np.ndarray]] = None) -> Live:
+def build(
+    kernel_id: str, config: Optional[Mapping[str, object]] = None, tensors: Optional[Mapping[str, np.ndarray]] = None
+) -> Live:
     """The live run of `kernel_id` on `config` (a dict); `tensors` replaces seeded ones (same names,
     shapes and dtypes: `check_tensors`)."""
     from .conformance import judged_case
@@ -320,8 +347,9 @@ def check_tensors(seeded: Mapping[str, np.ndarray], given: Mapping[str, np.ndarr
             raise ValueError(f"inputs must include {name!r} (shape {list(seeded[name].shape)})")
         arr, want = np.asarray(given[name]), seeded[name]
         if arr.dtype != want.dtype or arr.shape != want.shape:
-            raise ValueError(f"input {name!r} must be {want.dtype} of shape {list(want.shape)}, "
-                             f"got {arr.dtype} {list(arr.shape)}")
+            raise ValueError(
+                f"input {name!r} must be {want.dtype} of shape {list(want.shape)}, got {arr.dtype} {list(arr.shape)}"
+            )
         if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
             raise ValueError(f"input {name!r} has non-finite values")
         out[name] = arr
@@ -329,8 +357,7 @@ def check_tensors(seeded: Mapping[str, np.ndarray], given: Mapping[str, np.ndarr
 
 
 _TYPES = {int: "int", float: "float", bool: "bool", str: "str"}
-_CHOICES = {"causal_align": list(_CAUSAL_ALIGNS), "layout": ["bhsd", "bshd"],
-            "mask": ["none", "causal", "padding", "window"]}
+_CHOICES = {"causal_align": list(_CAUSAL_ALIGNS), "layout": ["bhsd", "bshd"], "mask": ["none", "causal", "padding", "window"]}
 
 
 def schema() -> Dict[str, List[Dict[str, object]]]:

@@ -19,6 +19,7 @@ row, head and the key or query range that element sums over), a coarse |error| m
 The classes are heuristics, said as such; the evidence (correlation, spread) comes with them.
 Runs on Python 3.8 with numpy 1.17 (the page judges its grid under Pyodide).
 """
+
 from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -108,9 +109,16 @@ def _varlen_geometry(case, output: str, shape: Tuple[int, ...]):
             z = np.minimum(len_k - 1, p + off + right) if right >= 0 else np.full_like(p, len_k - 1)
         lo[t], hi[t] = a, z
     count = np.maximum(0, hi - lo + 1) * (group if by_key else 1)
-    return {"seq": seq, "pos": pos, "lo": lo, "hi": hi, "terms": count,
-            "partner": "queries" if by_key else "keys", "row": "key" if by_key else "row",
-            "heads_per_row": group if by_key else 1}
+    return {
+        "seq": seq,
+        "pos": pos,
+        "lo": lo,
+        "hi": hi,
+        "terms": count,
+        "partner": "queries" if by_key else "keys",
+        "row": "key" if by_key else "row",
+        "heads_per_row": group if by_key else 1,
+    }
 
 
 def _error_map(row_err: np.ndarray, allowance: float) -> Dict[str, object]:
@@ -120,22 +128,28 @@ def _error_map(row_err: np.ndarray, allowance: float) -> Dict[str, object]:
     edges = np.linspace(0, rows, blocks + 1).astype(int)
     grid = []
     for h in range(row_err.shape[1]):
-        grid.append([float(row_err[a:b, h].max()) / allowance if b > a and allowance > 0 else 0.0
-                     for a, b in zip(edges[:-1], edges[1:])])
-    return {"axis0_blocks": [[int(a), int(b)] for a, b in zip(edges[:-1], edges[1:])],
-            "ratio_by_head": grid}
+        grid.append(
+            [float(row_err[a:b, h].max()) / allowance if b > a and allowance > 0 else 0.0 for a, b in zip(edges[:-1], edges[1:])]
+        )
+    return {"axis0_blocks": [[int(a), int(b)] for a, b in zip(edges[:-1], edges[1:])], "ratio_by_head": grid}
 
 
-def localise(case, output: str, got: np.ndarray, ref: np.ndarray, allowance: float,
-             suspects: Sequence[str] = (), worst: int = WORST) -> Dict[str, object]:
+def localise(
+    case, output: str, got: np.ndarray, ref: np.ndarray, allowance: float, suspects: Sequence[str] = (), worst: int = WORST
+) -> Dict[str, object]:
     """{output, worst: [{index, got, ref, err, ...}], map, likely, evidence} for one output.
     `suspects`: built-ins the kernel calls that the runtime's precision probe found far off
     (e.g. "tanh: 687971 ulps"); a broad error with a suspect is put down to built-in precision."""
     got = np.asarray(got)
     ref = np.asarray(ref)
     if got.shape != ref.shape:
-        return {"output": output, "likely": "mask edge" if got.size == 0 else "localised",
-                "evidence": f"shape {list(got.shape)} instead of {list(ref.shape)}", "worst": [], "map": None}
+        return {
+            "output": output,
+            "likely": "mask edge" if got.size == 0 else "localised",
+            "evidence": f"shape {list(got.shape)} instead of {list(ref.shape)}",
+            "worst": [],
+            "map": None,
+        }
     err = _abs_err(got, ref)
     flat = err.ravel()
     n = min(worst, flat.size)
@@ -147,9 +161,15 @@ def localise(case, output: str, got: np.ndarray, ref: np.ndarray, allowance: flo
         item = {"index": list(idx), "got": float(got.flat[f]), "ref": float(ref.flat[f]), "err": float(flat[f])}
         if geo is not None:
             t = idx[0]
-            item.update({"sequence": int(geo["seq"][t]), geo["row"]: int(geo["pos"][t]), "head": idx[1],
-                         geo["partner"]: [int(geo["lo"][t]), int(geo["hi"][t])],
-                         "terms": int(geo["terms"][t])})
+            item.update(
+                {
+                    "sequence": int(geo["seq"][t]),
+                    geo["row"]: int(geo["pos"][t]),
+                    "head": idx[1],
+                    geo["partner"]: [int(geo["lo"][t]), int(geo["hi"][t])],
+                    "terms": int(geo["terms"][t]),
+                }
+            )
             if len(idx) > 2:
                 item["column"] = idx[2]
         items.append(item)
@@ -178,14 +198,17 @@ def localise(case, output: str, got: np.ndarray, ref: np.ndarray, allowance: flo
         # float32 rounding (a built-in's or a sum's) stays near 1e-6 of the scale: an error this
         # large is a wrong set of terms, i.e. a mask or index edge.
         likely = "mask edge"
-        evidence.append(f"the worst error is {flat[top[0]] / scale:.1e} of the output's scale, far beyond "
-                        "float32 rounding: a wrong set of terms")
+        evidence.append(
+            f"the worst error is {flat[top[0]] / scale:.1e} of the output's scale, far beyond "
+            "float32 rounding: a wrong set of terms"
+        )
     if edge.any():
         likely = "mask edge"
-        evidence.append(f"{int(edge.sum())} of the {n} worst elements sum over no term (masked), or "
-                        "one side is not finite" if geo is not None else
-                        f"{int(edge.sum())} of the {n} worst elements are where the reference is exactly 0 "
-                        "or not finite")
+        evidence.append(
+            f"{int(edge.sum())} of the {n} worst elements sum over no term (masked), or one side is not finite"
+            if geo is not None
+            else f"{int(edge.sum())} of the {n} worst elements are where the reference is exactly 0 or not finite"
+        )
     row_max = per_row.max(axis=1)
     finite_rows = np.isfinite(row_max)
     live = finite_rows & (row_max > 0)
@@ -215,9 +238,11 @@ def render(loc: Dict[str, object], allowance: Optional[float] = None) -> List[st
         if "sequence" in it:
             kind = "key" if "key" in it else "row"
             partner = "queries" if "queries" in it else "keys"
-            where = (f"seq {it['sequence']} {kind} {it[kind]} head {it['head']}"
-                     + (f" col {it['column']}" if "column" in it else "")
-                     + f", {partner} {it[partner][0]}..{it[partner][1]} ({it['terms']} terms)")
+            where = (
+                f"seq {it['sequence']} {kind} {it[kind]} head {it['head']}"
+                + (f" col {it['column']}" if "column" in it else "")
+                + f", {partner} {it[partner][0]}..{it[partner][1]} ({it['terms']} terms)"
+            )
         lines.append(f"      {where}: got {it['got']:.7g} ref {it['ref']:.7g} |err| {it['err']:.3e}")
     if loc.get("map"):
         m = loc["map"]

@@ -5,6 +5,7 @@ sizes checked against the adapter's limits before anything is dispatched. On fir
 adapter is probed with a loop that counts past 65535: a driver that truncates long loops (Debian
 12's stock lavapipe) is refused with instructions rather than trusted to return wrong numbers.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -19,9 +20,18 @@ from .errors import CompileError, DoesNotFit
 from .plan import Plan
 from .registry import set_target_limits, shader_dir
 
-__all__ = ["AdapterError", "NativeRuntime", "RunResult", "runtime", "implementations", "sdpa",
-           "varlen_attention_fwd", "varlen_attention_bwd", "attention_probs",
-           "attention_probs_batched"]
+__all__ = [
+    "AdapterError",
+    "NativeRuntime",
+    "RunResult",
+    "runtime",
+    "implementations",
+    "sdpa",
+    "varlen_attention_fwd",
+    "varlen_attention_bwd",
+    "attention_probs",
+    "attention_probs_batched",
+]
 
 # Mesa prints warnings when it cannot find a runtime dir; give it one before wgpu loads Vulkan.
 os.environ.setdefault("XDG_RUNTIME_DIR", os.path.join("/tmp", f"wgattn-xdg-{os.getuid()}"))
@@ -71,11 +81,10 @@ def _trusted_module(device: "wgpu.GPUDevice", label: str, code: str) -> "wgpu.GP
     src = _api.new_struct_p("WGPUShaderSourceWGSL *", code=_api.to_c_string_view(code))
     src[0].chain.next = ffi.NULL
     src[0].chain.sType = lib.WGPUSType_ShaderSourceWGSL
-    desc = _api.new_struct_p("WGPUShaderModuleDescriptor *",
-                             nextInChain=ffi.cast("WGPUChainedStruct *", src),
-                             label=_api.to_c_string_view(label))
-    handle = _api.libf.wgpuDeviceCreateShaderModuleTrusted(
-        device._internal, desc, lib.WGPUShaderRuntimeChecks_None)
+    desc = _api.new_struct_p(
+        "WGPUShaderModuleDescriptor *", nextInChain=ffi.cast("WGPUChainedStruct *", src), label=_api.to_c_string_view(label)
+    )
+    handle = _api.libf.wgpuDeviceCreateShaderModuleTrusted(device._internal, desc, lib.WGPUShaderRuntimeChecks_None)
     if handle == ffi.NULL:
         raise RuntimeError(f"{label}: trusted shader module creation failed")
     return _api.GPUShaderModule(label, handle, device)
@@ -102,29 +111,33 @@ class NativeRuntime:
     every size before dispatch, and their grids run in both modes in the tests. User WGSL is
     always checked."""
 
-    def __init__(self, adapter: Optional[wgpu.GPUAdapter] = None, *, check_loops: bool = True,
-                 trusted: Optional[bool] = None):
+    def __init__(self, adapter: Optional[wgpu.GPUAdapter] = None, *, check_loops: bool = True, trusted: Optional[bool] = None):
         if adapter is None:
             try:
                 adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
             except RuntimeError as exc:  # wgpu-py raises, rather than returning None, with no driver
                 raise AdapterError(
                     f"wgpu-py found no usable adapter ({' '.join(str(exc).split())[:400]}); install a Vulkan driver "
-                    "(software: Mesa's lavapipe >= 23, `make setup` does it on Debian)") from None
+                    "(software: Mesa's lavapipe >= 23, `make setup` does it on Debian)"
+                ) from None
         if adapter is None:
             raise AdapterError(
                 "no WebGPU adapter found by wgpu-py; install a Vulkan driver "
-                "(software: Mesa's lavapipe >= 23, `make setup` does it on Debian)")
+                "(software: Mesa's lavapipe >= 23, `make setup` does it on Debian)"
+            )
         self.adapter = adapter
         self.features = tuple(f for f in _OPTIONAL_FEATURES if f in adapter.features)
         self.limits = {name: adapter.limits[name] for name in _LIMITS}
         self.device = adapter.request_device_sync(
-            label="wgattn", required_features=list(self.features), required_limits=dict(self.limits))
+            label="wgattn", required_features=list(self.features), required_limits=dict(self.limits)
+        )
         self._pipelines: Dict[Tuple, wgpu.GPUComputePipeline] = {}
         self.trusted = trusted_default() if trusted is None else bool(trusted)
-        set_target_limits(self.limits["max-compute-workgroup-storage-size"],
-                          self.limits["max-compute-invocations-per-workgroup"],
-                          cpu=str(adapter.info.get("adapter_type", "")).lower() == "cpu")
+        set_target_limits(
+            self.limits["max-compute-workgroup-storage-size"],
+            self.limits["max-compute-invocations-per-workgroup"],
+            cpu=str(adapter.info.get("adapter_type", "")).lower() == "cpu",
+        )
         self._precision: Optional[Dict[str, object]] = None
         if check_loops:
             self.check_loop_cap()
@@ -154,15 +167,15 @@ class NativeRuntime:
         source = (shader_dir() / "loop_probe.wgsl").read_text()
         pipeline = self._pipeline("loop_probe", source, "main", {})
         counted = self.device.create_buffer(
-            label="loop_probe.counted", size=16,
-            usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC)
+            label="loop_probe.counted", size=16, usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC
+        )
         probe = self.device.create_buffer_with_data(
-            label="loop_probe.probe", data=struct.pack("<4I", LOOP_PROBE_TARGET, 0, 0, 0),
-            usage=wgpu.BufferUsage.UNIFORM)
+            label="loop_probe.probe", data=struct.pack("<4I", LOOP_PROBE_TARGET, 0, 0, 0), usage=wgpu.BufferUsage.UNIFORM
+        )
         group = self.device.create_bind_group(
             layout=pipeline.get_bind_group_layout(0),
-            entries=[{"binding": 0, "resource": {"buffer": counted}},
-                     {"binding": 1, "resource": {"buffer": probe}}])
+            entries=[{"binding": 0, "resource": {"buffer": counted}}, {"binding": 1, "resource": {"buffer": probe}}],
+        )
         enc = self.device.create_command_encoder()
         cpass = enc.begin_compute_pass()
         cpass.set_pipeline(pipeline)
@@ -178,7 +191,8 @@ class NativeRuntime:
                 "truncates long loops and would return wrong attention silently. Fix: install "
                 "Mesa >= 23 (Debian 12: apt-get install -t bookworm-backports mesa-vulkan-drivers; "
                 "`make setup` does this), or use Chromium's SwiftShader: "
-                "VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json")
+                "VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json"
+            )
 
     def precision(self) -> Dict[str, object]:
         """The precision probe's report for this adapter (wgattn.precision), run once and kept:
@@ -189,12 +203,16 @@ class NativeRuntime:
             self._precision = precision.probe(self)
         return self._precision
 
-    def _pipeline(self, label: str, source: str, entry: str, constants: Dict[str, float], layout=None,
-                  trusted: bool = False):
+    def _pipeline(self, label: str, source: str, entry: str, constants: Dict[str, float], layout=None, trusted: bool = False):
         """A cached compute pipeline; `layout` [(binding, type)] makes its bind group layout
         explicit ("auto" only when None: tool shaders); `trusted` builds it without runtime checks."""
-        key = (hashlib.sha256(source.encode()).hexdigest(), entry, tuple(sorted(constants.items())),
-               tuple(map(tuple, layout or ())), trusted)
+        key = (
+            hashlib.sha256(source.encode()).hexdigest(),
+            entry,
+            tuple(sorted(constants.items())),
+            tuple(map(tuple, layout or ())),
+            trusted,
+        )
         pipeline = self._pipelines.get(key)
         if pipeline is None:
             try:
@@ -204,13 +222,16 @@ class NativeRuntime:
                     module = self.device.create_shader_module(label=label, code=_for_naga(source))
                 pl = "auto"
                 if layout is not None:
-                    bgl = self.device.create_bind_group_layout(label=label, entries=[
-                        {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": t}}
-                        for i, t in layout])
+                    bgl = self.device.create_bind_group_layout(
+                        label=label,
+                        entries=[
+                            {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": t}} for i, t in layout
+                        ],
+                    )
                     pl = self.device.create_pipeline_layout(label=label, bind_group_layouts=[bgl])
                 pipeline = self.device.create_compute_pipeline(
-                    label=label, layout=pl,
-                    compute={"module": module, "entry_point": entry, "constants": dict(constants)})
+                    label=label, layout=pl, compute={"module": module, "entry_point": entry, "constants": dict(constants)}
+                )
             except wgpu.GPUError as exc:
                 raise CompileError(f"{label}: the WGSL does not compile or link: {exc}") from None
             self._pipelines[key] = pipeline
@@ -225,7 +246,8 @@ class NativeRuntime:
             if b.size > min(limit, max_buffer):
                 raise DoesNotFit(
                     f"buffer {b.name!r} needs {b.size} bytes; this adapter binds at most "
-                    f"{min(limit, max_buffer)} bytes per {b.usage} buffer: use smaller inputs")
+                    f"{min(limit, max_buffer)} bytes per {b.usage} buffer: use smaller inputs"
+                )
         max_wg = self.limits["max-compute-workgroups-per-dimension"]
         for d in plan.dispatches:
             if any(n > max_wg for n in d.workgroups):
@@ -238,22 +260,26 @@ class NativeRuntime:
         """Buffers (filled), pipelines and bind groups for every dispatch of the plan."""
         self.check_plan(plan)
         dev = self.device
-        pipelines = [self._pipeline(d.label, d.source, d.entry_point, d.constants, d.layout,
-                                    trusted=self.trusted and d.trusted)
-                     for d in plan.dispatches]
+        pipelines = [
+            self._pipeline(d.label, d.source, d.entry_point, d.constants, d.layout, trusted=self.trusted and d.trusted)
+            for d in plan.dispatches
+        ]
         buffers = {}
         for b in plan.buffers:
-            usage = (wgpu.BufferUsage.STORAGE if b.usage == "storage" else wgpu.BufferUsage.UNIFORM)
+            usage = wgpu.BufferUsage.STORAGE if b.usage == "storage" else wgpu.BufferUsage.UNIFORM
             usage |= wgpu.BufferUsage.COPY_DST | (wgpu.BufferUsage.COPY_SRC if b.read else 0)
             buf = dev.create_buffer(label=f"{plan.dispatches[0].label}.{b.name}", size=b.size, usage=usage)
             if b.data:
                 dev.queue.write_buffer(buf, 0, b.data)
             buffers[b.name] = buf
-        groups = [dev.create_bind_group(
-            label=d.label, layout=pipeline.get_bind_group_layout(0),
-            entries=[{"binding": i, "resource": {"buffer": buffers[name]}}
-                     for i, name in sorted(d.bindings.items())])
-            for d, pipeline in zip(plan.dispatches, pipelines)]
+        groups = [
+            dev.create_bind_group(
+                label=d.label,
+                layout=pipeline.get_bind_group_layout(0),
+                entries=[{"binding": i, "resource": {"buffer": buffers[name]}} for i, name in sorted(d.bindings.items())],
+            )
+            for d, pipeline in zip(plan.dispatches, pipelines)
+        ]
         return buffers, pipelines, groups
 
     def _submit(self, plan: Plan, pipelines, groups, timed: bool):
@@ -263,12 +289,14 @@ class NativeRuntime:
         n = len(plan.dispatches)
         if timed:
             qset = dev.create_query_set(type="timestamp", count=2 * n)
-            qbuf = dev.create_buffer(size=16 * n,
-                                     usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+            qbuf = dev.create_buffer(size=16 * n, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
         enc = dev.create_command_encoder()
         for i, (d, pipeline, group) in enumerate(zip(plan.dispatches, pipelines, groups)):
-            ts = ({"query_set": qset, "beginning_of_pass_write_index": 2 * i,
-                   "end_of_pass_write_index": 2 * i + 1} if timed else None)
+            ts = (
+                {"query_set": qset, "beginning_of_pass_write_index": 2 * i, "end_of_pass_write_index": 2 * i + 1}
+                if timed
+                else None
+            )
             cpass = enc.begin_compute_pass(label=d.label, timestamp_writes=ts)
             cpass.set_pipeline(pipeline)
             cpass.set_bind_group(0, group)
@@ -333,6 +361,7 @@ def runtime() -> NativeRuntime:
 # Same names and keywords as wgattn.reference, plus impl=. Each maps its keywords onto an
 # interface (ValueError when that interface cannot carry them) and runs a registered kernel.
 
+
 def _kernels_for(op: str) -> list:
     """The registered kernels of every interface whose reference is `op`, best first: registry
     order runs from baseline to fastest, interfaces in manifest order (the later one carries more)."""
@@ -353,8 +382,7 @@ def implementations(op_name: str) -> list:
     """Implementation names available for `op_name` (e.g. "sdpa") on the current adapter,
     best first; each is a kernel id without its interface ("seed", "tiled", ...)."""
     have = runtime().features
-    return [_impl_name(k) for k in _kernels_for(op_name)
-            if all(_FEATURE_NAMES.get(f, f) in have for f in k.requires)]
+    return [_impl_name(k) for k in _kernels_for(op_name) if all(_FEATURE_NAMES.get(f, f) in have for f in k.requires)]
 
 
 def _run_op(op: str, impl, build_case):
@@ -367,8 +395,11 @@ def _run_op(op: str, impl, build_case):
     if impl is not None and impl not in names:
         raise ValueError(f"impl must be one of {names} for {op} on this adapter, got {impl!r}")
     # By default only f32 kernels: float32 arguments are owed float32 accuracy; f16 on request.
-    kernels = [k for k in _kernels_for(op) if _impl_name(k) in names
-               and (impl == _impl_name(k) or (impl is None and k.precision == "f32"))]
+    kernels = [
+        k
+        for k in _kernels_for(op)
+        if _impl_name(k) in names and (impl == _impl_name(k) or (impl is None and k.precision == "f32"))
+    ]
     refusals = []
     for kernel in kernels:
         mod = module(kernel.interface.name)
@@ -385,38 +416,97 @@ def _run_op(op: str, impl, build_case):
 
 def sdpa(q, k, v, *, mask=None, causal=False, window=None, scale=None, layout="bhsd", impl=None):
     """wgattn.reference.sdpa on the GPU (float32); see there for shapes and masks."""
-    outs = _run_op("sdpa", impl, lambda mod: mod.case_from_reference(
-        q, k, v, mask=mask, causal=causal, window=window, scale=scale, layout=layout))
+    outs = _run_op(
+        "sdpa",
+        impl,
+        lambda mod: mod.case_from_reference(q, k, v, mask=mask, causal=causal, window=window, scale=scale, layout=layout),
+    )
     return outs["out"]
 
 
-def varlen_attention_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, scale=None,
-                         window=(-1, -1), softcap=0.0, causal_align="bottom_right", impl=None):
+def varlen_attention_fwd(
+    q,
+    k,
+    v,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    *,
+    causal=False,
+    scale=None,
+    window=(-1, -1),
+    softcap=0.0,
+    causal_align="bottom_right",
+    impl=None,
+):
     """wgattn.reference.varlen_attention_fwd on the GPU: (out, lse)."""
-    outs = _run_op("varlen_attention_fwd", impl, lambda mod: mod.case_from_reference(
-        q, k, v, cu_seqlens_q, cu_seqlens_k, causal=causal, scale=scale, window=window,
-        softcap=softcap, causal_align=causal_align))
+    outs = _run_op(
+        "varlen_attention_fwd",
+        impl,
+        lambda mod: mod.case_from_reference(
+            q,
+            k,
+            v,
+            cu_seqlens_q,
+            cu_seqlens_k,
+            causal=causal,
+            scale=scale,
+            window=window,
+            softcap=softcap,
+            causal_align=causal_align,
+        ),
+    )
     return outs["out"], outs["lse"]
 
 
-def varlen_attention_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, *, causal=False,
-                         scale=None, window=(-1, -1), softcap=0.0, causal_align="bottom_right", impl=None):
+def varlen_attention_bwd(
+    dout,
+    q,
+    k,
+    v,
+    out,
+    lse,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    *,
+    causal=False,
+    scale=None,
+    window=(-1, -1),
+    softcap=0.0,
+    causal_align="bottom_right",
+    impl=None,
+):
     """wgattn.reference.varlen_attention_bwd on the GPU: (dq, dk, dv)."""
-    outs = _run_op("varlen_attention_bwd", impl, lambda mod: mod.case_from_reference(
-        dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, causal=causal, scale=scale, window=window,
-        softcap=softcap, causal_align=causal_align))
+    outs = _run_op(
+        "varlen_attention_bwd",
+        impl,
+        lambda mod: mod.case_from_reference(
+            dout,
+            q,
+            k,
+            v,
+            out,
+            lse,
+            cu_seqlens_q,
+            cu_seqlens_k,
+            causal=causal,
+            scale=scale,
+            window=window,
+            softcap=softcap,
+            causal_align=causal_align,
+        ),
+    )
     return outs["dq"], outs["dk"], outs["dv"]
 
 
 def attention_probs_batched(q, k_hist, positions, *, window=0, scale=1.0, impl=None):
     """wgattn.reference.attention_probs_batched on the GPU: probs [n_pos, Hq, history_len]."""
-    outs = _run_op("attention_probs_batched", impl, lambda mod: mod.case_from_reference(
-        q, k_hist, positions, window=window, scale=scale))
+    outs = _run_op(
+        "attention_probs_batched", impl, lambda mod: mod.case_from_reference(q, k_hist, positions, window=window, scale=scale)
+    )
     return outs["probs"]
 
 
 def attention_probs(q, k_hist, *, pos, window=0, scale=1.0, impl=None):
     """wgattn.reference.attention_probs on the GPU: probs [Hq, history_len]."""
-    outs = _run_op("attention_probs", impl, lambda mod: mod.case_from_reference(
-        q, k_hist, pos=pos, window=window, scale=scale))
+    outs = _run_op("attention_probs", impl, lambda mod: mod.case_from_reference(q, k_hist, pos=pos, window=window, scale=scale))
     return outs["probs"]

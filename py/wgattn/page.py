@@ -7,6 +7,7 @@ on every output against the float64 reference computed here; `heatmap` and `erro
 finished run (wgattn.pictures). The conformance grid (`grid_*`) and the benchmark (`bench_*`,
 `bench_import` for a dropped `wgattn bench --json` file) work the same way.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,10 +19,26 @@ import numpy as np
 
 from . import live, pictures, registry, tolerance, wire
 
-__all__ = ["prepare", "plan_bytes", "add_buffer", "finish", "heatmap", "error_map", "live_schema",
-           "grid_start", "grid_prepare", "grid_judge",
-           "bench_start", "bench_plan", "bench_release", "bench_record", "bench_import",
-           "probe_prepare", "probe_judge", "use_limits"]
+__all__ = [
+    "prepare",
+    "plan_bytes",
+    "add_buffer",
+    "finish",
+    "heatmap",
+    "error_map",
+    "live_schema",
+    "grid_start",
+    "grid_prepare",
+    "grid_judge",
+    "bench_start",
+    "bench_plan",
+    "bench_release",
+    "bench_record",
+    "bench_import",
+    "probe_prepare",
+    "probe_judge",
+    "use_limits",
+]
 
 _RUNS: Dict[int, Dict[str, object]] = {}
 _DONE: Dict[int, Dict[str, object]] = {}  # finished live runs, kept for their pictures
@@ -54,9 +71,19 @@ def prepare(request_json: str) -> str:
     run = _next_run()
     _RUNS[run] = {"live": run_, "kernel": run_.kernel, "case": run_.case, "plan": plan, "raw": {}}
     k = run_.kernel
-    return json.dumps({"run": run, "plan": plan.to_js(), "digest": run_.digest, "config": run_.config.to_dict(),
-                       "kernel": k.id, "interface": k.interface.name, "requires": list(k.requires),
-                       "precision": k.precision, "heads": run_.config.heads})
+    return json.dumps(
+        {
+            "run": run,
+            "plan": plan.to_js(),
+            "digest": run_.digest,
+            "config": run_.config.to_dict(),
+            "kernel": k.id,
+            "interface": k.interface.name,
+            "requires": list(k.requires),
+            "precision": k.precision,
+            "heads": run_.config.heads,
+        }
+    )
 
 
 def use_limits(limits_json: str) -> None:
@@ -64,8 +91,9 @@ def use_limits(limits_json: str) -> None:
     (kebab-case names) and `cpu` (a software adapter); tile shapes are then chosen to fit it
     (wgattn.registry)."""
     lim = json.loads(limits_json)
-    registry.set_target_limits(int(lim["max-compute-workgroup-storage-size"]),
-                               int(lim["max-compute-invocations-per-workgroup"]), bool(lim.get("cpu")))
+    registry.set_target_limits(
+        int(lim["max-compute-workgroup-storage-size"]), int(lim["max-compute-invocations-per-workgroup"]), bool(lim.get("cpu"))
+    )
 
 
 def plan_bytes(run: int, buffer: str) -> bytes:
@@ -112,15 +140,14 @@ def finish(run: int, browser_json: str, native_json: Optional[str]) -> str:
             runtimes["native"] = {"ok": False, "error": "server inputs differ from the page's (digest mismatch)"}
         else:
             outputs["native"] = {k: wire.decode(v, k) for k, v in native["outputs"].items()}
-            runtimes["native"] = {"ok": True, "timings": native.get("timings", {}),
-                                  "adapter": native.get("adapter")}
+            runtimes["native"] = {"ok": True, "timings": native.get("timings", {}), "adapter": native.get("adapter")}
     else:
         runtimes["native"] = {"ok": False, "error": native["error"]}
 
     present = [r for r in RUNTIME_ORDER if r in outputs]
     pairs: List[Dict[str, object]] = []
     for i, a in enumerate(present):
-        for b in present[i + 1:]:
+        for b in present[i + 1 :]:
             for name in ref:
                 row = tolerance.pair(a, b, outputs[a][name], outputs[b][name], ref[name], naive_err[name])
                 row["output"] = name
@@ -220,8 +247,7 @@ def grid_start(request_json: str) -> str:
     job = len(_JOBS) + 1
     items = [(k, c) for k in kernels for c in cases]
     _JOBS[job] = {"module": mod, "items": items, "source": source}
-    return json.dumps({"job": job, "items": [{"kernel": k.id, "case": c.name} for k, c in items],
-                       "skipped": skipped})
+    return json.dumps({"job": job, "items": [{"kernel": k.id, "case": c.name} for k, c in items], "skipped": skipped})
 
 
 def grid_prepare(job: int, index: int) -> str:
@@ -245,8 +271,7 @@ def grid_judge(run: int, error: str = "") -> str:
     state = _RUNS.pop(run)
     case, kernel = state["case"], state["kernel"]
     if error:
-        rows = [{"case": case.name, "output": "-", "max_abs_err": float("inf"), "allowance": 0.0,
-                 "pass": False, "error": error}]
+        rows = [{"case": case.name, "output": "-", "max_abs_err": float("inf"), "allowance": 0.0, "pass": False, "error": error}]
     else:
         got = state["plan"].unpack(state["raw"])
         code = "\n".join(sorted({d.source for d in state["plan"].dispatches}))
@@ -277,8 +302,7 @@ def probe_judge(run: int, adapter_json: str = "{}") -> str:
 
     state = _RUNS.pop(run)
     got = state["plan"].unpack(state["raw"])["got"]
-    report = {"adapter": json.loads(adapter_json or "{}"),
-              "functions": precision.judge(got, state["plan"].meta["samples"])}
+    report = {"adapter": json.loads(adapter_json or "{}"), "functions": precision.judge(got, state["plan"].meta["samples"])}
     _PROBE["browser"] = report
     return json.dumps(wire.jsonable(report))
 
@@ -290,8 +314,13 @@ def probe_judge(run: int, adapter_json: str = "{}") -> str:
 # per-run milliseconds into a record of exactly `wgattn bench --json`'s shape.
 
 BENCH_LIMITS = {
-    "B": (1, 64), "H": (1, 64), "D": (1, 256), "seq_len": (16, 8192), "runs": (10, 100),
-    "warmup": (3, 20), "seq_lens": 8,  # at most this many sequence lengths per request
+    "B": (1, 64),
+    "H": (1, 64),
+    "D": (1, 256),
+    "seq_len": (16, 8192),
+    "runs": (10, 100),
+    "warmup": (3, 20),
+    "seq_lens": 8,  # at most this many sequence lengths per request
     "elements": 1 << 24,  # B*H*S*D per tensor: 64 MiB of float32
 }
 _BENCHES: Dict[int, Dict[str, object]] = {}
@@ -392,11 +421,13 @@ def bench_start(request_json: str) -> str:
     most = BENCH_LIMITS["elements"]
     for s in seq_lens:
         if b * h * s * d > most:
-            raise ValueError(f"B*H*S*D must be at most {most} (64 MiB per float32 tensor), "
-                             f"got {b}*{h}*{s}*{d} = {b * h * s * d} at S={s}")
+            raise ValueError(
+                f"B*H*S*D must be at most {most} (64 MiB per float32 tensor), got {b}*{h}*{s}*{d} = {b * h * s * d} at S={s}"
+            )
         if op == "probs" and b > s:
-            raise ValueError(f"for probs B is the number of positions timed and must be <= every "
-                             f"sequence length, got B={b} and S={s}")
+            raise ValueError(
+                f"for probs B is the number of positions timed and must be <= every sequence length, got B={b} and S={s}"
+            )
 
     reg = registry.load()
     skipped, runnable = [], []
@@ -410,16 +441,36 @@ def bench_start(request_json: str) -> str:
     for s in seq_lens:
         shape = (b, h, s, d)
         for impl in runnable:
-            jobs.append({"index": len(jobs), "op": op, "impl": impl, "shape": list(shape), "causal": causal,
-                         "flops": bench.flops(op, shape, causal), "dtype": bench.dtype_of(impl),
-                         # attn_probs takes one position per plan (the count bench_plan returns)
-                         "plans": b if reg.kernel(impl).interface.name == "attn_probs" else 1})
+            jobs.append(
+                {
+                    "index": len(jobs),
+                    "op": op,
+                    "impl": impl,
+                    "shape": list(shape),
+                    "causal": causal,
+                    "flops": bench.flops(op, shape, causal),
+                    "dtype": bench.dtype_of(impl),
+                    # attn_probs takes one position per plan (the count bench_plan returns)
+                    "plans": b if reg.kernel(impl).interface.name == "attn_probs" else 1,
+                }
+            )
     _BENCHES.clear()  # one benchmark at a time: drop the last one's plans
     bench_id = _next_run()
     _BENCHES[bench_id] = {"jobs": jobs, "runs": runs, "cache": None}
-    return json.dumps({"bench": bench_id, "op": op, "baseline": known[0], "impls": impls, "runs": runs,
-                       "warmup": warmup, "seq_lens": seq_lens, "jobs": jobs, "skipped": skipped,
-                       "limits": BENCH_LIMITS})
+    return json.dumps(
+        {
+            "bench": bench_id,
+            "op": op,
+            "baseline": known[0],
+            "impls": impls,
+            "runs": runs,
+            "warmup": warmup,
+            "seq_lens": seq_lens,
+            "jobs": jobs,
+            "skipped": skipped,
+            "limits": BENCH_LIMITS,
+        }
+    )
 
 
 def _job_plans(bench_id: int, index: int):
@@ -470,8 +521,7 @@ def bench_record(bench_id: int, index: int, samples_json: str, timer: str, adapt
         raise ValueError(f"{job['impl']}: median time is not positive (below the timer's resolution)")
     if state["cache"] is not None and state["cache"][0] == index:
         state["cache"] = None
-    rec = bench._record(job["op"], job["impl"], job["shape"], job["causal"], job["dtype"], adapter,
-                        samples, job["flops"], timer)
+    rec = bench._record(job["op"], job["impl"], job["shape"], job["causal"], job["dtype"], adapter, samples, job["flops"], timer)
     return json.dumps(rec.to_json())
 
 
@@ -506,8 +556,11 @@ def bench_import(text: str) -> str:
         if r["op"] not in bench.OPS:
             raise ValueError(f"{where}: op must be one of {list(bench.OPS)}, got {r['op']!r}")
         shape = r["shape"]
-        if (not isinstance(shape, list) or len(shape) != 4
-                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in shape)):
+        if (
+            not isinstance(shape, list)
+            or len(shape) != 4
+            or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in shape)
+        ):
             raise ValueError(f"{where}: shape must be 4 positive integers (B, H, S, D), got {shape!r}")
         for name in ("median_ms", "tflops"):
             x = r[name]

@@ -11,6 +11,7 @@
 Large pictures are max-pooled to at most MAX_SIDE pixels a side, so one wrong element stays
 visible. Python 3.8 / numpy 1.17 (the page's Pyodide).
 """
+
 from __future__ import annotations
 
 import base64
@@ -26,11 +27,23 @@ __all__ = ["MAX_SIDE", "probabilities", "heatmap", "error_map", "head_view"]
 MAX_SIDE = 512
 MAX_CELLS = 1 << 22  # probabilities computed for one picture (32 MiB of float64): later rows are left out
 # viridis at nine stops (matplotlib's, public domain): perceptual, readable by colour-blind eyes
-_VIRIDIS = np.array([[68, 1, 84], [71, 44, 122], [59, 81, 139], [44, 113, 142], [33, 144, 141],
-                     [39, 173, 129], [92, 200, 99], [170, 220, 50], [253, 231, 37]], dtype=np.float64)
-MASKED = (208, 215, 222)   # a key the mask hides
-EMPTY = (255, 160, 160)    # a row with no visible key (its output is 0 by contract)
-OVER = (207, 34, 46)       # an error above the allowance, or a NaN / mismatched infinity
+_VIRIDIS = np.array(
+    [
+        [68, 1, 84],
+        [71, 44, 122],
+        [59, 81, 139],
+        [44, 113, 142],
+        [33, 144, 141],
+        [39, 173, 129],
+        [92, 200, 99],
+        [170, 220, 50],
+        [253, 231, 37],
+    ],
+    dtype=np.float64,
+)
+MASKED = (208, 215, 222)  # a key the mask hides
+EMPTY = (255, 160, 160)  # a row with no visible key (its output is 0 by contract)
+OVER = (207, 34, 46)  # an error above the allowance, or a NaN / mismatched infinity
 
 
 def _colour(t: np.ndarray) -> np.ndarray:
@@ -70,9 +83,13 @@ def probabilities(interface: str, case: Case, head: int) -> Tuple[np.ndarray, np
             # this head alone (and its key head), for the first positions that fit
             rows = max(1, min(len(i["positions"]), MAX_CELLS // i["k_hist"].shape[0]))
             kv = head // (i["q"].shape[1] // i["k_hist"].shape[1])
-            p = _ref.attention_probs_batched(i["q"][:rows, head:head + 1], i["k_hist"][:, kv:kv + 1],
-                                             i["positions"][:rows], window=o.get("window", 0),
-                                             scale=o.get("scale", 1.0))[:, 0, :]
+            p = _ref.attention_probs_batched(
+                i["q"][:rows, head : head + 1],
+                i["k_hist"][:, kv : kv + 1],
+                i["positions"][:rows],
+                window=o.get("window", 0),
+                scale=o.get("scale", 1.0),
+            )[:, 0, :]
             pos = np.asarray(i["positions"])[:rows]
         j = np.arange(p.shape[1])[None, :]
         window = o.get("window", 0)
@@ -88,16 +105,14 @@ def probabilities(interface: str, case: Case, head: int) -> Tuple[np.ndarray, np
         q, k = q[:b, :, :sq], k[:b]
         scale = o.get("scale") or 1.0 / np.sqrt(d)
         kind = o.get("mask_kind", "none")
-        band = {"none": (-1, -1), "causal": (-1, 0), "padding": (-1, -1),
-                "window": (int(o.get("window", 0)), 0)}[kind]
+        band = {"none": (-1, -1), "causal": (-1, 0), "padding": (-1, -1), "window": (int(o.get("window", 0)), 0)}[kind]
         visible = np.broadcast_to(_ref._band_mask(sq, sk, 0, *band), (b, sq, sk))
         if kind == "padding":
             visible = visible & i["mask"][:b].reshape(b, 1, sk)
         s = np.matmul(q[:, head], k[:, head].transpose(0, 2, 1)) * scale
         p, _ = _ref._masked_softmax(s, visible, np.dtype(np.float64))
         shown = "" if (b, sq) == (i["q"].shape[0], i["q"].shape[2]) else f"; only the first {b} batches, {sq} queries fit"
-        return (p.reshape(b * sq, sk), visible.reshape(b * sq, sk),
-                "rows: queries (batches stacked%s); columns: keys" % shown)
+        return (p.reshape(b * sq, sk), visible.reshape(b * sq, sk), "rows: queries (batches stacked%s); columns: keys" % shown)
     # packed sequences: a block per sequence on the diagonal of (total_q, total_k)
     q, k = i["q"].astype(np.float64), i["k"].astype(np.float64)
     cu_q, cu_k = np.asarray(i["cu_seqlens_q"]), np.asarray(i["cu_seqlens_k"])
@@ -111,7 +126,7 @@ def probabilities(interface: str, case: Case, head: int) -> Tuple[np.ndarray, np
     n = len(cu_q) - 1  # the first sequences whose block-diagonal picture fits
     while n > 1 and int(cu_q[n]) * int(cu_k[n]) > MAX_CELLS:
         n -= 1
-    cu_q, cu_k = cu_q[:n + 1], cu_k[:n + 1]
+    cu_q, cu_k = cu_q[: n + 1], cu_k[: n + 1]
     rows = max(1, min(int(cu_q[-1]), MAX_CELLS // max(int(cu_k[-1]), 1)))  # one long sequence: its first rows
     p = np.zeros((rows, int(cu_k[-1])))
     visible = np.zeros(p.shape, dtype=bool)
@@ -119,7 +134,7 @@ def probabilities(interface: str, case: Case, head: int) -> Tuple[np.ndarray, np
         q0, q1, k0, k1 = int(cu_q[bq]), int(cu_q[bq + 1]), int(cu_k[bq]), int(cu_k[bq + 1])
         if q1 == q0 or k1 == k0 or q0 >= rows:
             continue
-        m = _ref._seq_mask(q1 - q0, k1 - k0, align, left, right)[:rows - q0]
+        m = _ref._seq_mask(q1 - q0, k1 - k0, align, left, right)[: rows - q0]
         q1 = q0 + m.shape[0]
         s = q[q0:q1, head] @ k[k0:k1, kv].T * scale
         if cap > 0:
@@ -144,9 +159,16 @@ def heatmap(interface: str, case: Case, head: int) -> Dict[str, object]:
     rgb = _colour(np.maximum(code, 0.0))
     rgb[code == -1.0] = MASKED
     rgb[code == -2.0] = EMPTY
-    return _image(rgb, kind="probabilities", head=head, layout=layout, max=top,
-                  masked=int((~visible).sum()), empty_rows=int(empty.sum()),
-                  legend=f"colour: sqrt(p / {top:.3g}) on viridis; grey: masked key; red row: no visible key")
+    return _image(
+        rgb,
+        kind="probabilities",
+        head=head,
+        layout=layout,
+        max=top,
+        masked=int((~visible).sum()),
+        empty_rows=int(empty.sum()),
+        legend=f"colour: sqrt(p / {top:.3g}) on viridis; grey: masked key; red row: no visible key",
+    )
 
 
 def head_view(interface: str, case: Case, a: np.ndarray, head: int, heads: int) -> np.ndarray:
@@ -181,6 +203,12 @@ def error_map(a: np.ndarray, b: np.ndarray, allowance: float) -> Dict[str, objec
     code = _pool(np.where(err > allowance, 2.0, np.clip(t, 0.0, 1.0)), 0.0)
     rgb = _colour(np.minimum(code, 1.0))
     rgb[code > 1.0] = OVER
-    return _image(rgb, kind="error", max_abs_err=worst, allowance=allowance, over=over,
-                  legend=f"colour: log10 |a - b| from {lo:.1e} (dark) to the allowance {allowance:.1e} "
-                         f"(yellow); red: over the allowance ({over} elements)")
+    return _image(
+        rgb,
+        kind="error",
+        max_abs_err=worst,
+        allowance=allowance,
+        over=over,
+        legend=f"colour: log10 |a - b| from {lo:.1e} (dark) to the allowance {allowance:.1e} "
+        f"(yellow); red: over the allowance ({over} elements)",
+    )

@@ -5,6 +5,7 @@ workgroup counts, where the outputs are); an executor only moves bytes: `wgattn.
 wgpu-py, static/webgpu.js in the browser (fed by the same Python under Pyodide). Both runtimes
 therefore run exactly the same dispatches.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -83,8 +84,7 @@ class Plan:
         for each buffer whose `has_data` is set (wgattn.page.plan_bytes)."""
         return {
             "buffers": [
-                {"name": b.name, "size": b.size, "usage": b.usage, "has_data": b.data is not None,
-                 "read": b.read}
+                {"name": b.name, "size": b.size, "usage": b.usage, "has_data": b.data is not None, "read": b.read}
                 for b in self.buffers
             ],
             "dispatches": [

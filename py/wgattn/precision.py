@@ -13,6 +13,7 @@ within_wgsl says whether every sample met WGSL's accuracy rule (None where the r
 from other functions rather than a number). Runs on
 Python 3.8 with numpy 1.17 (the page) as well as on current CPython.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,7 +53,7 @@ def _ulps(k) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
 
 def _log_rule(a: np.ndarray, exact: np.ndarray) -> np.ndarray:
     """3 ulps outside [0.5, 2]; an absolute 2^-21 inside."""
-    return np.where((a >= 0.5) & (a <= 2.0), 2.0 ** -21, 3.0 * _ulp32(exact))
+    return np.where((a >= 0.5) & (a <= 2.0), 2.0**-21, 3.0 * _ulp32(exact))
 
 
 def _spread(rs: np.random.RandomState, n: int, lo: float, hi: float, near0: float = 0.0) -> np.ndarray:
@@ -83,54 +84,108 @@ def _caps(rs: np.random.RandomState, n: int) -> np.ndarray:
 
 
 FUNCTIONS = (
-    Function("exp", "exp(a)", "a in [-30, 10]: exp(s - max), exp of lse differences",
-             "3 + 2|a| ulps", lambda rs, n: _args(_spread(rs, n, -30.0, 10.0, 1e-6)),
-             lambda a, b, c: np.exp(a), _ulps(lambda a: 3.0 + 2.0 * np.abs(a))),
-    Function("exp2", "exp2(a)", "a in [-40, 14]: exp2((s - max) * log2 e), the kernels' softmax",
-             "3 + 2|a| ulps", lambda rs, n: _args(_spread(rs, n, -40.0, 14.0, 1e-6)),
-             lambda a, b, c: np.exp2(a), _ulps(lambda a: 3.0 + 2.0 * np.abs(a))),
-    Function("log", "log(a)", "a in [1e-3, 1e6], half near 1: lse = max + log(row sum)",
-             "3 ulps; absolute 2^-21 for a in [0.5, 2]",
-             lambda rs, n: _args(np.concatenate([_geometric(rs, n - n // 2, 1e-3, 1e6),
-                                                 rs.uniform(0.5, 2.0, n // 2)])),
-             lambda a, b, c: np.log(a), _log_rule),
-    Function("log2", "log2(a)", "a in [1e-3, 1e6], half near 1: lse in base 2",
-             "3 ulps; absolute 2^-21 for a in [0.5, 2]",
-             lambda rs, n: _args(np.concatenate([_geometric(rs, n - n // 2, 1e-3, 1e6),
-                                                 rs.uniform(0.5, 2.0, n // 2)])),
-             lambda a, b, c: np.log2(a), _log_rule),
-    Function("tanh", "tanh(a)", "a in [-10, 10], a quarter near 0: softcap's s / cap",
-             "from exp: an absolute error",
-             lambda rs, n: _args(_spread(rs, n, -10.0, 10.0, 1e-6)),
-             lambda a, b, c: np.tanh(a)),
-    Function("division", "a / b", "a in [-1e3, 1e3], b in [1e-3, 1e4]: out / l, s / cap",
-             "2.5 ulps", lambda rs, n: _args(rs.uniform(-1e3, 1e3, n), _geometric(rs, n, 1e-3, 1e4)),
-             lambda a, b, c: a / b, _ulps(2.5)),
-    Function("inverseSqrt", "inverseSqrt(a)", "a in [1e-4, 1e6]: a score scale 1 / sqrt(D)",
-             "2 ulps", lambda rs, n: _args(_geometric(rs, n, 1e-4, 1e6)),
-             lambda a, b, c: 1.0 / np.sqrt(a), _ulps(2.0)),
-    Function("sqrt", "sqrt(a)", "a in [1e-4, 1e6]", "from 1 / inverseSqrt",
-             lambda rs, n: _args(_geometric(rs, n, 1e-4, 1e6)), lambda a, b, c: np.sqrt(a)),
-    Function("fma", "fma(a, b, c)", "a, b, c in [-2, 2]: the kernels' multiply-adds",
-             "as a * b + c (fusing optional)",
-             lambda rs, n: _args(rs.uniform(-2, 2, n), rs.uniform(-2, 2, n), rs.uniform(-2, 2, n)),
-             lambda a, b, c: a * b + c),
-    Function("softcap_builtin_tanh", "b * tanh(a / b)",
-             "a in [-300, 300], a quarter near 0, b in {5, 30, 50}: softcap as the kernels had it",
-             "from tanh: absolute",
-             lambda rs, n: _args(_spread(rs, n, -300.0, 300.0, 1e-4), _caps(rs, n)),
-             lambda a, b, c: b * np.tanh(a / b)),
-    Function("softcap_apply", "softcap_apply(a, b)",
-             "as softcap_builtin_tanh: the kernels' softcap (shaders/lib/softcap.wgsl)",
-             "(ours: from exp2, division)",
-             lambda rs, n: _args(_spread(rs, n, -300.0, 300.0, 1e-4), _caps(rs, n)),
-             lambda a, b, c: b * np.tanh(a / b)),
-    Function("softcap_slope", "softcap_slope(a, b)",
-             "as softcap_apply: the backward's 1 - tanh(a / b)^2 (tiny for large |a / b|, where "
-             "exp2's own allowance grows)",
-             "(ours: from exp2, division)",
-             lambda rs, n: _args(_spread(rs, n, -300.0, 300.0, 1e-4), _caps(rs, n)),
-             lambda a, b, c: 1.0 / np.cosh(a / b) ** 2),
+    Function(
+        "exp",
+        "exp(a)",
+        "a in [-30, 10]: exp(s - max), exp of lse differences",
+        "3 + 2|a| ulps",
+        lambda rs, n: _args(_spread(rs, n, -30.0, 10.0, 1e-6)),
+        lambda a, b, c: np.exp(a),
+        _ulps(lambda a: 3.0 + 2.0 * np.abs(a)),
+    ),
+    Function(
+        "exp2",
+        "exp2(a)",
+        "a in [-40, 14]: exp2((s - max) * log2 e), the kernels' softmax",
+        "3 + 2|a| ulps",
+        lambda rs, n: _args(_spread(rs, n, -40.0, 14.0, 1e-6)),
+        lambda a, b, c: np.exp2(a),
+        _ulps(lambda a: 3.0 + 2.0 * np.abs(a)),
+    ),
+    Function(
+        "log",
+        "log(a)",
+        "a in [1e-3, 1e6], half near 1: lse = max + log(row sum)",
+        "3 ulps; absolute 2^-21 for a in [0.5, 2]",
+        lambda rs, n: _args(np.concatenate([_geometric(rs, n - n // 2, 1e-3, 1e6), rs.uniform(0.5, 2.0, n // 2)])),
+        lambda a, b, c: np.log(a),
+        _log_rule,
+    ),
+    Function(
+        "log2",
+        "log2(a)",
+        "a in [1e-3, 1e6], half near 1: lse in base 2",
+        "3 ulps; absolute 2^-21 for a in [0.5, 2]",
+        lambda rs, n: _args(np.concatenate([_geometric(rs, n - n // 2, 1e-3, 1e6), rs.uniform(0.5, 2.0, n // 2)])),
+        lambda a, b, c: np.log2(a),
+        _log_rule,
+    ),
+    Function(
+        "tanh",
+        "tanh(a)",
+        "a in [-10, 10], a quarter near 0: softcap's s / cap",
+        "from exp: an absolute error",
+        lambda rs, n: _args(_spread(rs, n, -10.0, 10.0, 1e-6)),
+        lambda a, b, c: np.tanh(a),
+    ),
+    Function(
+        "division",
+        "a / b",
+        "a in [-1e3, 1e3], b in [1e-3, 1e4]: out / l, s / cap",
+        "2.5 ulps",
+        lambda rs, n: _args(rs.uniform(-1e3, 1e3, n), _geometric(rs, n, 1e-3, 1e4)),
+        lambda a, b, c: a / b,
+        _ulps(2.5),
+    ),
+    Function(
+        "inverseSqrt",
+        "inverseSqrt(a)",
+        "a in [1e-4, 1e6]: a score scale 1 / sqrt(D)",
+        "2 ulps",
+        lambda rs, n: _args(_geometric(rs, n, 1e-4, 1e6)),
+        lambda a, b, c: 1.0 / np.sqrt(a),
+        _ulps(2.0),
+    ),
+    Function(
+        "sqrt",
+        "sqrt(a)",
+        "a in [1e-4, 1e6]",
+        "from 1 / inverseSqrt",
+        lambda rs, n: _args(_geometric(rs, n, 1e-4, 1e6)),
+        lambda a, b, c: np.sqrt(a),
+    ),
+    Function(
+        "fma",
+        "fma(a, b, c)",
+        "a, b, c in [-2, 2]: the kernels' multiply-adds",
+        "as a * b + c (fusing optional)",
+        lambda rs, n: _args(rs.uniform(-2, 2, n), rs.uniform(-2, 2, n), rs.uniform(-2, 2, n)),
+        lambda a, b, c: a * b + c,
+    ),
+    Function(
+        "softcap_builtin_tanh",
+        "b * tanh(a / b)",
+        "a in [-300, 300], a quarter near 0, b in {5, 30, 50}: softcap as the kernels had it",
+        "from tanh: absolute",
+        lambda rs, n: _args(_spread(rs, n, -300.0, 300.0, 1e-4), _caps(rs, n)),
+        lambda a, b, c: b * np.tanh(a / b),
+    ),
+    Function(
+        "softcap_apply",
+        "softcap_apply(a, b)",
+        "as softcap_builtin_tanh: the kernels' softcap (shaders/lib/softcap.wgsl)",
+        "(ours: from exp2, division)",
+        lambda rs, n: _args(_spread(rs, n, -300.0, 300.0, 1e-4), _caps(rs, n)),
+        lambda a, b, c: b * np.tanh(a / b),
+    ),
+    Function(
+        "softcap_slope",
+        "softcap_slope(a, b)",
+        "as softcap_apply: the backward's 1 - tanh(a / b)^2 (tiny for large |a / b|, where exp2's own allowance grows)",
+        "(ours: from exp2, division)",
+        lambda rs, n: _args(_spread(rs, n, -300.0, 300.0, 1e-4), _caps(rs, n)),
+        lambda a, b, c: 1.0 / np.cosh(a / b) ** 2,
+    ),
 )
 
 
@@ -149,12 +204,22 @@ def plan(n: int = SAMPLES) -> Plan:
     path = shader_dir() / "precision_probe.wgsl"
     source = preprocess(path.read_text(), {}, reader(shader_dir()), path.name)
     return Plan(
-        buffers=[Buffer("args", args.nbytes, "storage", args.tobytes()),
-                 Buffer("got", 4 * count * n, "storage", read=True),
-                 Buffer("probe", 16, "uniform", struct.pack("<4I", n, count, 0, 0))],
-        dispatches=[Dispatch("precision_probe", source, "main", {}, {0: "args", 1: "got", 2: "probe"},
-                             [(0, "read-only-storage"), (1, "storage"), (2, "uniform")],
-                             (-(-n // WG), count, 1))],
+        buffers=[
+            Buffer("args", args.nbytes, "storage", args.tobytes()),
+            Buffer("got", 4 * count * n, "storage", read=True),
+            Buffer("probe", 16, "uniform", struct.pack("<4I", n, count, 0, 0)),
+        ],
+        dispatches=[
+            Dispatch(
+                "precision_probe",
+                source,
+                "main",
+                {},
+                {0: "args", 1: "got", 2: "probe"},
+                [(0, "read-only-storage"), (1, "storage"), (2, "uniform")],
+                (-(-n // WG), count, 1),
+            )
+        ],
         outputs=[Output("got", "got", 0, (count, n))],
         meta={"samples": n},
     )
@@ -183,12 +248,19 @@ def judge(got: np.ndarray, n: int = SAMPLES) -> List[Dict[str, object]]:
             if fn.allowed is not None:
                 over = err / fn.allowed(a[:, 0], exact)
                 within = bool(over.max() <= 1.0)
-            rows.append({
-                "name": fn.name, "expr": fn.expr, "domain": fn.domain, "wgsl_allows": fn.wgsl_allows,
-                "samples": n, "max_ulps": float(ulps[i]), "max_abs": float(err.max()),
-                "within_wgsl": within,
-                "worst": {"args": [float(x) for x in a[i]], "got": float(g[i]), "exact": float(exact[i])},
-            })
+            rows.append(
+                {
+                    "name": fn.name,
+                    "expr": fn.expr,
+                    "domain": fn.domain,
+                    "wgsl_allows": fn.wgsl_allows,
+                    "samples": n,
+                    "max_ulps": float(ulps[i]),
+                    "max_abs": float(err.max()),
+                    "within_wgsl": within,
+                    "worst": {"args": [float(x) for x in a[i]], "got": float(g[i]), "exact": float(exact[i])},
+                }
+            )
     return rows
 
 
@@ -206,14 +278,14 @@ def worst_ulps(report: Dict[str, object]) -> Dict[str, float]:
 
 def render_table(report: Dict[str, object]) -> str:
     a = report.get("adapter") or {}
-    lines = [f"precision of built-ins on {a.get('device') or a.get('vendor') or '?'} "
-             f"({a.get('backend') or a.get('runtime', '')})",
-             f"  {'function':22s} {'max ulps':>10s} {'max abs':>10s}  {'worst at':28s} {'WGSL allows':40s} within"]
+    lines = [
+        f"precision of built-ins on {a.get('device') or a.get('vendor') or '?'} ({a.get('backend') or a.get('runtime', '')})",
+        f"  {'function':22s} {'max ulps':>10s} {'max abs':>10s}  {'worst at':28s} {'WGSL allows':40s} within",
+    ]
     for r in report["functions"]:
-        at = ", ".join(f"{x:.4g}" for x in r["worst"]["args"][:2 if r["name"] != "fma" else 3])
+        at = ", ".join(f"{x:.4g}" for x in r["worst"]["args"][: 2 if r["name"] != "fma" else 3])
         within = {True: "yes", False: "NO", None: "-"}[r["within_wgsl"]]
-        lines.append(f"  {r['name']:22s} {r['max_ulps']:10.1f} {r['max_abs']:10.2e}  {at:28s} "
-                     f"{r['wgsl_allows']:40s} {within}")
+        lines.append(f"  {r['name']:22s} {r['max_ulps']:10.1f} {r['max_abs']:10.2e}  {at:28s} {r['wgsl_allows']:40s} {within}")
     return "\n".join(lines)
 
 
@@ -221,4 +293,3 @@ def to_json(report: Dict[str, object]) -> str:
     from . import wire
 
     return json.dumps(wire.jsonable(report), indent=1)
-

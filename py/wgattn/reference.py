@@ -78,9 +78,7 @@ def _check_dtype(dtype: Any) -> np.dtype:
     try:
         dt = np.dtype(dtype)
     except (TypeError, ValueError):
-        raise ValueError(
-            "dtype must be np.float32 or np.float64, got %r" % (dtype,)
-        ) from None
+        raise ValueError("dtype must be np.float32 or np.float64, got %r" % (dtype,)) from None
     if dt != np.dtype(np.float32) and dt != np.dtype(np.float64):
         raise ValueError("dtype must be np.float32 or np.float64, got %s" % (dt,))
     return dt
@@ -90,15 +88,9 @@ def _float_array(x: Any, name: str, ndim: int, shape_doc: str) -> np.ndarray:
     """``x`` as an ndarray of float16/32/64 with ``ndim`` dimensions."""
     a = np.asarray(x)
     if a.dtype.kind != "f" or a.dtype.itemsize not in (2, 4, 8):
-        raise ValueError(
-            "%s must be a float16, float32 or float64 array, got dtype %s"
-            % (name, a.dtype)
-        )
+        raise ValueError("%s must be a float16, float32 or float64 array, got dtype %s" % (name, a.dtype))
     if a.ndim != ndim:
-        raise ValueError(
-            "%s must be %d-D with shape %s, got shape %s"
-            % (name, ndim, shape_doc, tuple(a.shape))
-        )
+        raise ValueError("%s must be %d-D with shape %s, got shape %s" % (name, ndim, shape_doc, tuple(a.shape)))
     return a
 
 
@@ -138,8 +130,7 @@ def check_scale(scale: Any, head_dim: int) -> float:
     if not (math.isfinite(value) and SCALE_MIN <= abs(value) <= SCALE_MAX):
         raise ValueError(
             "scale must be None or a finite nonzero real number with magnitude in "
-            "[%.4g, %.4g] (a normal float32: the kernels compute in float32), got %r"
-            % (SCALE_MIN, SCALE_MAX, scale)
+            "[%.4g, %.4g] (a normal float32: the kernels compute in float32), got %r" % (SCALE_MIN, SCALE_MAX, scale)
         )
     return value
 
@@ -152,14 +143,10 @@ def _check_scale(scale: Any, head_dim: int, dt: np.dtype) -> Any:
 def check_softcap(softcap: Any) -> float:
     """``softcap`` as a float: a finite real >= 0 (0 = off)."""
     if not _is_real(softcap):
-        raise ValueError(
-            "softcap must be a finite real number >= 0 (0 = off), got %r" % (softcap,)
-        )
+        raise ValueError("softcap must be a finite real number >= 0 (0 = off), got %r" % (softcap,))
     value = float(softcap)
     if not math.isfinite(value) or value < 0.0:
-        raise ValueError(
-            "softcap must be a finite real number >= 0 (0 = off), got %r" % (softcap,)
-        )
+        raise ValueError("softcap must be a finite real number >= 0 (0 = off), got %r" % (softcap,))
     return value
 
 
@@ -168,19 +155,12 @@ def check_window_pair(window: Any, name: str = "window") -> Tuple[int, int]:
     try:
         items = tuple(window)
     except TypeError:
-        raise ValueError(
-            "%s must be a pair (left, right) of integers >= -1, got %r" % (name, window)
-        ) from None
+        raise ValueError("%s must be a pair (left, right) of integers >= -1, got %r" % (name, window)) from None
     if len(items) != 2 or not all(_is_int(w) for w in items):
-        raise ValueError(
-            "%s must be a pair (left, right) of integers >= -1, got %r" % (name, window)
-        )
+        raise ValueError("%s must be a pair (left, right) of integers >= -1, got %r" % (name, window))
     left, right = int(items[0]), int(items[1])
     if left < -1 or right < -1:
-        raise ValueError(
-            "%s must be (left, right) with each >= -1, got (%d, %d)"
-            % (name, left, right)
-        )
+        raise ValueError("%s must be (left, right) with each >= -1, got (%d, %d)" % (name, left, right))
     return left, right
 
 
@@ -188,32 +168,19 @@ def check_cu_seqlens(cu: Any, name: str, total: int, total_name: str) -> np.ndar
     """Validated prefix sums as a 1-D array of Python-int-safe int64 values."""
     a = np.asarray(cu)
     if a.ndim != 1:
-        raise ValueError(
-            "%s must be a 1-D integer array of length batch+1, got shape %s"
-            % (name, tuple(a.shape))
-        )
+        raise ValueError("%s must be a 1-D integer array of length batch+1, got shape %s" % (name, tuple(a.shape)))
     if a.shape[0] == 0:
-        raise ValueError(
-            "%s must be a 1-D integer array of length batch+1 (at least 1), got length 0"
-            % (name,)
-        )
+        raise ValueError("%s must be a 1-D integer array of length batch+1 (at least 1), got length 0" % (name,))
     if a.dtype.kind not in "iu":
-        raise ValueError(
-            "%s must be a 1-D integer array, got dtype %s" % (name, a.dtype)
-        )
+        raise ValueError("%s must be a 1-D integer array, got dtype %s" % (name, a.dtype))
     vals = [int(x) for x in a.tolist()]
     if vals[0] != 0:
         raise ValueError("%s must start at 0, got %d" % (name, vals[0]))
     for b in range(len(vals) - 1):
         if vals[b + 1] < vals[b]:
-            raise ValueError(
-                "%s must be non-decreasing, got %d after %d at index %d"
-                % (name, vals[b + 1], vals[b], b + 1)
-            )
+            raise ValueError("%s must be non-decreasing, got %d after %d at index %d" % (name, vals[b + 1], vals[b], b + 1))
     if vals[-1] != total:
-        raise ValueError(
-            "%s must end at %s = %d, got %d" % (name, total_name, total, vals[-1])
-        )
+        raise ValueError("%s must end at %s = %d, got %d" % (name, total_name, total, vals[-1]))
     return np.array(vals, dtype=np.int64)
 
 
@@ -244,25 +211,17 @@ def check_varlen_options(
     left, right = check_window_pair(window, "window")
     cap = check_softcap(softcap)
     if not isinstance(causal_align, str) or causal_align not in _CAUSAL_ALIGNS:
-        raise ValueError(
-            "causal_align must be 'bottom_right' or 'top_left', got %r" % (causal_align,)
-        )
+        raise ValueError("causal_align must be 'bottom_right' or 'top_left', got %r" % (causal_align,))
     sc = check_scale(scale, head_dim)
-    return VarlenOptions(
-        causal, left, _effective_right(causal, right), cap, sc, causal_align
-    )
+    return VarlenOptions(causal, left, _effective_right(causal, right), cap, sc, causal_align)
 
 
 def _check_gqa(hq: int, hkv: int, q_name: str, kv_name: str) -> int:
     if hq < 1 or hkv < 1:
-        raise ValueError(
-            "head counts must be >= 1, got %s heads %d and %s heads %d"
-            % (q_name, hq, kv_name, hkv)
-        )
+        raise ValueError("head counts must be >= 1, got %s heads %d and %s heads %d" % (q_name, hq, kv_name, hkv))
     if hq % hkv != 0:
         raise ValueError(
-            "%s heads (%d) must be a multiple of %s heads (%d) for grouped-query attention"
-            % (q_name, hq, kv_name, hkv)
+            "%s heads (%d) must be a multiple of %s heads (%d) for grouped-query attention" % (q_name, hq, kv_name, hkv)
         )
     return hq // hkv
 
@@ -343,24 +302,22 @@ def _check_varlen_common(
     if d < 1:
         raise ValueError("q head dim D must be >= 1, got shape %s" % (tuple(q.shape),))
     if dk != d:
-        raise ValueError(
-            "k head dim must equal q head dim %d, got k shape %s" % (d, tuple(k.shape))
-        )
+        raise ValueError("k head dim must equal q head dim %d, got k shape %s" % (d, tuple(k.shape)))
     if tuple(v.shape) != tuple(k.shape):
-        raise ValueError(
-            "v must have k's shape %s [total_k, Hkv, D], got %s"
-            % (tuple(k.shape), tuple(v.shape))
-        )
+        raise ValueError("v must have k's shape %s [total_k, Hkv, D], got %s" % (tuple(k.shape), tuple(v.shape)))
     group = _check_gqa(hq, hkv, "q", "k/v")
     cu_q = check_cu_seqlens(cu_seqlens_q, "cu_seqlens_q", total_q, "total_q (q.shape[0])")
     cu_k = check_cu_seqlens(cu_seqlens_k, "cu_seqlens_k", total_k, "total_k (k.shape[0])")
     if cu_q.shape[0] != cu_k.shape[0]:
         raise ValueError(
-            "cu_seqlens_q and cu_seqlens_k must have the same length (batch+1), got %d and %d"
-            % (cu_q.shape[0], cu_k.shape[0])
+            "cu_seqlens_q and cu_seqlens_k must have the same length (batch+1), got %d and %d" % (cu_q.shape[0], cu_k.shape[0])
         )
     opts = check_varlen_options(
-        d, causal=causal, scale=scale, window=window, softcap=softcap,
+        d,
+        causal=causal,
+        scale=scale,
+        window=window,
+        softcap=softcap,
         causal_align=causal_align,
     )
     sc = dt.type(opts.scale)
@@ -522,8 +479,17 @@ def varlen_attention_fwd(
         q2    .  .  .  1  1
     """
     dt, q, k, v, cu_q, cu_k, group, left, right, cap, sc = _check_varlen_common(
-        q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, window, softcap,
-        causal_align, dtype,
+        q,
+        k,
+        v,
+        cu_seqlens_q,
+        cu_seqlens_k,
+        causal,
+        scale,
+        window,
+        softcap,
+        causal_align,
+        dtype,
     )
     total_q, hq, d = q.shape
     hkv = k.shape[1]
@@ -602,8 +568,17 @@ def varlen_attention_bwd(
         visible key get dq = 0.
     """
     dt, q, k, v, cu_q, cu_k, group, left, right, cap, sc = _check_varlen_common(
-        q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, window, softcap,
-        causal_align, dtype,
+        q,
+        k,
+        v,
+        cu_seqlens_q,
+        cu_seqlens_k,
+        causal,
+        scale,
+        window,
+        softcap,
+        causal_align,
+        dtype,
     )
     total_q, hq, d = q.shape
     total_k, hkv, _ = k.shape
@@ -611,20 +586,11 @@ def varlen_attention_bwd(
     out = _float_array(out, "out", 3, "[total_q, Hq, D]")
     lse = _float_array(lse, "lse", 2, "[total_q, Hq]")
     if tuple(dout.shape) != tuple(q.shape):
-        raise ValueError(
-            "dout must have q's shape %s [total_q, Hq, D], got %s"
-            % (tuple(q.shape), tuple(dout.shape))
-        )
+        raise ValueError("dout must have q's shape %s [total_q, Hq, D], got %s" % (tuple(q.shape), tuple(dout.shape)))
     if tuple(out.shape) != tuple(q.shape):
-        raise ValueError(
-            "out must have q's shape %s [total_q, Hq, D], got %s"
-            % (tuple(q.shape), tuple(out.shape))
-        )
+        raise ValueError("out must have q's shape %s [total_q, Hq, D], got %s" % (tuple(q.shape), tuple(out.shape)))
     if tuple(lse.shape) != (total_q, hq):
-        raise ValueError(
-            "lse must have shape %s [total_q, Hq], got %s"
-            % ((total_q, hq), tuple(lse.shape))
-        )
+        raise ValueError("lse must have shape %s [total_q, Hq], got %s" % ((total_q, hq), tuple(lse.shape)))
     q = q.astype(dt, copy=False)
     k = k.astype(dt, copy=False)
     v = v.astype(dt, copy=False)
@@ -721,37 +687,27 @@ def attention_probs(
     if d < 1:
         raise ValueError("q head dim D must be >= 1, got shape %s" % (tuple(q.shape),))
     if dk != d:
-        raise ValueError(
-            "k_hist head dim must equal q head dim %d, got k_hist shape %s"
-            % (d, tuple(k_hist.shape))
-        )
+        raise ValueError("k_hist head dim must equal q head dim %d, got k_hist shape %s" % (d, tuple(k_hist.shape)))
     group = _check_gqa(hq, hkv, "q", "k_hist")
     if history_len < 1:
-        raise ValueError(
-            "k_hist must hold at least one key (history_len >= 1), got shape %s"
-            % (tuple(k_hist.shape),)
-        )
+        raise ValueError("k_hist must hold at least one key (history_len >= 1), got shape %s" % (tuple(k_hist.shape),))
     if not _is_int(pos):
         raise ValueError("pos must be an integer in [0, history_len), got %r" % (pos,))
     pos = int(pos)
     if pos < 0 or pos >= history_len:
-        raise ValueError(
-            "pos must be in [0, history_len) = [0, %d), got %d" % (history_len, pos)
-        )
+        raise ValueError("pos must be in [0, history_len) = [0, %d), got %d" % (history_len, pos))
     if not _is_int(window) or int(window) < 0:
-        raise ValueError(
-            "window must be an integer >= 0 (0 = unbounded), got %r" % (window,)
-        )
+        raise ValueError("window must be an integer >= 0 (0 = unbounded), got %r" % (window,))
     window = int(window)
     sc = _check_scale(scale, d, dt)
     earliest = pos + 1 - window if (window != 0 and pos + 1 >= window) else 0
     n = pos + 1 - earliest
     qg = q.astype(dt, copy=False).reshape(hkv, group, d)
-    kg = k_hist[earliest:pos + 1].astype(dt, copy=False).transpose(1, 2, 0)  # [Hkv, D, n]
+    kg = k_hist[earliest : pos + 1].astype(dt, copy=False).transpose(1, 2, 0)  # [Hkv, D, n]
     s = (np.matmul(qg, kg) * sc).astype(dt, copy=False)  # [Hkv, G, n]
     p, _ = _masked_softmax(s, np.ones((1, 1, n), dtype=bool), dt)
     probs = np.zeros((hq, history_len), dtype=dt)
-    probs[:, earliest:pos + 1] = p.reshape(hq, n)
+    probs[:, earliest : pos + 1] = p.reshape(hq, n)
     return probs
 
 
@@ -814,42 +770,25 @@ def attention_probs_batched(
     if d < 1:
         raise ValueError("q head dim D must be >= 1, got shape %s" % (tuple(q.shape),))
     if dk != d:
-        raise ValueError(
-            "k_hist head dim must equal q head dim %d, got k_hist shape %s"
-            % (d, tuple(k_hist.shape))
-        )
+        raise ValueError("k_hist head dim must equal q head dim %d, got k_hist shape %s" % (d, tuple(k_hist.shape)))
     _check_gqa(hq, hkv, "q", "k_hist")
     if history_len < 1:
-        raise ValueError(
-            "k_hist must hold at least one key (history_len >= 1), got shape %s"
-            % (tuple(k_hist.shape),)
-        )
+        raise ValueError("k_hist must hold at least one key (history_len >= 1), got shape %s" % (tuple(k_hist.shape),))
     pos = np.asarray(positions)
     if pos.ndim != 1:
-        raise ValueError(
-            "positions must be a 1-D integer array of length n_pos = %d, got shape %s"
-            % (n_pos, tuple(pos.shape))
-        )
+        raise ValueError("positions must be a 1-D integer array of length n_pos = %d, got shape %s" % (n_pos, tuple(pos.shape)))
     if pos.dtype.kind not in "iu" and not (pos.size == 0 and pos.dtype.kind == "f"):
-        raise ValueError(
-            "positions must be a 1-D integer array, got dtype %s" % (pos.dtype,)
-        )
+        raise ValueError("positions must be a 1-D integer array, got dtype %s" % (pos.dtype,))
     if pos.shape[0] != n_pos:
         raise ValueError(
-            "positions must have one entry per query row: length n_pos = q.shape[0] = %d, "
-            "got length %d" % (n_pos, pos.shape[0])
+            "positions must have one entry per query row: length n_pos = q.shape[0] = %d, got length %d" % (n_pos, pos.shape[0])
         )
     pos_list = [int(p) for p in pos.tolist()]
     for i, p in enumerate(pos_list):
         if p < 0 or p >= history_len:
-            raise ValueError(
-                "positions[%d] must be in [0, history_len) = [0, %d), got %d"
-                % (i, history_len, p)
-            )
+            raise ValueError("positions[%d] must be in [0, history_len) = [0, %d), got %d" % (i, history_len, p))
     if not _is_int(window) or int(window) < 0:
-        raise ValueError(
-            "window must be an integer >= 0 (0 = unbounded), got %r" % (window,)
-        )
+        raise ValueError("window must be an integer >= 0 (0 = unbounded), got %r" % (window,))
     window = int(window)
     _check_scale(scale, d, dt)
     probs = np.zeros((n_pos, hq, history_len), dtype=dt)
@@ -921,9 +860,7 @@ def sdpa(
     k = _float_array(k, "k", 4, kv_doc)
     v = _float_array(v, "v", 4, kv_doc)
     if tuple(v.shape) != tuple(k.shape):
-        raise ValueError(
-            "v must have k's shape %s %s, got %s" % (tuple(k.shape), kv_doc, tuple(v.shape))
-        )
+        raise ValueError("v must have k's shape %s %s, got %s" % (tuple(k.shape), kv_doc, tuple(v.shape)))
     if layout == "bshd":
         q = q.transpose(0, 2, 1, 3)
         k = k.transpose(0, 2, 1, 3)
@@ -948,9 +885,7 @@ def sdpa(
     if mask is not None:
         m = np.asarray(mask)
         if m.dtype != np.dtype(bool):
-            raise ValueError(
-                "mask must be a boolean array (True = attend), got dtype %s" % (m.dtype,)
-            )
+            raise ValueError("mask must be a boolean array (True = attend), got dtype %s" % (m.dtype,))
         target = (bsz, hq, sq, sk)
         try:
             if m.ndim > 4:
@@ -958,8 +893,7 @@ def sdpa(
             m = np.broadcast_to(m, target)
         except ValueError:
             raise ValueError(
-                "mask must be broadcastable to [B, H, Sq, Sk] = %s, got shape %s"
-                % (target, tuple(m.shape))
+                "mask must be broadcastable to [B, H, Sq, Sk] = %s, got shape %s" % (target, tuple(m.shape))
             ) from None
         visible = visible & m
     visible = np.broadcast_to(visible, (bsz, hq, sq, sk)).reshape(bsz, hkv, group, sq, sk)

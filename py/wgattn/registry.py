@@ -4,6 +4,7 @@ One kernel id (e.g. "sdpa_arena.seed") names the WGSL file shaders/<id>.wgsl, it
 its GPU labels and its test ids. An interface describes the bindings, the uniform `Params` struct
 (fields in WGSL order) and the dispatch grid; a kernel implements an interface.
 """
+
 from __future__ import annotations
 
 import ast
@@ -22,8 +23,17 @@ from .wgsl import preprocess, reader
 if TYPE_CHECKING:  # plan imports nothing from here; the import is only for the annotation
     from .plan import Dispatch
 
-__all__ = ["Interface", "Kernel", "Pass", "Registry", "load", "shader_dir", "target_limits",
-           "set_target_limits", "DEFAULT_LIMITS"]
+__all__ = [
+    "Interface",
+    "Kernel",
+    "Pass",
+    "Registry",
+    "load",
+    "shader_dir",
+    "target_limits",
+    "set_target_limits",
+    "DEFAULT_LIMITS",
+]
 
 # WGSL scalar types a Params field may have, as struct format characters (little-endian, 4 bytes).
 _FIELD_FORMATS = {"u32": "I", "i32": "i", "f32": "f"}
@@ -42,8 +52,7 @@ def target_limits() -> Dict[str, int]:
 def set_target_limits(max_wg_storage: int, max_invocations: int, cpu: bool = False) -> None:
     """Build later plans for an adapter with these limits (its device asked for them in full);
     `cpu`: a software adapter (lavapipe, SwiftShader), where other tile shapes win."""
-    _TARGET_LIMITS.update(max_wg_storage=int(max_wg_storage), max_invocations=int(max_invocations),
-                          cpu=int(bool(cpu)))
+    _TARGET_LIMITS.update(max_wg_storage=int(max_wg_storage), max_invocations=int(max_invocations), cpu=int(bool(cpu)))
 
 
 def shader_dir() -> Path:
@@ -106,8 +115,9 @@ class Interface:
             raise InterfaceMismatch(f"{self.name}: params {sorted(given_padding)} are padding (always 0)")
         missing = [name for name, _ in self.params if name not in values and name not in padding]
         if missing:
-            raise InterfaceMismatch(f"{self.name}: params {missing} are missing (every field but the padding "
-                             f"{sorted(padding)} must be given)")
+            raise InterfaceMismatch(
+                f"{self.name}: params {missing} are missing (every field but the padding {sorted(padding)} must be given)"
+            )
         fmt = "<" + "".join(_FIELD_FORMATS[t] for _, t in self.params)
         out = []
         for name, typ in self.params:
@@ -123,7 +133,6 @@ class Interface:
         return struct.pack(fmt, *out)
 
 
-
 @dataclass(frozen=True)
 class Pass:
     """One dispatch of an interface: its entry point, the bindings it uses, its grid."""
@@ -133,8 +142,9 @@ class Pass:
     uses: Tuple[int, ...]
     grid: Mapping[str, str]
 
-    def workgroups(self, values: Mapping[str, int], overrides: Mapping[str, int],
-                   max_per_dim: int = 65535) -> Tuple[int, int, int]:
+    def workgroups(
+        self, values: Mapping[str, int], overrides: Mapping[str, int], max_per_dim: int = 65535
+    ) -> Tuple[int, int, int]:
         """Workgroup counts: ceil(items / per_workgroup), folded into (x, y) past max_per_dim."""
         names = dict(values)
         names.update(overrides)
@@ -145,8 +155,7 @@ class Pass:
             return (max(count, 1), 1, 1)
         y = -(-count // max_per_dim)
         if y > max_per_dim:
-            raise ValueError(
-                f"{self.entry_point}: {count} workgroups exceed {max_per_dim} x {max_per_dim}; use fewer rows")
+            raise ValueError(f"{self.entry_point}: {count} workgroups exceed {max_per_dim} x {max_per_dim}; use fewer rows")
         return (max_per_dim, y, 1)
 
 
@@ -157,7 +166,7 @@ class Kernel:
     id: str
     interface: Interface
     summary: str
-    overrides: Mapping[str, object]   # name -> int, or an expression of the params
+    overrides: Mapping[str, object]  # name -> int, or an expression of the params
     requires: Tuple[str, ...]
     limits: Mapping[str, int] = field(default_factory=dict)  # param -> largest value supported
     precision: str = "f32"  # "f16": computes in half precision (judged on f16-rounded inputs)
@@ -183,12 +192,18 @@ class Kernel:
     def source(self, sizes: Optional[Mapping[str, int]] = None) -> str:
         """The WGSL both runtimes compile: the template with includes and this kernel's defines
         (evaluated on the params `sizes` where they are expressions) expanded (wgattn.wgsl)."""
-        defines = {k: (_evaluate(v, sizes or {}) if isinstance(v, str) else int(v))  # type: ignore[arg-type]
-                   for k, v in self.defines.items()}
+        defines = {
+            k: (_evaluate(v, sizes or {}) if isinstance(v, str) else int(v))  # type: ignore[arg-type]
+            for k, v in self.defines.items()
+        }
         return preprocess(self.path.read_text(), defines, reader(shader_dir()), self.path.name)
 
-    def knobs(self, sizes: Mapping[str, int], overrides: Optional[Mapping[str, object]] = None,
-              limits: Optional[Mapping[str, int]] = None) -> Dict[str, int]:
+    def knobs(
+        self,
+        sizes: Mapping[str, int],
+        overrides: Optional[Mapping[str, object]] = None,
+        limits: Optional[Mapping[str, int]] = None,
+    ) -> Dict[str, int]:
         """The override constants for params `sizes`. A knob may be an expression of the params
         and of the knobs before it (tile shapes that follow head_dim); `overrides` replaces the
         registered values it names. With tile candidates, the first whose workgroup storage and
@@ -214,28 +229,36 @@ class Kernel:
             over += [f"{c} != 0" for c in self.constraints if _evaluate(c, {**sizes, **knobs}) != 0]
             if not over and need <= lim["max_wg_storage"] and knobs.get("WG", 1) <= lim["max_invocations"]:
                 return knobs
-            tried.append(f"{tile}: {need} bytes, {knobs.get('WG', 1)} invocations{', ' if over else ''}"
-                         + ", ".join(over))
+            tried.append(f"{tile}: {need} bytes, {knobs.get('WG', 1)} invocations{', ' if over else ''}" + ", ".join(over))
         raise DoesNotFit(
             f"{self.id}: no tile shape fits an adapter with {lim['max_wg_storage']} bytes of workgroup "
             f"storage and {lim['max_invocations']} invocations ({'; '.join(tried)}); choose another "
-            f"implementation of {self.interface.name}")
+            f"implementation of {self.interface.name}"
+        )
 
-    def dispatches(self, values: Mapping[str, float], buffers: Mapping[int, str],
-                   source: Optional[str] = None, entry_points: Optional[Mapping[str, str]] = None,
-                   overrides: Optional[Mapping[str, int]] = None) -> List["Dispatch"]:
+    def dispatches(
+        self,
+        values: Mapping[str, float],
+        buffers: Mapping[int, str],
+        source: Optional[str] = None,
+        entry_points: Optional[Mapping[str, str]] = None,
+        overrides: Optional[Mapping[str, int]] = None,
+    ) -> List["Dispatch"]:
         """The interface's passes as dispatches of this kernel (or of WGSL `source` implementing
         the same interface; `entry_points` renames passes' entry points, `overrides` replaces
         the override constants). `buffers` maps binding index to buffer name."""
         from .plan import Dispatch
 
-        sizes = {k: int(v) for k, v in values.items()
-                 if isinstance(v, numbers.Integral) and not isinstance(v, bool)}  # numpy ints too
+        sizes = {
+            k: int(v) for k, v in values.items() if isinstance(v, numbers.Integral) and not isinstance(v, bool)
+        }  # numpy ints too
         src = self.source(sizes) if source is None else source
         for name, most in self.limits.items():
             if sizes.get(name, 0) > most:
-                raise DoesNotFit(f"{self.id} supports {name} <= {most}, got {sizes[name]}; "
-                                 f"choose another implementation of {self.interface.name}")
+                raise DoesNotFit(
+                    f"{self.id} supports {name} <= {most}, got {sizes[name]}; "
+                    f"choose another implementation of {self.interface.name}"
+                )
         knobs = self.knobs(sizes, overrides)
         # Only overrides the shader declares become pipeline constants (WebGPU rejects others);
         # a kernel with a literal @workgroup_size still gets its grid from the same names.
@@ -249,19 +272,21 @@ class Kernel:
             literal = literal_workgroup_size(src, entry)
             if literal is not None:
                 names["WG"] = literal
-            out.append(Dispatch(
-                label=f"{self.id}.{p.name}",
-                source=src,
-                entry_point=entry,
-                constants=constants,
-                bindings={i: buffers[i] for i in p.uses},
-                layout=self.interface.layout(p.uses),
-                workgroups=p.workgroups(sizes, names),
-                requires=self.requires,
-                # A user's WGSL is checked; so are overrides, unless the kernel's tile candidates
-                # come with caps and constraints that knobs() enforced on them.
-                trusted=self.trusted and source is None and (not overrides or bool(self.tiles)),
-            ))
+            out.append(
+                Dispatch(
+                    label=f"{self.id}.{p.name}",
+                    source=src,
+                    entry_point=entry,
+                    constants=constants,
+                    bindings={i: buffers[i] for i in p.uses},
+                    layout=self.interface.layout(p.uses),
+                    workgroups=p.workgroups(sizes, names),
+                    requires=self.requires,
+                    # A user's WGSL is checked; so are overrides, unless the kernel's tile candidates
+                    # come with caps and constraints that knobs() enforced on them.
+                    trusted=self.trusted and source is None and (not overrides or bool(self.tiles)),
+                )
+            )
         return out
 
 
@@ -274,15 +299,13 @@ class Registry:
         try:
             return self.kernels[kernel_id]
         except KeyError:
-            raise ValueError(
-                f"unknown kernel {kernel_id!r}; registered: {sorted(self.kernels)}") from None
+            raise ValueError(f"unknown kernel {kernel_id!r}; registered: {sorted(self.kernels)}") from None
 
     def interface(self, name: str) -> Interface:
         try:
             return self.interfaces[name]
         except KeyError:
-            raise ValueError(
-                f"unknown interface {name!r}; registered: {sorted(self.interfaces)}") from None
+            raise ValueError(f"unknown interface {name!r}; registered: {sorted(self.interfaces)}") from None
 
     def kernels_of(self, interface: str) -> List[Kernel]:
         return [k for k in self.kernels.values() if k.interface.name == interface]
@@ -292,8 +315,13 @@ class Registry:
         of the interface's first registered kernel; the source is passed at plan time."""
         iface = self.interface(interface)
         base = self.kernels_of(interface)
-        return Kernel(id=f"user.{interface}", interface=iface, summary=summary,
-                      overrides=dict(base[0].overrides) if base else {}, requires=())
+        return Kernel(
+            id=f"user.{interface}",
+            interface=iface,
+            summary=summary,
+            overrides=dict(base[0].overrides) if base else {},
+            requires=(),
+        )
 
 
 _CACHE: Dict[str, Registry] = {}
@@ -328,8 +356,10 @@ def load(path: Optional[Path] = None) -> Registry:
                 conventions=dict(spec.get("conventions", {})),
                 bindings=tuple(spec["bindings"]),
                 params=tuple((f, t) for f, t in spec["params"]),
-                passes=tuple(Pass(name=p["name"], entry_point=p["entry_point"], uses=tuple(p["uses"]),
-                                  grid=dict(p["grid"])) for p in spec["passes"]),
+                passes=tuple(
+                    Pass(name=p["name"], entry_point=p["entry_point"], uses=tuple(p["uses"]), grid=dict(p["grid"]))
+                    for p in spec["passes"]
+                ),
             )
             for name, spec in raw["interfaces"].items()
         }
@@ -381,16 +411,17 @@ def _evaluate(expr: str, names: Mapping[str, int]) -> int:
                 return a // b
             if isinstance(node.op, ast.Mod):
                 return a % b
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id == "ceil_div" and len(node.args) == 2):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "ceil_div" and len(node.args) == 2:
             a, b = ev(node.args[0]), ev(node.args[1])
             return -(-a // b)
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id in ("min", "max") and len(node.args) == 2):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("min", "max")
+            and len(node.args) == 2
+        ):
             pick = min if node.func.id == "min" else max
             return pick(ev(node.args[0]), ev(node.args[1]))
         raise ValueError(f"grid expression {expr!r}: unsupported syntax")
 
     return ev(ast.parse(expr, mode="eval"))
-
-

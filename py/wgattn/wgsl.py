@@ -12,6 +12,7 @@ compile rather than passing silently:
 Variants (f32/f16, say) are one file with `#if F16` blocks, registered as kernels that name the
 same "template" with different "defines". Tile shapes stay WGSL `override` constants.
 """
+
 from __future__ import annotations
 
 import re
@@ -23,8 +24,9 @@ __all__ = ["preprocess", "reader"]
 _DIRECTIVE = re.compile(r"^\s*#\s*(include|if|else|endif)\b\s*(.*?)\s*$")
 
 
-def preprocess(text: str, defines: Mapping[str, int], read: Callable[[str], str],
-               name: str = "<shader>", _seen: Optional[Set[str]] = None) -> str:
+def preprocess(
+    text: str, defines: Mapping[str, int], read: Callable[[str], str], name: str = "<shader>", _seen: Optional[Set[str]] = None
+) -> str:
     """`text` with directives expanded; `read(path)` returns an included file's text."""
     seen = set() if _seen is None else _seen
     out: List[str] = []

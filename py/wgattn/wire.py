@@ -3,6 +3,7 @@
 Used by the server's JSON API and by the page's Python alike, so both read what the other writes.
 Base64 costs a third more than raw bytes but keeps one JSON body per request and response.
 """
+
 from __future__ import annotations
 
 import base64

@@ -1,15 +1,16 @@
 """One module per registered interface, each with the same skeleton:
 
-    OUTPUTS: tuple of output names, in the order the harness reports them
-    plan(kernel, case, source=None, entry_points=None, overrides=None) -> Plan
-        lay the case's inputs out for a kernel of this interface (or WGSL `source` on it)
-    reference(case, dtype=np.float64) -> {output name: array}
-        wgattn.reference with the interface's knobs mapped onto its keywords; dtype float32
-        is the naive float32 implementation the tolerance rule measures
-    conformance_cases(seed=0) -> [Case]
-        the grid `wgattn check` runs: awkward sizes, empty sequences, rows with no visible
-        key, long rows, every knob the interface carries
+OUTPUTS: tuple of output names, in the order the harness reports them
+plan(kernel, case, source=None, entry_points=None, overrides=None) -> Plan
+    lay the case's inputs out for a kernel of this interface (or WGSL `source` on it)
+reference(case, dtype=np.float64) -> {output name: array}
+    wgattn.reference with the interface's knobs mapped onto its keywords; dtype float32
+    is the naive float32 implementation the tolerance rule measures
+conformance_cases(seed=0) -> [Case]
+    the grid `wgattn check` runs: awkward sizes, empty sequences, rows with no visible
+    key, long rows, every knob the interface carries
 """
+
 from __future__ import annotations
 
 import importlib

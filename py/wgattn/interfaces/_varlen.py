@@ -1,6 +1,7 @@
 """Argument checks shared by the packed variable-length interfaces (flash_fwd, varlen_bwd):
 float tensors, cu_seqlens prefix sums and the option set of wgattn.reference's varlen functions
 (causal, window, softcap, scale, causal_align)."""
+
 from __future__ import annotations
 
 from typing import Mapping
@@ -9,8 +10,18 @@ import numpy as np
 
 from .. import reference as _reference
 
-__all__ = ["CAUSAL_ALIGNS", "U32_MAX", "I32_MAX", "float3", "cu_seqlens", "qkv", "options", "clip_window",
-           "DEFAULT_OPTIONS", "random_packed"]
+__all__ = [
+    "CAUSAL_ALIGNS",
+    "U32_MAX",
+    "I32_MAX",
+    "float3",
+    "cu_seqlens",
+    "qkv",
+    "options",
+    "clip_window",
+    "DEFAULT_OPTIONS",
+    "random_packed",
+]
 
 CAUSAL_ALIGNS = _reference.CAUSAL_ALIGNS
 I32_MAX = 2**31 - 1
@@ -34,8 +45,9 @@ def cu_seqlens(x, name: str, total: int, total_name: str) -> np.ndarray:
 def options(options: Mapping[str, object], head_dim: int):
     """(window_left, window_right with causal folded in, align_top_left, softcap, scale), checked
     by wgattn.reference.check_varlen_options: the reference's rules and messages, nothing else."""
-    o = _reference.check_varlen_options(head_dim, **{name: options.get(name, default)
-                                                     for name, default in DEFAULT_OPTIONS.items()})
+    o = _reference.check_varlen_options(
+        head_dim, **{name: options.get(name, default) for name, default in DEFAULT_OPTIONS.items()}
+    )
     return o.left, o.right, int(o.causal_align == "top_left"), o.softcap, o.scale
 
 
@@ -71,14 +83,14 @@ def qkv(inputs: Mapping[str, np.ndarray], copies: int = 1):
     cu_q = cu_seqlens(inputs["cu_seqlens_q"], "cu_seqlens_q", total_q, "total_q (q.shape[0])")
     cu_k = cu_seqlens(inputs["cu_seqlens_k"], "cu_seqlens_k", total_k, "total_k (k.shape[0])")
     if cu_q.shape != cu_k.shape:
-        raise ValueError(f"cu_seqlens_q and cu_seqlens_k must have the same length (batch+1), "
-                         f"got {cu_q.shape[0]} and {cu_k.shape[0]}")
+        raise ValueError(
+            f"cu_seqlens_q and cu_seqlens_k must have the same length (batch+1), got {cu_q.shape[0]} and {cu_k.shape[0]}"
+        )
     return q, k, v, cu_q, cu_k
 
 
 # The options of wgattn.reference's varlen functions at their defaults (a grid case overrides some).
-DEFAULT_OPTIONS = {"causal": False, "scale": None, "window": (-1, -1), "softcap": 0.0,
-                   "causal_align": "bottom_right"}
+DEFAULT_OPTIONS = {"causal": False, "scale": None, "window": (-1, -1), "softcap": 0.0, "causal_align": "bottom_right"}
 
 
 def random_packed(rs: np.random.RandomState, seqs, hq: int, hkv: int, d: int, amp: float):
@@ -98,10 +110,15 @@ def random_packed(rs: np.random.RandomState, seqs, hq: int, hkv: int, d: int, am
 # score by cap * 1e-7, and dv sums that over the whole group (issue 11). The forward's and the
 # backward's grids both end with these (name, seqs, Hq, Hkv, D, options, amp).
 SOFTCAP_SPECS = [
-    ("softcap30-mqa6-d64-unequal", [(384, 96), (200, 333)], 6, 1, 64,
-     {"softcap": 30.0, "scale": 0.05}, 1.0),
-    ("softcap50-causal-br-mqa6-d64", [(384, 96), (200, 333)], 6, 1, 64,
-     {"softcap": 50.0, "causal": True, "scale": 0.02}, 1.0),
-    ("softcap30-window-tl-gqa4-d64", [(300, 40), (150, 250)], 8, 2, 64,
-     {"softcap": 30.0, "window": (64, 8), "causal_align": "top_left", "scale": 0.02}, 1.0),
+    ("softcap30-mqa6-d64-unequal", [(384, 96), (200, 333)], 6, 1, 64, {"softcap": 30.0, "scale": 0.05}, 1.0),
+    ("softcap50-causal-br-mqa6-d64", [(384, 96), (200, 333)], 6, 1, 64, {"softcap": 50.0, "causal": True, "scale": 0.02}, 1.0),
+    (
+        "softcap30-window-tl-gqa4-d64",
+        [(300, 40), (150, 250)],
+        8,
+        2,
+        64,
+        {"softcap": 30.0, "window": (64, 8), "causal_align": "top_left", "scale": 0.02},
+        1.0,
+    ),
 ]

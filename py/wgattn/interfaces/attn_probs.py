@@ -9,6 +9,7 @@ case.options: pos (0 <= pos < history_len, the current token's position) and win
 number of visible keys including the current one, 0 unbounded). Query head h reads key head
 h // (Hq // Hkv). The interface has no scale: scores are plain dot products.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -42,8 +43,7 @@ def _float_input(x: object, name: str, ndim: int, shape_doc: str) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.float32)
 
 
-def _validate(q: object, k_hist: object, pos: object,
-              window: object) -> Tuple[np.ndarray, np.ndarray, int, int]:
+def _validate(q: object, k_hist: object, pos: object, window: object) -> Tuple[np.ndarray, np.ndarray, int, int]:
     """float32 q and k_hist, and pos and window as ints; ValueError naming the bad argument."""
     q = _float_input(q, "q", 2, "[Hq, D]")
     k_hist = _float_input(k_hist, "k_hist", 3, "[history_len, Hkv, D]")
@@ -58,8 +58,7 @@ def _validate(q: object, k_hist: object, pos: object,
     if hkv < 1:
         raise ValueError(f"k_hist must have at least one key head, got k_hist shape {k_hist.shape}")
     if hq % hkv != 0:
-        raise ValueError(
-            f"q heads ({hq}) must be a multiple of k_hist heads ({hkv}) for grouped-query attention")
+        raise ValueError(f"q heads ({hq}) must be a multiple of k_hist heads ({hkv}) for grouped-query attention")
     if history_len < 1:
         raise ValueError(f"k_hist must hold at least one key (history_len >= 1), got shape {k_hist.shape}")
     if not _is_int(pos) or not 0 <= int(pos) < history_len:
@@ -78,13 +77,16 @@ def _case_args(case: Case) -> Tuple[np.ndarray, np.ndarray, int, int]:
         raise ValueError(f"attn_probs needs inputs q and k_hist, missing {missing}")
     if "pos" not in case.options:
         raise ValueError("pos must be given (an integer in [0, history_len))")
-    return _validate(case.inputs["q"], case.inputs["k_hist"], case.options["pos"],
-                     case.options.get("window", 0))
+    return _validate(case.inputs["q"], case.inputs["k_hist"], case.options["pos"], case.options.get("window", 0))
 
 
-def plan(kernel: Kernel, case: Case, source: Optional[str] = None,
-         entry_points: Optional[Mapping[str, str]] = None,
-         overrides: Optional[Mapping[str, int]] = None) -> Plan:
+def plan(
+    kernel: Kernel,
+    case: Case,
+    source: Optional[str] = None,
+    entry_points: Optional[Mapping[str, str]] = None,
+    overrides: Optional[Mapping[str, int]] = None,
+) -> Plan:
     """The dispatch plan running `kernel` (or WGSL `source` on its interface) on `case`:
     case.inputs q, k_hist; case.options pos, window."""
     q, k_hist, pos, window = _case_args(case)
@@ -109,8 +111,9 @@ def plan(kernel: Kernel, case: Case, source: Optional[str] = None,
             Buffer("k_hist", k_hist.nbytes, "storage", k_hist.tobytes()),
             Buffer("probs", 4 * hq * history_len, "storage", read=True),
         ],
-        dispatches=kernel.dispatches(values, {0: "params", 1: "q", 2: "k_hist", 3: "probs"},
-                                     source=source, entry_points=entry_points, overrides=overrides),
+        dispatches=kernel.dispatches(
+            values, {0: "params", 1: "q", 2: "k_hist", 3: "probs"}, source=source, entry_points=entry_points, overrides=overrides
+        ),
         outputs=[Output("probs", "probs", 0, (hq, history_len))],
     )
 
@@ -118,8 +121,7 @@ def plan(kernel: Kernel, case: Case, source: Optional[str] = None,
 def reference(case: Case, dtype=np.float64) -> Dict[str, np.ndarray]:
     """wgattn.reference.attention_probs with scale 1 (the interface's un-scaled scores)."""
     q, k_hist, pos, window = _case_args(case)
-    return {"probs": _reference.attention_probs(q, k_hist, pos=pos, window=window, scale=1.0,
-                                                dtype=dtype)}
+    return {"probs": _reference.attention_probs(q, k_hist, pos=pos, window=window, scale=1.0, dtype=dtype)}
 
 
 def case_from_reference(q, k_hist, *, pos, window=0, scale=1.0, name: str = "call") -> Case:
@@ -130,12 +132,14 @@ def case_from_reference(q, k_hist, *, pos, window=0, scale=1.0, name: str = "cal
     if _reference.check_scale(scale, d) != 1.0:  # the reference's rule first, then this interface's
         raise ValueError(
             f"scale must be 1.0 for attn_probs, whose scores are un-scaled q.k; got scale={scale!r} "
-            "(pass scale=1.0, or multiply q by the scale beforehand)")
+            "(pass scale=1.0, or multiply q by the scale beforehand)"
+        )
     return Case(name, {"q": q, "k_hist": k_hist}, {"pos": pos, "window": window})
 
 
-def _draw(rng: np.random.RandomState, hq: int, hkv: int, d: int, history_len: int,
-          spread: float, offset: float) -> Tuple[np.ndarray, np.ndarray]:
+def _draw(
+    rng: np.random.RandomState, hq: int, hkv: int, d: int, history_len: int, spread: float, offset: float
+) -> Tuple[np.ndarray, np.ndarray]:
     """q and k_hist whose scores are about offset + N(0, spread^2) at any head dim: q is scaled by
     spread / sqrt(D); a nonzero offset comes from coordinate 0 (k_hist 10 there, q offset / 10)."""
     q = (rng.standard_normal((hq, d)) * (spread / np.sqrt(max(d - (offset != 0), 1)))).astype(np.float32)
@@ -154,23 +158,23 @@ def conformance_cases(seed: int = 0) -> List[Case]:
     underflows); a peaked row; all scores equal."""
     # (Hq, Hkv, D, history_len, pos, window, spread, offset)
     specs = [
-        (1, 1, 1, 1, 0, 0, 1.0, 0.0),             # a single key: probability 1
-        (2, 2, 1, 203, 202, 0, 1.0, 0.0),         # head dim 1, pos at the end
-        (4, 4, 64, 63, 62, 0, 1.0, 0.0),          # fewer keys than WG
-        (6, 2, 59, 65, 0, 0, 1.0, 0.0),           # pos 0: only key 0 visible
-        (6, 2, 111, 203, 100, 0, 1.0, 0.0),       # pos in the middle, window 0
-        (8, 1, 256, 203, 202, 1, 1.0, 0.0),       # window 1: only key pos
-        (3, 1, 64, 65, 40, 41, 1.0, 0.0),         # window exactly pos + 1
-        (4, 4, 59, 63, 30, 50, 1.0, 0.0),         # window larger than pos + 1
-        (6, 2, 64, 203, 150, 37, 1.0, 0.0),       # window in between
-        (3, 3, 256, 129, 128, 64, 2.0, 0.0),      # window == WG, head dim 256
-        (6, 2, 64, 5000, 4999, 0, 1.0, 0.0),      # past seed B's 4096 scores
+        (1, 1, 1, 1, 0, 0, 1.0, 0.0),  # a single key: probability 1
+        (2, 2, 1, 203, 202, 0, 1.0, 0.0),  # head dim 1, pos at the end
+        (4, 4, 64, 63, 62, 0, 1.0, 0.0),  # fewer keys than WG
+        (6, 2, 59, 65, 0, 0, 1.0, 0.0),  # pos 0: only key 0 visible
+        (6, 2, 111, 203, 100, 0, 1.0, 0.0),  # pos in the middle, window 0
+        (8, 1, 256, 203, 202, 1, 1.0, 0.0),  # window 1: only key pos
+        (3, 1, 64, 65, 40, 41, 1.0, 0.0),  # window exactly pos + 1
+        (4, 4, 59, 63, 30, 50, 1.0, 0.0),  # window larger than pos + 1
+        (6, 2, 64, 203, 150, 37, 1.0, 0.0),  # window in between
+        (3, 3, 256, 129, 128, 64, 2.0, 0.0),  # window == WG, head dim 256
+        (6, 2, 64, 5000, 4999, 0, 1.0, 0.0),  # past seed B's 4096 scores
         (3, 1, 111, 5000, 4200, 4097, 1.0, 0.0),  # a window wider than 4096, in between
-        (2, 1, 64, 70000, 65536, 0, 1.0, 0.0),    # long: over 1000 keys per invocation
-        (6, 2, 111, 1000, 700, 0, 0.5, 100.0),    # scores ~ +100: exp(s) overflows float32
-        (4, 1, 64, 300, 299, 0, 0.5, -100.0),     # scores ~ -100: exp(s) underflows float32
-        (4, 2, 64, 1000, 999, 0, 8.0, 0.0),       # peaked rows
-        (9, 3, 32, 300, 299, 299, 0.0, 0.0),      # all scores 0: uniform over all but key 0
+        (2, 1, 64, 70000, 65536, 0, 1.0, 0.0),  # long: over 1000 keys per invocation
+        (6, 2, 111, 1000, 700, 0, 0.5, 100.0),  # scores ~ +100: exp(s) overflows float32
+        (4, 1, 64, 300, 299, 0, 0.5, -100.0),  # scores ~ -100: exp(s) underflows float32
+        (4, 2, 64, 1000, 999, 0, 8.0, 0.0),  # peaked rows
+        (9, 3, 32, 300, 299, 299, 0.0, 0.0),  # all scores 0: uniform over all but key 0
     ]
     rng = np.random.RandomState(seed + 20240601)
     cases = []

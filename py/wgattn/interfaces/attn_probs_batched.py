@@ -15,6 +15,7 @@ On the GPU, q and k_hist are arrays of vec4<f32>: each head row holds ceil(D / 4
 with zeros past D by the plan (zeros add nothing to a dot product), so kernels load vec4s at any D.
 positions are u32.
 """
+
 from __future__ import annotations
 
 from typing import Dict, List, Mapping, Optional, Tuple
@@ -37,8 +38,9 @@ _U32_MAX = 2**32 - 1
 _I32_MAX = 2**31 - 1
 
 
-def _validate(q: object, k_hist: object, positions: object, window: object,
-              scale: object) -> Tuple[np.ndarray, np.ndarray, np.ndarray, int, float]:
+def _validate(
+    q: object, k_hist: object, positions: object, window: object, scale: object
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray, int, float]:
     """float32 q and k_hist, int64 positions, window as an int and scale as a float; ValueError
     naming the bad argument and what is allowed."""
     q = _float_input(q, "q", 3, "[n_pos, Hq, D]")
@@ -54,33 +56,33 @@ def _validate(q: object, k_hist: object, positions: object, window: object,
     if hkv < 1:
         raise ValueError(f"k_hist must have at least one key head, got k_hist shape {k_hist.shape}")
     if hq % hkv != 0:
-        raise ValueError(
-            f"q heads ({hq}) must be a multiple of k_hist heads ({hkv}) for grouped-query attention")
+        raise ValueError(f"q heads ({hq}) must be a multiple of k_hist heads ({hkv}) for grouped-query attention")
     if history_len < 1:
         raise ValueError(f"k_hist must hold at least one key (history_len >= 1), got shape {k_hist.shape}")
     pos = np.asarray(positions)
     if pos.ndim != 1:
-        raise ValueError(f"positions must be a 1-D integer array of length n_pos = {n_pos}, "
-                         f"got shape {pos.shape}")
+        raise ValueError(f"positions must be a 1-D integer array of length n_pos = {n_pos}, got shape {pos.shape}")
     if pos.dtype.kind not in "iu" and not (pos.size == 0 and pos.dtype.kind == "f"):
         raise ValueError(f"positions must be a 1-D integer array, got dtype {pos.dtype}")
     if pos.shape[0] != n_pos:
-        raise ValueError(f"positions must have one entry per query row: length n_pos = q.shape[0] = "
-                         f"{n_pos}, got length {pos.shape[0]}")
+        raise ValueError(
+            f"positions must have one entry per query row: length n_pos = q.shape[0] = {n_pos}, got length {pos.shape[0]}"
+        )
     pos = pos.astype(np.int64)
     bad = np.flatnonzero((pos < 0) | (pos >= history_len))
     if bad.size:
         i = int(bad[0])
-        raise ValueError(f"positions[{i}] must be in [0, history_len) = [0, {history_len}), "
-                         f"got {int(pos[i])}")
+        raise ValueError(f"positions[{i}] must be in [0, history_len) = [0, {history_len}), got {int(pos[i])}")
     if not _is_int(window) or int(window) < 0:
         raise ValueError(f"window must be an integer >= 0 (0 = unbounded), got {window!r}")
     scale = _reference.check_scale(scale, d)  # the reference's rule: a normal float32 magnitude
     if history_len > _I32_MAX:
         raise ValueError(f"history_len must fit in i32 (positions travel as int32), got {history_len}")
     if n_pos * hq * history_len > _U32_MAX or max(n_pos * hq, history_len * hkv) * (-(-d // 4)) > _U32_MAX:
-        raise ValueError(f"q ({q.shape}), k_hist ({k_hist.shape}) or probs ([{n_pos}, {hq}, {history_len}]) "
-                         "is too large: element indices must fit in u32")
+        raise ValueError(
+            f"q ({q.shape}), k_hist ({k_hist.shape}) or probs ([{n_pos}, {hq}, {history_len}]) "
+            "is too large: element indices must fit in u32"
+        )
     return q, k_hist, pos, int(window), float(scale)
 
 
@@ -91,8 +93,13 @@ def _case_args(case: Case) -> Tuple[np.ndarray, np.ndarray, np.ndarray, int, flo
     missing = [name for name in INPUTS if case.inputs.get(name) is None]
     if missing:
         raise ValueError(f"attn_probs_batched needs inputs {list(INPUTS)}, missing {missing}")
-    return _validate(case.inputs["q"], case.inputs["k_hist"], case.inputs["positions"],
-                     case.options.get("window", 0), case.options.get("scale", 1.0))
+    return _validate(
+        case.inputs["q"],
+        case.inputs["k_hist"],
+        case.inputs["positions"],
+        case.options.get("window", 0),
+        case.options.get("scale", 1.0),
+    )
 
 
 def _vec4_rows(a: np.ndarray) -> np.ndarray:
@@ -106,9 +113,13 @@ def _vec4_rows(a: np.ndarray) -> np.ndarray:
     return out
 
 
-def plan(kernel: Kernel, case: Case, source: Optional[str] = None,
-         entry_points: Optional[Mapping[str, str]] = None,
-         overrides: Optional[Mapping[str, int]] = None) -> Plan:
+def plan(
+    kernel: Kernel,
+    case: Case,
+    source: Optional[str] = None,
+    entry_points: Optional[Mapping[str, str]] = None,
+    overrides: Optional[Mapping[str, int]] = None,
+) -> Plan:
     """The dispatch plan running `kernel` (or WGSL `source` on its interface) on `case`:
     case.inputs q, k_hist, positions; case.options window, scale."""
     q, k_hist, pos, window, scale = _case_args(case)
@@ -143,8 +154,7 @@ def plan(kernel: Kernel, case: Case, source: Optional[str] = None,
         raise ValueError(f"attn_probs_batched plan lacks buffers for bindings {sorted(missing)}")
     return Plan(
         buffers=buffers,
-        dispatches=kernel.dispatches(values, names, source=source, entry_points=entry_points,
-                                     overrides=overrides),
+        dispatches=kernel.dispatches(values, names, source=source, entry_points=entry_points, overrides=overrides),
         outputs=[Output("probs", "probs", 0, (n_pos, hq, history_len))],
     )
 
@@ -152,8 +162,7 @@ def plan(kernel: Kernel, case: Case, source: Optional[str] = None,
 def reference(case: Case, dtype=np.float64) -> Dict[str, np.ndarray]:
     """wgattn.reference.attention_probs_batched on the case (dtype float32: the naive float32 run)."""
     q, k_hist, pos, window, scale = _case_args(case)
-    return {"probs": _reference.attention_probs_batched(q, k_hist, pos, window=window, scale=scale,
-                                                        dtype=dtype)}
+    return {"probs": _reference.attention_probs_batched(q, k_hist, pos, window=window, scale=scale, dtype=dtype)}
 
 
 def case_from_reference(q, k_hist, positions, *, window=0, scale=1.0, name: str = "call") -> Case:
@@ -161,8 +170,7 @@ def case_from_reference(q, k_hist, positions, *, window=0, scale=1.0, name: str 
     interface (ValueError naming a bad argument). scale None is 1/sqrt(D), as in the reference;
     the case carries it as a float."""
     q, k_hist, pos, window, scale = _validate(q, k_hist, positions, window, scale)
-    return Case(name, {"q": q, "k_hist": k_hist, "positions": pos.astype(np.int32)},
-                {"window": window, "scale": scale})
+    return Case(name, {"q": q, "k_hist": k_hist, "positions": pos.astype(np.int32)}, {"window": window, "scale": scale})
 
 
 # ---------------------------------------------------------------------------
@@ -170,8 +178,9 @@ def case_from_reference(q, k_hist, positions, *, window=0, scale=1.0, name: str 
 # ---------------------------------------------------------------------------
 
 
-def _draw(rng: np.random.RandomState, n_pos: int, hq: int, hkv: int, d: int, history_len: int,
-          spread: float, offset: float) -> Tuple[np.ndarray, np.ndarray]:
+def _draw(
+    rng: np.random.RandomState, n_pos: int, hq: int, hkv: int, d: int, history_len: int, spread: float, offset: float
+) -> Tuple[np.ndarray, np.ndarray]:
     """q and k_hist whose scores are about offset + N(0, spread^2) at any head dim: q is scaled by
     spread / sqrt(D); a nonzero offset comes from coordinate 0 (k_hist 10 there, q offset / 10)."""
     q = (rng.standard_normal((n_pos, hq, d)) * (spread / np.sqrt(max(d - (offset != 0), 1)))).astype(np.float32)
@@ -201,24 +210,24 @@ def _positions(rng: np.random.RandomState, kind: str, n_pos: int, history_len: i
 
 # (n_pos, Hq, Hkv, D, history_len, positions kind, window, scale, spread, offset)
 _SPECS = [
-    (1, 1, 1, 1, 1, "tail", 0, 1.0, 1.0, 0.0),            # a single key: probability 1
-    (5, 2, 2, 1, 5, "random", 0, 1.0, 1.0, 0.0),          # head dim 1, 5 keys, repeats likely
-    (9, 4, 1, 7, 63, "edges", 0, 1.0, 1.0, 0.0),          # head dim 7 (padded to 8), MQA
-    (7, 4, 2, 64, 64, "edges", 1, 1.0, 1.0, 0.0),         # window 1: only key p
-    (6, 8, 2, 128, 65, "random", 5, 0.125, 1.0, 0.0),     # small window, GQA 4, scaled
-    (4, 2, 2, 256, 65, "edges", 100, 1.0, 1.0, 0.0),      # window larger than every p + 1, d 256
-    (11, 6, 3, 64, 203, "tail", 0, 1.0, 1.0, 0.0),        # GQA 2, n_pos * group not a multiple of 4
-    (8, 3, 3, 64, 130, "same", 0, 1.0, 1.0, 0.0),         # one position repeated
-    (5, 4, 4, 64, 300, "random", 37, 1.0, 1.0, 0.0),      # window in between, any order
-    (3, 2, 1, 59, 300, "edges", 300, 1.0, 1.0, 0.0),      # window == history_len: unbounded at p = last
-    (16, 4, 4, 64, 4096, "tail", 0, 1.0, 1.0, 0.0),       # the benchmark's job, smaller
+    (1, 1, 1, 1, 1, "tail", 0, 1.0, 1.0, 0.0),  # a single key: probability 1
+    (5, 2, 2, 1, 5, "random", 0, 1.0, 1.0, 0.0),  # head dim 1, 5 keys, repeats likely
+    (9, 4, 1, 7, 63, "edges", 0, 1.0, 1.0, 0.0),  # head dim 7 (padded to 8), MQA
+    (7, 4, 2, 64, 64, "edges", 1, 1.0, 1.0, 0.0),  # window 1: only key p
+    (6, 8, 2, 128, 65, "random", 5, 0.125, 1.0, 0.0),  # small window, GQA 4, scaled
+    (4, 2, 2, 256, 65, "edges", 100, 1.0, 1.0, 0.0),  # window larger than every p + 1, d 256
+    (11, 6, 3, 64, 203, "tail", 0, 1.0, 1.0, 0.0),  # GQA 2, n_pos * group not a multiple of 4
+    (8, 3, 3, 64, 130, "same", 0, 1.0, 1.0, 0.0),  # one position repeated
+    (5, 4, 4, 64, 300, "random", 37, 1.0, 1.0, 0.0),  # window in between, any order
+    (3, 2, 1, 59, 300, "edges", 300, 1.0, 1.0, 0.0),  # window == history_len: unbounded at p = last
+    (16, 4, 4, 64, 4096, "tail", 0, 1.0, 1.0, 0.0),  # the benchmark's job, smaller
     (6, 4, 1, 128, 5000, "random", 4097, 1.0, 1.0, 0.0),  # past seed B's 4096; window > 4096
-    (4, 2, 2, 64, 20000, "edges", 0, 1.0, 1.0, 0.0),      # long: over 16384 keys
-    (6, 4, 2, 111, 1000, "random", 0, 1.0, 0.5, 100.0),   # scores ~ +100: exp(s) overflows float32
-    (4, 4, 1, 64, 300, "tail", 0, 1.0, 0.5, -100.0),      # scores ~ -100: exp(s) underflows float32
-    (6, 4, 2, 64, 1000, "random", 0, 1.0, 100.0, 0.0),    # peaked rows: scores of magnitude ~100
-    (4, 2, 1, 64, 500, "random", 0, -0.5, 4.0, 0.0),      # a negative scale
-    (5, 2, 2, 32, 200, "tail", 0, 1.0, 0.0, 0.0),         # all scores 0: uniform over the visible keys
+    (4, 2, 2, 64, 20000, "edges", 0, 1.0, 1.0, 0.0),  # long: over 16384 keys
+    (6, 4, 2, 111, 1000, "random", 0, 1.0, 0.5, 100.0),  # scores ~ +100: exp(s) overflows float32
+    (4, 4, 1, 64, 300, "tail", 0, 1.0, 0.5, -100.0),  # scores ~ -100: exp(s) underflows float32
+    (6, 4, 2, 64, 1000, "random", 0, 1.0, 100.0, 0.0),  # peaked rows: scores of magnitude ~100
+    (4, 2, 1, 64, 500, "random", 0, -0.5, 4.0, 0.0),  # a negative scale
+    (5, 2, 2, 32, 200, "tail", 0, 1.0, 0.0, 0.0),  # all scores 0: uniform over the visible keys
 ]
 
 

@@ -11,6 +11,7 @@ causal_align ("bottom_right" | "top_left"): exactly wgattn.reference.varlen_atte
 keywords. The host folds causal into window_right = min(right, 0) (right -1 -> 0).
 A dense (B, H, S, D) problem is the packed one with cu_seqlens = [0, S, 2S, ...]: `dense_case`.
 """
+
 from __future__ import annotations
 
 from typing import Dict, List, Mapping, Optional, Tuple
@@ -26,8 +27,7 @@ from ._varlen import DEFAULT_OPTIONS, SOFTCAP_SPECS, clip_window, qkv, random_pa
 from ._varlen import options as check_options
 from .sdpa_arena import near_tie_big_scores
 
-__all__ = ["OUTPUTS", "INPUTS", "plan", "reference", "case_from_reference", "dense_case",
-           "conformance_cases"]
+__all__ = ["OUTPUTS", "INPUTS", "plan", "reference", "case_from_reference", "dense_case", "conformance_cases"]
 
 OUTPUTS = ("out", "lse")
 INPUTS = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k")
@@ -41,9 +41,13 @@ def _arrays(inputs: Mapping[str, np.ndarray]):
     return qkv(inputs)
 
 
-def plan(kernel: Kernel, case: Case, source: Optional[str] = None,
-         entry_points: Optional[Mapping[str, str]] = None,
-         overrides: Optional[Mapping[str, int]] = None) -> Plan:
+def plan(
+    kernel: Kernel,
+    case: Case,
+    source: Optional[str] = None,
+    entry_points: Optional[Mapping[str, str]] = None,
+    overrides: Optional[Mapping[str, int]] = None,
+) -> Plan:
     """The dispatch plan running `kernel` (or WGSL `source` on its interface) on `case`:
     inputs q, k, v, cu_seqlens_q, cu_seqlens_k; options causal, window, softcap, scale,
     causal_align."""
@@ -53,10 +57,17 @@ def plan(kernel: Kernel, case: Case, source: Optional[str] = None,
     left, right, top_left, softcap, scale = check_options(case.options, d)
     left, right = clip_window(left, right, total_q, total_k)
     values = {
-        "total_q": int(total_q), "total_k": int(total_k), "heads_q": int(hq), "heads_kv": int(hkv),
-        "head_dim": int(d), "batch_size": int(cu_q.shape[0] - 1),
-        "window_left": left, "window_right": right, "align_top_left": top_left,
-        "softcap": softcap, "scale": scale,
+        "total_q": int(total_q),
+        "total_k": int(total_k),
+        "heads_q": int(hq),
+        "heads_kv": int(hkv),
+        "head_dim": int(d),
+        "batch_size": int(cu_q.shape[0] - 1),
+        "window_left": left,
+        "window_right": right,
+        "align_top_left": top_left,
+        "softcap": softcap,
+        "scale": scale,
         "max_seqlen_q": int(np.diff(cu_q).max()) if cu_q.shape[0] > 1 else 0,
     }
     iface = kernel.interface
@@ -71,8 +82,7 @@ def plan(kernel: Kernel, case: Case, source: Optional[str] = None,
         raise InterfaceMismatch(f"flash_fwd plan lacks buffers for bindings {sorted(missing)}")
     return Plan(
         buffers=buffers,
-        dispatches=kernel.dispatches(values, names, source=source, entry_points=entry_points,
-                                     overrides=overrides),
+        dispatches=kernel.dispatches(values, names, source=source, entry_points=entry_points, overrides=overrides),
         outputs=[Output("out", "out", 0, (total_q, hq, d)), Output("lse", "lse", 0, (total_q, hq))],
     )
 
@@ -88,8 +98,9 @@ def reference(case: Case, dtype=np.float64) -> Dict[str, np.ndarray]:
     if np.dtype(dtype) == np.float16:
         return naive_f16(case)
     i = case.inputs
-    out, lse = _reference.varlen_attention_fwd(i["q"], i["k"], i["v"], i["cu_seqlens_q"],
-                                               i["cu_seqlens_k"], dtype=dtype, **_keywords(case))
+    out, lse = _reference.varlen_attention_fwd(
+        i["q"], i["k"], i["v"], i["cu_seqlens_q"], i["cu_seqlens_k"], dtype=dtype, **_keywords(case)
+    )
     return {"out": out, "lse": lse}
 
 
@@ -129,19 +140,28 @@ def naive_f16(case: Case) -> Dict[str, np.ndarray]:
     return {"out": out, "lse": lse}
 
 
-def case_from_reference(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, scale=None,
-                        window=(-1, -1), softcap=0.0, causal_align="bottom_right",
-                        name="call") -> Case:
+def case_from_reference(
+    q,
+    k,
+    v,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    *,
+    causal=False,
+    scale=None,
+    window=(-1, -1),
+    softcap=0.0,
+    causal_align="bottom_right",
+    name="call",
+) -> Case:
     """A case from varlen_attention_fwd's arguments (ValueError naming a bad one)."""
     inputs = {"q": q, "k": k, "v": v, "cu_seqlens_q": cu_seqlens_q, "cu_seqlens_k": cu_seqlens_k}
     q32, k32, v32, cu_q, cu_k = _arrays(inputs)
-    options = {"causal": causal, "scale": scale, "window": window, "softcap": softcap,
-               "causal_align": causal_align}
+    options = {"causal": causal, "scale": scale, "window": window, "softcap": softcap, "causal_align": causal_align}
     check_options(options, q32.shape[2])
     options["window"] = tuple(int(w) for w in window)
     options["causal"] = bool(causal)
-    return Case(name, {"q": q32, "k": k32, "v": v32, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k},
-                options)
+    return Case(name, {"q": q32, "k": k32, "v": v32, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}, options)
 
 
 def dense_case(q, k, v, *, causal=False, scale=None, name="dense") -> Case:
@@ -155,12 +175,10 @@ def dense_case(q, k, v, *, causal=False, scale=None, name="dense") -> Case:
     bk, hkv, sk, dk = arrays[1].shape
     if bk != bq:
         raise ValueError(f"k's batch ({bk}) must equal q's ({bq})")
-    packed = [np.ascontiguousarray(t.transpose(0, 2, 1, 3).reshape(-1, t.shape[1], t.shape[3]))
-              for t in arrays]
+    packed = [np.ascontiguousarray(t.transpose(0, 2, 1, 3).reshape(-1, t.shape[1], t.shape[3])) for t in arrays]
     cu_q = np.arange(bq + 1, dtype=np.int32) * sq
     cu_k = np.arange(bq + 1, dtype=np.int32) * sk
-    return case_from_reference(*packed, cu_q, cu_k, causal=causal, scale=scale,
-                               causal_align="top_left", name=name)
+    return case_from_reference(*packed, cu_q, cu_k, causal=causal, scale=scale, causal_align="top_left", name=name)
 
 
 # ---------------------------------------------------------------------------
@@ -171,21 +189,15 @@ def dense_case(q, k, v, *, causal=False, scale=None, name="dense") -> Case:
 _SPECS: List[Tuple[str, List[Tuple[int, int]], int, int, int, Dict[str, object], float]] = [
     ("dense-d1", [(5, 147)], 2, 2, 1, {}, 1.0),
     ("dense-d59-mha-unequal", [(113, 203), (203, 113)], 2, 2, 59, {}, 1.0),
-    ("causal-br-d64-mqa-empty-seqs", [(37, 0), (0, 29), (50, 50), (0, 0), (17, 71), (45, 19)],
-     4, 1, 64, {"causal": True}, 1.0),
-    ("causal-tl-d111-gqa3", [(80, 40), (40, 80), (1, 147)], 6, 2, 111,
-     {"causal": True, "causal_align": "top_left"}, 1.0),
+    ("causal-br-d64-mqa-empty-seqs", [(37, 0), (0, 29), (50, 50), (0, 0), (17, 71), (45, 19)], 4, 1, 64, {"causal": True}, 1.0),
+    ("causal-tl-d111-gqa3", [(80, 40), (40, 80), (1, 147)], 6, 2, 111, {"causal": True, "causal_align": "top_left"}, 1.0),
     ("causal-br-d130-mqa-empty-rows", [(90, 60), (33, 33)], 3, 1, 130, {"causal": True}, 1.0),
     ("window-left-br-d64", [(70, 100), (100, 70)], 2, 2, 64, {"window": (16, -1)}, 1.0),
-    ("window-right-tl-d59-gqa3", [(60, 90), (90, 60)], 3, 1, 59,
-     {"window": (-1, 5), "causal_align": "top_left"}, 1.0),
-    ("window-both-causal-br-d130", [(77, 77), (40, 120)], 2, 1, 130,
-     {"window": (8, 3), "causal": True}, 1.0),
-    ("window-0-0-tl-d64-empty-rows", [(5, 3), (40, 64), (64, 40)], 2, 2, 64,
-     {"window": (0, 0), "causal_align": "top_left"}, 1.0),
+    ("window-right-tl-d59-gqa3", [(60, 90), (90, 60)], 3, 1, 59, {"window": (-1, 5), "causal_align": "top_left"}, 1.0),
+    ("window-both-causal-br-d130", [(77, 77), (40, 120)], 2, 1, 130, {"window": (8, 3), "causal": True}, 1.0),
+    ("window-0-0-tl-d64-empty-rows", [(5, 3), (40, 64), (64, 40)], 2, 2, 64, {"window": (0, 0), "causal_align": "top_left"}, 1.0),
     ("softcap-d64-gqa3", [(64, 96), (31, 31)], 3, 1, 64, {"softcap": 5.0, "scale": 0.5}, 1.0),
-    ("softcap-causal-tl-d130-big", [(48, 70)], 2, 2, 130,
-     {"softcap": 20.0, "causal": True, "causal_align": "top_left"}, 2.0),
+    ("softcap-causal-tl-d130-big", [(48, 70)], 2, 2, 130, {"softcap": 20.0, "causal": True, "causal_align": "top_left"}, 2.0),
     ("neg-scale-window-d59", [(40, 57), (57, 40)], 2, 1, 59, {"scale": -0.3, "window": (6, 6)}, 1.0),
     ("d256-causal-br-gqa2", [(70, 90)], 4, 2, 256, {"causal": True}, 1.0),
     ("d128-window-long", [(300, 700)], 2, 2, 128, {"window": (200, 50)}, 1.0),
@@ -200,8 +212,9 @@ _SPECS += SOFTCAP_SPECS + [
 ]
 
 
-def _make_case(rs: np.random.RandomState, name: str, seqs, hq: int, hkv: int, d: int,
-               options: Dict[str, object], amp: float) -> Case:
+def _make_case(
+    rs: np.random.RandomState, name: str, seqs, hq: int, hkv: int, d: int, options: Dict[str, object], amp: float
+) -> Case:
     q, k, v, cu_q, cu_k = random_packed(rs, seqs, hq, hkv, d, amp)
     opts = dict(DEFAULT_OPTIONS)
     opts.update(options)

@@ -9,6 +9,7 @@ arena, addressed through per-tensor strides; 144 bytes of params.
 mask_kind: "none"; "causal" (top-left, key j <= query i); "padding"; "window" (keys
 i - window .. i: window + 1 keys, seed C's count). The interface has no GQA.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -21,8 +22,18 @@ from ..plan import Buffer, Output, Plan
 from ..registry import Kernel
 from . import MAX_ELEMENTS, MAX_SCORES, Case
 
-__all__ = ["MASK_KINDS", "LAYOUTS", "OUTPUTS", "SdpaCase", "plan", "plan_arrays", "reference", "reference_out",
-           "case_from_reference", "conformance_cases"]
+__all__ = [
+    "MASK_KINDS",
+    "LAYOUTS",
+    "OUTPUTS",
+    "SdpaCase",
+    "plan",
+    "plan_arrays",
+    "reference",
+    "reference_out",
+    "case_from_reference",
+    "conformance_cases",
+]
 
 OUTPUTS = ("out",)
 
@@ -43,7 +54,8 @@ def _dims(q: np.ndarray, k: np.ndarray, v: np.ndarray, layout: str):
     if (bk, hk, dk) != (b, h, d) or v.shape != k.shape:
         raise ValueError(
             f"sdpa_arena needs k and v of one shape with q's batch, heads and head_dim "
-            f"(no GQA); got q {q.shape}, k {k.shape}, v {v.shape} ({layout})")
+            f"(no GQA); got q {q.shape}, k {k.shape}, v {v.shape} ({layout})"
+        )
     return b, h, sq, sk, d
 
 
@@ -52,23 +64,47 @@ def _strides(layout: str, h: int, s: int, d: int):
     return (h * s * d, s * d, d) if layout == "bhsd" else (s * h * d, d, h * d)
 
 
-def plan(kernel: Kernel, case: Case, source: Optional[str] = None,
-         entry_points: Optional[Mapping[str, str]] = None,
-         overrides: Optional[Mapping[str, int]] = None) -> Plan:
+def plan(
+    kernel: Kernel,
+    case: Case,
+    source: Optional[str] = None,
+    entry_points: Optional[Mapping[str, str]] = None,
+    overrides: Optional[Mapping[str, int]] = None,
+) -> Plan:
     """The interface skeleton's plan: case.inputs q, k, v (and mask), case.options mask_kind,
     window, scale, layout."""
     o = case.options
-    return plan_arrays(kernel, case.inputs["q"], case.inputs["k"], case.inputs["v"],
-                       mask_kind=o.get("mask_kind", "none"), mask=case.inputs.get("mask"),
-                       window=o.get("window", 0), scale=o.get("scale"), layout=o.get("layout", "bhsd"),
-                       source=source, entry_points=entry_points, overrides=overrides)
+    return plan_arrays(
+        kernel,
+        case.inputs["q"],
+        case.inputs["k"],
+        case.inputs["v"],
+        mask_kind=o.get("mask_kind", "none"),
+        mask=case.inputs.get("mask"),
+        window=o.get("window", 0),
+        scale=o.get("scale"),
+        layout=o.get("layout", "bhsd"),
+        source=source,
+        entry_points=entry_points,
+        overrides=overrides,
+    )
 
 
-def plan_arrays(kernel: Kernel, q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
-                mask_kind: str = "none", mask: Optional[np.ndarray] = None, window: int = 0,
-                scale: Optional[float] = None, layout: str = "bhsd", source: Optional[str] = None,
-                entry_points: Optional[Mapping[str, str]] = None,
-                overrides: Optional[Mapping[str, int]] = None) -> Plan:
+def plan_arrays(
+    kernel: Kernel,
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    *,
+    mask_kind: str = "none",
+    mask: Optional[np.ndarray] = None,
+    window: int = 0,
+    scale: Optional[float] = None,
+    layout: str = "bhsd",
+    source: Optional[str] = None,
+    entry_points: Optional[Mapping[str, str]] = None,
+    overrides: Optional[Mapping[str, int]] = None,
+) -> Plan:
     """The dispatch plan running `kernel` (or WGSL `source` on its interface) on these inputs."""
     b, h, sq, sk, d = _dims(q, k, v, layout)
     if mask_kind not in MASK_KINDS:
@@ -101,21 +137,39 @@ def plan_arrays(kernel: Kernel, q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
 
     arena = np.zeros(total, dtype=np.float32)
     for name, t in sections:
-        arena[offsets[name]:offsets[name] + t.size] = np.asarray(t, dtype=np.float32).ravel()
+        arena[offsets[name] : offsets[name] + t.size] = np.asarray(t, dtype=np.float32).ravel()
 
     qs, ks = _strides(layout, h, sq, d), _strides(layout, h, sk, d)
     values = {
-        "batch": b, "heads": h, "seq_q": sq, "seq_k": sk, "head_dim": d,
-        "q_off": offsets["q"], "k_off": offsets["k"], "v_off": offsets["v"],
-        "out_off": offsets["out"], "mask_off": offsets.get("mask", 0),
-        "mask_kind": MASK_KINDS[mask_kind], "scale": scale,
+        "batch": b,
+        "heads": h,
+        "seq_q": sq,
+        "seq_k": sk,
+        "head_dim": d,
+        "q_off": offsets["q"],
+        "k_off": offsets["k"],
+        "v_off": offsets["v"],
+        "out_off": offsets["out"],
+        "mask_off": offsets.get("mask", 0),
+        "mask_kind": MASK_KINDS[mask_kind],
+        "scale": scale,
         "window": int(window) if mask_kind == "window" else 0,
-        "mask_b_stride": mask_strides[0], "mask_h_stride": mask_strides[1],
-        "mask_sq_stride": mask_strides[2], "mask_sk_stride": mask_strides[3],
-        "q_b": qs[0], "q_h": qs[1], "q_s": qs[2],
-        "k_b": ks[0], "k_h": ks[1], "k_s": ks[2],
-        "v_b": ks[0], "v_h": ks[1], "v_s": ks[2],
-        "o_b": qs[0], "o_h": qs[1], "o_s": qs[2],
+        "mask_b_stride": mask_strides[0],
+        "mask_h_stride": mask_strides[1],
+        "mask_sq_stride": mask_strides[2],
+        "mask_sk_stride": mask_strides[3],
+        "q_b": qs[0],
+        "q_h": qs[1],
+        "q_s": qs[2],
+        "k_b": ks[0],
+        "k_h": ks[1],
+        "k_s": ks[2],
+        "v_b": ks[0],
+        "v_h": ks[1],
+        "v_s": ks[2],
+        "o_b": qs[0],
+        "o_h": qs[1],
+        "o_s": qs[2],
     }
     iface = kernel.interface
     return Plan(
@@ -123,30 +177,39 @@ def plan_arrays(kernel: Kernel, q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
             Buffer("arena", arena.nbytes, "storage", arena.tobytes(), read=True),
             Buffer("params", iface.params_size, "uniform", iface.pack_params(values)),
         ],
-        dispatches=kernel.dispatches(values, {0: "arena", 1: "params"}, source=source,
-                                     entry_points=entry_points, overrides=overrides),
+        dispatches=kernel.dispatches(
+            values, {0: "arena", 1: "params"}, source=source, entry_points=entry_points, overrides=overrides
+        ),
         outputs=[Output("out", "arena", offsets["out"], tuple(q.shape))],
     )
 
 
-def reference_out(q, k, v, *, mask_kind="none", mask=None, window=0, scale=None, layout="bhsd",
-                  dtype=np.float64) -> np.ndarray:
+def reference_out(q, k, v, *, mask_kind="none", mask=None, window=0, scale=None, layout="bhsd", dtype=np.float64) -> np.ndarray:
     """wgattn.reference.sdpa with this interface's knobs mapped onto its keywords."""
-    kwargs = {"none": {}, "causal": {"causal": True}, "padding": {"mask": mask},
-              "window": {"window": (int(window), 0)}}[mask_kind]
+    kwargs = {"none": {}, "causal": {"causal": True}, "padding": {"mask": mask}, "window": {"window": (int(window), 0)}}[
+        mask_kind
+    ]
     return _reference.sdpa(q, k, v, scale=scale, layout=layout, dtype=dtype, **kwargs)
 
 
 def reference(case: Case, dtype=np.float64) -> Dict[str, np.ndarray]:
     o = case.options
-    return {"out": reference_out(case.inputs["q"], case.inputs["k"], case.inputs["v"],
-                                 mask_kind=o.get("mask_kind", "none"), mask=case.inputs.get("mask"),
-                                 window=o.get("window", 0), scale=o.get("scale"),
-                                 layout=o.get("layout", "bhsd"), dtype=dtype)}
+    return {
+        "out": reference_out(
+            case.inputs["q"],
+            case.inputs["k"],
+            case.inputs["v"],
+            mask_kind=o.get("mask_kind", "none"),
+            mask=case.inputs.get("mask"),
+            window=o.get("window", 0),
+            scale=o.get("scale"),
+            layout=o.get("layout", "bhsd"),
+            dtype=dtype,
+        )
+    }
 
 
-def case_from_reference(q, k, v, *, mask=None, causal=False, window=None, scale=None, layout="bhsd",
-                        name="call") -> Case:
+def case_from_reference(q, k, v, *, mask=None, causal=False, window=None, scale=None, layout="bhsd", name="call") -> Case:
     """Map wgattn.reference.sdpa's keywords onto this interface's one mask kind, or raise
     ValueError saying what it cannot carry."""
     window = None if window is None else tuple(window)
@@ -170,8 +233,9 @@ def case_from_reference(q, k, v, *, mask=None, causal=False, window=None, scale=
     _dims(inputs["q"], inputs["k"], inputs["v"], layout)
     if mask is not None:
         inputs["mask"] = np.asarray(mask)
-    return Case(name, inputs, {"mask_kind": kind, "window": window[0] if kind == "window" else 0,
-                               "scale": scale, "layout": layout})
+    return Case(
+        name, inputs, {"mask_kind": kind, "window": window[0] if kind == "window" else 0, "scale": scale, "layout": layout}
+    )
 
 
 def near_tie_big_scores(q: np.ndarray, k: np.ndarray, axis_s: int):
@@ -240,7 +304,7 @@ class SdpaCase:
     head_dim: int = 64
     layout: str = "bhsd"
     mask: str = "causal"  # none | causal | padding | window
-    window: int = 16      # mask "window": keys i - window .. i
+    window: int = 16  # mask "window": keys i - window .. i
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -260,8 +324,7 @@ class SdpaCase:
         if self.mask == "padding":
             elements += self.batch * self.seq_k
         if elements > MAX_ELEMENTS:
-            raise ValueError(
-                f"case too large: {elements} elements in q, k, v and out; at most {MAX_ELEMENTS}")
+            raise ValueError(f"case too large: {elements} elements in q, k, v and out; at most {MAX_ELEMENTS}")
         scores = self.batch * self.heads * self.seq_q * self.seq_k
         if scores > MAX_SCORES:
             raise ValueError(f"case too large: batch*heads*seq_q*seq_k = {scores} scores; at most {MAX_SCORES}")
@@ -289,17 +352,20 @@ class SdpaCase:
     @property
     def name(self) -> str:
         extra = f"{self.window}" if self.mask == "window" else ""
-        return (f"{self.mask}{extra}-{self.layout}-b{self.batch}h{self.heads}-"
-                f"{self.seq_q}x{self.seq_k}-d{self.head_dim}-s{self.seed}")
+        return (
+            f"{self.mask}{extra}-{self.layout}-b{self.batch}h{self.heads}-{self.seq_q}x{self.seq_k}-d{self.head_dim}-s{self.seed}"
+        )
 
     def to_case(self, inputs: Optional[Dict[str, Optional[np.ndarray]]] = None) -> Case:
         """This configuration as a conformance Case of the sdpa_arena interface."""
         inputs = self.inputs() if inputs is None else inputs
-        return Case(self.name, {k: v for k, v in inputs.items() if v is not None},
-                    {"mask_kind": self.mask, "window": self.window, "scale": None, "layout": self.layout})
+        return Case(
+            self.name,
+            {k: v for k, v in inputs.items() if v is not None},
+            {"mask_kind": self.mask, "window": self.window, "scale": None, "layout": self.layout},
+        )
 
-    def plan(self, kernel: Kernel, inputs: Dict[str, Optional[np.ndarray]],
-             source: Optional[str] = None) -> Plan:
+    def plan(self, kernel: Kernel, inputs: Dict[str, Optional[np.ndarray]], source: Optional[str] = None) -> Plan:
         return plan(kernel, self.to_case(inputs), source=source)
 
     def reference(self, inputs: Dict[str, Optional[np.ndarray]], dtype=np.float64) -> Dict[str, np.ndarray]:

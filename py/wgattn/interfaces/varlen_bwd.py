@@ -13,6 +13,7 @@ keywords. The host folds causal into window_right = min(right, 0) (right -1 -> 0
 Buffers: stats holds [lse; delta] ([2, total_q, Hq]; the kernel's first pass fills delta);
 dkv holds [dk; dv] ([2, total_k, Hkv, D]).
 """
+
 from __future__ import annotations
 
 from typing import Dict, List, Mapping, Optional, Tuple
@@ -27,8 +28,7 @@ from . import Case
 from ._varlen import CAUSAL_ALIGNS, DEFAULT_OPTIONS, SOFTCAP_SPECS, clip_window, float3, qkv, random_packed
 from ._varlen import options as check_options
 
-__all__ = ["OUTPUTS", "CAUSAL_ALIGNS", "plan", "reference", "case_from_reference",
-           "conformance_cases"]
+__all__ = ["OUTPUTS", "CAUSAL_ALIGNS", "plan", "reference", "case_from_reference", "conformance_cases"]
 
 OUTPUTS = ("dq", "dk", "dv")
 
@@ -64,9 +64,13 @@ def _arrays(inputs: Mapping[str, np.ndarray]):
 # ---------------------------------------------------------------------------
 
 
-def plan(kernel: Kernel, case: Case, source: Optional[str] = None,
-         entry_points: Optional[Mapping[str, str]] = None,
-         overrides: Optional[Mapping[str, int]] = None) -> Plan:
+def plan(
+    kernel: Kernel,
+    case: Case,
+    source: Optional[str] = None,
+    entry_points: Optional[Mapping[str, str]] = None,
+    overrides: Optional[Mapping[str, int]] = None,
+) -> Plan:
     """The dispatch plan running `kernel` (or WGSL `source` on its interface) on `case`:
     inputs q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_k; options causal, window, softcap,
     scale, causal_align."""
@@ -78,15 +82,21 @@ def plan(kernel: Kernel, case: Case, source: Optional[str] = None,
 
     stats = np.concatenate([lse.ravel(), np.zeros(total_q * hq, dtype=np.float32)])
     values = {
-        "total_q": int(total_q), "total_k": int(total_k), "heads_q": int(hq), "heads_kv": int(hkv),
-        "head_dim": int(d), "batch_size": int(cu_q.shape[0] - 1),
-        "window_left": left, "window_right": right, "align_top_left": top_left,
-        "softcap": softcap, "scale": scale,
+        "total_q": int(total_q),
+        "total_k": int(total_k),
+        "heads_q": int(hq),
+        "heads_kv": int(hkv),
+        "head_dim": int(d),
+        "batch_size": int(cu_q.shape[0] - 1),
+        "window_left": left,
+        "window_right": right,
+        "align_top_left": top_left,
+        "softcap": softcap,
+        "scale": scale,
     }
     iface = kernel.interface
     names = {b["binding"]: b["name"] for b in iface.bindings}
-    data = {"q": q, "k": k, "v": v, "out": out, "dout": dout,
-            "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k, "stats": stats}
+    data = {"q": q, "k": k, "v": v, "out": out, "dout": dout, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k, "stats": stats}
     buffers = [Buffer(name, arr.nbytes, "storage", arr.tobytes()) for name, arr in data.items()]
     buffers.append(Buffer("dq", 4 * total_q * hq * d, "storage", read=True))
     buffers.append(Buffer("dkv", 4 * 2 * total_k * hkv * d, "storage", read=True))
@@ -96,8 +106,7 @@ def plan(kernel: Kernel, case: Case, source: Optional[str] = None,
         raise InterfaceMismatch(f"varlen_bwd plan lacks buffers for bindings {sorted(missing)}")
     return Plan(
         buffers=buffers,
-        dispatches=kernel.dispatches(values, names, source=source, entry_points=entry_points,
-                                     overrides=overrides),
+        dispatches=kernel.dispatches(values, names, source=source, entry_points=entry_points, overrides=overrides),
         outputs=[
             Output("dq", "dq", 0, (total_q, hq, d)),
             Output("dk", "dkv", 0, (total_k, hkv, d)),
@@ -115,25 +124,58 @@ def reference(case: Case, dtype=np.float64) -> Dict[str, np.ndarray]:
     """wgattn.reference.varlen_attention_bwd on the case (dtype float32: the naive float32 run)."""
     i = case.inputs
     grads = _reference.varlen_attention_bwd(
-        i["dout"], i["q"], i["k"], i["v"], i["out"], i["lse"], i["cu_seqlens_q"], i["cu_seqlens_k"],
-        dtype=dtype, **_keywords(case))
+        i["dout"],
+        i["q"],
+        i["k"],
+        i["v"],
+        i["out"],
+        i["lse"],
+        i["cu_seqlens_q"],
+        i["cu_seqlens_k"],
+        dtype=dtype,
+        **_keywords(case),
+    )
     return dict(zip(OUTPUTS, grads))
 
 
-def case_from_reference(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, *, causal=False,
-                        scale=None, window=(-1, -1), softcap=0.0, causal_align="bottom_right",
-                        name="call") -> Case:
+def case_from_reference(
+    dout,
+    q,
+    k,
+    v,
+    out,
+    lse,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    *,
+    causal=False,
+    scale=None,
+    window=(-1, -1),
+    softcap=0.0,
+    causal_align="bottom_right",
+    name="call",
+) -> Case:
     """A case from varlen_attention_bwd's arguments (ValueError naming a bad one)."""
-    inputs = {"q": q, "k": k, "v": v, "out": out, "dout": dout, "lse": lse,
-              "cu_seqlens_q": cu_seqlens_q, "cu_seqlens_k": cu_seqlens_k}
+    inputs = {
+        "q": q,
+        "k": k,
+        "v": v,
+        "out": out,
+        "dout": dout,
+        "lse": lse,
+        "cu_seqlens_q": cu_seqlens_q,
+        "cu_seqlens_k": cu_seqlens_k,
+    }
     q32, k32, v32, out32, dout32, lse32, cu_q, cu_k = _arrays(inputs)
-    options = {"causal": causal, "scale": scale, "window": window, "softcap": softcap,
-               "causal_align": causal_align}
+    options = {"causal": causal, "scale": scale, "window": window, "softcap": softcap, "causal_align": causal_align}
     check_options(options, q32.shape[2])
     options["window"] = tuple(int(w) for w in window)
     options["causal"] = bool(causal)
-    return Case(name, {"q": q32, "k": k32, "v": v32, "out": out32, "dout": dout32, "lse": lse32,
-                       "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}, options)
+    return Case(
+        name,
+        {"q": q32, "k": k32, "v": v32, "out": out32, "dout": dout32, "lse": lse32, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k},
+        options,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -143,24 +185,17 @@ def case_from_reference(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, *, 
 # (name, sequences [(len_q, len_k)], Hq, Hkv, D, options, input scale)
 _SPECS: List[Tuple[str, List[Tuple[int, int]], int, int, int, Dict[str, object], float]] = [
     ("dense-d59-mha-unequal", [(113, 203), (203, 113)], 2, 2, 59, {}, 1.0),
-    ("causal-br-d64-mqa-empty-seqs", [(37, 0), (0, 29), (50, 50), (0, 0), (17, 71), (45, 19)],
-     4, 1, 64, {"causal": True}, 1.0),
-    ("causal-tl-d111-gqa3", [(80, 40), (40, 80), (1, 147)], 6, 2, 111,
-     {"causal": True, "causal_align": "top_left"}, 1.0),
+    ("causal-br-d64-mqa-empty-seqs", [(37, 0), (0, 29), (50, 50), (0, 0), (17, 71), (45, 19)], 4, 1, 64, {"causal": True}, 1.0),
+    ("causal-tl-d111-gqa3", [(80, 40), (40, 80), (1, 147)], 6, 2, 111, {"causal": True, "causal_align": "top_left"}, 1.0),
     ("causal-br-d130-mqa-empty-rows", [(90, 60), (33, 33)], 3, 1, 130, {"causal": True}, 1.0),
     ("window-left-br-d64", [(70, 100), (100, 70)], 2, 2, 64, {"window": (16, -1)}, 1.0),
-    ("window-right-tl-d59-gqa3", [(60, 90), (90, 60)], 3, 1, 59,
-     {"window": (-1, 5), "causal_align": "top_left"}, 1.0),
-    ("window-both-causal-br-d130", [(77, 77), (40, 120)], 2, 1, 130,
-     {"window": (8, 3), "causal": True}, 1.0),
-    ("window-0-0-tl-d64-empty-rows", [(5, 3), (40, 64), (64, 40)], 2, 2, 64,
-     {"window": (0, 0), "causal_align": "top_left"}, 1.0),
+    ("window-right-tl-d59-gqa3", [(60, 90), (90, 60)], 3, 1, 59, {"window": (-1, 5), "causal_align": "top_left"}, 1.0),
+    ("window-both-causal-br-d130", [(77, 77), (40, 120)], 2, 1, 130, {"window": (8, 3), "causal": True}, 1.0),
+    ("window-0-0-tl-d64-empty-rows", [(5, 3), (40, 64), (64, 40)], 2, 2, 64, {"window": (0, 0), "causal_align": "top_left"}, 1.0),
     ("window-left-0-br-d111", [(50, 80), (80, 50)], 3, 3, 111, {"window": (0, -1)}, 1.0),
-    ("window-right-0-tl-d64-gqa3", [(33, 33), (20, 45)], 6, 2, 64,
-     {"window": (-1, 0), "causal_align": "top_left"}, 1.0),
+    ("window-right-0-tl-d64-gqa3", [(33, 33), (20, 45)], 6, 2, 64, {"window": (-1, 0), "causal_align": "top_left"}, 1.0),
     ("softcap-d64-gqa3", [(64, 96), (31, 31)], 3, 1, 64, {"softcap": 5.0, "scale": 0.5}, 1.0),
-    ("softcap-causal-tl-d130-big", [(48, 70)], 2, 2, 130,
-     {"softcap": 20.0, "causal": True, "causal_align": "top_left"}, 2.0),
+    ("softcap-causal-tl-d130-big", [(48, 70)], 2, 2, 130, {"softcap": 20.0, "causal": True, "causal_align": "top_left"}, 2.0),
     ("neg-scale-window-d59", [(40, 57), (57, 40)], 2, 1, 59, {"scale": -0.3, "window": (6, 6)}, 1.0),
     ("long-causal-br-d64", [(1023, 1024)], 2, 1, 64, {"causal": True}, 1.0),
     ("long-dense-d64-gqa3", [(160, 1024)], 3, 1, 64, {}, 1.0),
@@ -168,16 +203,25 @@ _SPECS: List[Tuple[str, List[Tuple[int, int]], int, int, int, Dict[str, object],
 _SPECS += SOFTCAP_SPECS  # appended last, so the cases before keep their random draws
 
 
-def _make_case(rs: np.random.RandomState, name: str, seqs, hq: int, hkv: int, d: int,
-               options: Dict[str, object], amp: float) -> Case:
+def _make_case(
+    rs: np.random.RandomState, name: str, seqs, hq: int, hkv: int, d: int, options: Dict[str, object], amp: float
+) -> Case:
     q, k, v, cu_q, cu_k = random_packed(rs, seqs, hq, hkv, d, amp)
     dout = rs.standard_normal(q.shape).astype(np.float32)
     opts = dict(DEFAULT_OPTIONS)
     opts.update(options)
     # What a float32 forward hands over: the float64 forward rounded to float32.
     out, lse = _reference.varlen_attention_fwd(q, k, v, cu_q, cu_k, dtype=np.float64, **opts)
-    inputs = {"q": q, "k": k, "v": v, "out": out.astype(np.float32), "dout": dout,
-              "lse": lse.astype(np.float32), "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}
+    inputs = {
+        "q": q,
+        "k": k,
+        "v": v,
+        "out": out.astype(np.float32),
+        "dout": dout,
+        "lse": lse.astype(np.float32),
+        "cu_seqlens_q": cu_q,
+        "cu_seqlens_k": cu_k,
+    }
     return Case(f"{name}-{'+'.join(f'{a}x{b}' for a, b in seqs)}-h{hq}kv{hkv}", inputs, opts)
 
 

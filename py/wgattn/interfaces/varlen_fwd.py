@@ -12,6 +12,7 @@ sequence) and `scale` (None: 1/sqrt(D)). A row with no visible key (a sequence w
 gives out 0 and lse -inf. The reference is wgattn.reference.varlen_attention_fwd with
 causal_align="top_left".
 """
+
 from __future__ import annotations
 
 import zlib
@@ -65,8 +66,10 @@ def _check(case: Case) -> Tuple[Dict[str, np.ndarray], bool, float]:
     if dim_k != dim:
         raise ValueError(f"k head_dim must equal q's ({dim}), got k shape {tuple(k.shape)}")
     if heads_k != heads:
-        raise ValueError(f"k has {heads_k} heads but q has {heads}: varlen_fwd has no grouped-query "
-                         f"attention (GQA), so k/v heads must equal q heads")
+        raise ValueError(
+            f"k has {heads_k} heads but q has {heads}: varlen_fwd has no grouped-query "
+            f"attention (GQA), so k/v heads must equal q heads"
+        )
     if tuple(v.shape) != tuple(k.shape):
         raise ValueError(f"v must have k's shape {tuple(k.shape)} [total_k, H, D], got {tuple(v.shape)}")
     if max(total_q, total_k) > _I32_MAX:
@@ -74,8 +77,9 @@ def _check(case: Case) -> Tuple[Dict[str, np.ndarray], bool, float]:
     cu_q = cu_seqlens(case.inputs["cu_seqlens_q"], "cu_seqlens_q", total_q, "total_q (q.shape[0])")
     cu_k = cu_seqlens(case.inputs["cu_seqlens_k"], "cu_seqlens_k", total_k, "total_k (k.shape[0])")
     if cu_q.shape != cu_k.shape:
-        raise ValueError(f"cu_seqlens_q and cu_seqlens_k must have the same length (batch + 1), "
-                         f"got {cu_q.shape[0]} and {cu_k.shape[0]}")
+        raise ValueError(
+            f"cu_seqlens_q and cu_seqlens_k must have the same length (batch + 1), got {cu_q.shape[0]} and {cu_k.shape[0]}"
+        )
     causal = _reference.check_bool(case.options.get("causal", False), "causal")
     scale = _reference.check_scale(case.options.get("scale"), dim)
     arrays = {
@@ -88,9 +92,13 @@ def _check(case: Case) -> Tuple[Dict[str, np.ndarray], bool, float]:
     return arrays, causal, scale
 
 
-def plan(kernel: Kernel, case: Case, source: Optional[str] = None,
-         entry_points: Optional[Dict[str, str]] = None,
-         overrides: Optional[Dict[str, int]] = None) -> Plan:
+def plan(
+    kernel: Kernel,
+    case: Case,
+    source: Optional[str] = None,
+    entry_points: Optional[Dict[str, str]] = None,
+    overrides: Optional[Dict[str, int]] = None,
+) -> Plan:
     """The dispatch plan running `kernel` (or WGSL `source` on its interface) on `case`."""
     arrays, causal, scale = _check(case)
     total_q, heads, dim = arrays["q"].shape
@@ -106,8 +114,7 @@ def plan(kernel: Kernel, case: Case, source: Optional[str] = None,
     }
     iface = kernel.interface
     names = {b["binding"]: b["name"] for b in iface.bindings}
-    buffers = [Buffer(names[i], arrays[names[i]].nbytes, "storage", arrays[names[i]].tobytes())
-               for i in range(5)]
+    buffers = [Buffer(names[i], arrays[names[i]].nbytes, "storage", arrays[names[i]].tobytes()) for i in range(5)]
     buffers += [
         Buffer(names[5], 4 * total_q * heads * dim, "storage", read=True),
         Buffer(names[6], 4 * total_q * heads, "storage", read=True),
@@ -115,10 +122,8 @@ def plan(kernel: Kernel, case: Case, source: Optional[str] = None,
     ]
     return Plan(
         buffers=buffers,
-        dispatches=kernel.dispatches(values, names, source=source, entry_points=entry_points,
-                                     overrides=overrides),
-        outputs=[Output("out", names[5], 0, (total_q, heads, dim)),
-                 Output("lse", names[6], 0, (total_q, heads))],
+        dispatches=kernel.dispatches(values, names, source=source, entry_points=entry_points, overrides=overrides),
+        outputs=[Output("out", names[5], 0, (total_q, heads, dim)), Output("lse", names[6], 0, (total_q, heads))],
     )
 
 
@@ -126,29 +131,56 @@ def reference(case: Case, dtype=np.float64) -> Dict[str, np.ndarray]:
     """wgattn.reference.varlen_attention_fwd with this interface's knobs: {"out", "lse"}."""
     arrays, causal, _ = _check(case)
     out, lse = _reference.varlen_attention_fwd(
-        arrays["q"], arrays["k"], arrays["v"], arrays["cu_seqlens_q"], arrays["cu_seqlens_k"],
-        causal=causal, scale=case.options.get("scale"), causal_align="top_left", dtype=dtype)
+        arrays["q"],
+        arrays["k"],
+        arrays["v"],
+        arrays["cu_seqlens_q"],
+        arrays["cu_seqlens_k"],
+        causal=causal,
+        scale=case.options.get("scale"),
+        causal_align="top_left",
+        dtype=dtype,
+    )
     return {"out": out, "lse": lse}
 
 
-def case_from_reference(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, scale=None,
-                        window=(-1, -1), softcap=0.0, causal_align="bottom_right",
-                        name: str = "call") -> Case:
+def case_from_reference(
+    q,
+    k,
+    v,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    *,
+    causal=False,
+    scale=None,
+    window=(-1, -1),
+    softcap=0.0,
+    causal_align="bottom_right",
+    name: str = "call",
+) -> Case:
     """The case computing varlen_attention_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, ...) on this
     interface; ValueError for what it cannot carry (GQA, a window, softcap, and a bottom-right
     causal mask on a sequence with len_q != len_k, where the alignments differ)."""
     # The reference's check of every option first (one rule, one message for every entry point;
     # only the default scale depends on D, and _check refuses a bad q), then what this interface
     # cannot carry, then the arrays.
-    _reference.check_varlen_options(np.shape(q)[2] if np.ndim(q) == 3 else 1, causal=causal, scale=scale,
-                                    window=window, softcap=softcap, causal_align=causal_align)
+    _reference.check_varlen_options(
+        np.shape(q)[2] if np.ndim(q) == 3 else 1,
+        causal=causal,
+        scale=scale,
+        window=window,
+        softcap=softcap,
+        causal_align=causal_align,
+    )
     if tuple(window) != (-1, -1):
         raise ValueError(f"window={window!r}: varlen_fwd has no sliding window; only (-1, -1) fits")
     if float(softcap) != 0.0:
         raise ValueError(f"softcap={softcap!r}: varlen_fwd has no softcap; only 0 fits")
-    case = Case(name=name,
-                inputs={"q": q, "k": k, "v": v, "cu_seqlens_q": cu_seqlens_q, "cu_seqlens_k": cu_seqlens_k},
-                options={"causal": causal, "scale": scale})
+    case = Case(
+        name=name,
+        inputs={"q": q, "k": k, "v": v, "cu_seqlens_q": cu_seqlens_q, "cu_seqlens_k": cu_seqlens_k},
+        options={"causal": causal, "scale": scale},
+    )
     arrays, causal, _ = _check(case)  # shapes, heads (no GQA), cu_seqlens
     if causal and causal_align == "bottom_right":
         len_q = np.diff(arrays["cu_seqlens_q"])
@@ -159,14 +191,23 @@ def case_from_reference(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, sc
             raise ValueError(
                 f"causal_align='bottom_right' with causal=True: varlen_fwd's causal mask is top-left, "
                 f"which differs when len_q != len_k (sequence {b}: {int(len_q[b])} queries, "
-                f"{int(len_k[b])} keys); pass causal_align='top_left' or equal lengths")
+                f"{int(len_k[b])} keys); pass causal_align='top_left' or equal lengths"
+            )
     case.inputs = arrays
     case.options = {"causal": causal, "scale": scale}
     return case
 
 
-def _case(name: str, seed: int, lens_q: Sequence[int], lens_k: Sequence[int], heads: int, dim: int,
-          causal: bool = False, scale: Optional[float] = None) -> Case:
+def _case(
+    name: str,
+    seed: int,
+    lens_q: Sequence[int],
+    lens_k: Sequence[int],
+    heads: int,
+    dim: int,
+    causal: bool = False,
+    scale: Optional[float] = None,
+) -> Case:
     """Standard-normal inputs for sequences of these lengths; the data depend on (seed, name)."""
     rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
     cu_q = np.concatenate([[0], np.cumsum(lens_q)]).astype(np.int32)
@@ -211,5 +252,4 @@ def conformance_cases(seed: int = 0) -> List[Case]:
         ("d8-batch40-causal", many_q, many_k, 2, 8, True, None),
         ("d8-batch40", many_q, many_k, 1, 8, False, 2.5),
     ]
-    return [_case(name, seed, lq, lk, h, d, causal, scale)
-            for name, lq, lk, h, d, causal, scale in spec]
+    return [_case(name, seed, lq, lk, h, d, causal, scale) for name, lq, lk, h, d, causal, scale in spec]
