@@ -7,7 +7,7 @@ import pytest
 
 from wgattn import conformance, reference, registry
 from wgattn.interfaces import Case, varlen_bwd
-from wgattn.localise import _varlen_geometry, localise
+from wgattn.localise import _varlen_geometry, localise, render
 
 
 def _case(options, seqs=((40, 25), (10, 30), (0, 5)), hq=4, hkv=2, d=8, seed=3):
@@ -141,3 +141,13 @@ def test_a_gross_error_without_geometry_is_a_mask_edge():
     loc = localise(Case("sdpa-like", {}), "out", got, ref, allowance=1e-6)
     assert loc["likely"] == "mask edge", loc["evidence"]
     assert loc["worst"][0]["index"][2] >= 1 and "sequence" not in loc["worst"][0]
+
+
+def test_shape_mismatch_is_reported_as_one_line_of_evidence():
+    """A runtime that returns the wrong shape is localised with its evidence as a list of lines
+    (the table and the page join them): it was a bare string, which the CLI table joined letter by
+    letter and the page's `evidence.join` could not join at all."""
+    ref = np.zeros((4, 2, 8))
+    loc = localise(Case("short", {}), "out", np.zeros((3, 2, 8)), ref, allowance=1e-6)
+    assert loc["evidence"] == ["shape [3, 2, 8] instead of [4, 2, 8]"]
+    assert render(loc)[0] == "    out: likely localised (shape [3, 2, 8] instead of [4, 2, 8])"

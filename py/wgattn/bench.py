@@ -23,7 +23,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import registry
+from . import reference, registry
 from .interfaces import Case, module
 from .plan import Plan
 
@@ -58,14 +58,13 @@ class Record:
 
 
 def parse_shape(text: str) -> Tuple[int, int, int, int]:
-    parts = text.split(",")
     try:
-        shape = tuple(int(p) for p in parts)
-    except ValueError:
-        shape = ()
-    if len(shape) != 4 or min(shape) < 1:
+        b, h, s, d = (int(p) for p in text.split(","))
+    except ValueError:  # not four parts, or one not an integer
+        raise ValueError(f"a shape is B,H,S,D with four positive integers, got {text!r}") from None
+    if min(b, h, s, d) < 1:
         raise ValueError(f"a shape is B,H,S,D with four positive integers, got {text!r}")
-    return shape  # type: ignore[return-value]
+    return b, h, s, d
 
 
 def flops(op: str, shape: Sequence[int], causal: bool) -> float:
@@ -198,8 +197,6 @@ def torch_cuda() -> Optional[str]:
 
 
 def _numpy_fn(op: str, shape, causal: bool):
-    from . import reference
-
     x = dense_inputs(op, shape)
     if op == "fwd":
         return lambda: reference.sdpa(x["q"], x["k"], x["v"], causal=causal, dtype=np.float32)
@@ -212,7 +209,7 @@ def _numpy_fn(op: str, shape, causal: bool):
 
 def _time_cpu(fn: Callable, runs: int, budget_s: float = 20.0) -> List[float]:
     """Wall-clock samples; fewer than `runs` (at least 1) when one run would blow the budget."""
-    samples = []
+    samples: List[float] = []
     while len(samples) < runs:
         t0 = time.perf_counter()
         fn()
@@ -234,7 +231,7 @@ def run(
 ) -> List[Record]:
     """Time every (op, impl, shape) natively, with the anchors, in one process and one run;
     kernels in each of `modes` (a kernel not registered as trusted runs checked only)."""
-    from . import native
+    from . import native  # imports wgpu: CPython with the native extra only
 
     if runs < 10:
         raise ValueError(f"runs must be at least 10 (a median of at least 10), got {runs}")
@@ -312,7 +309,7 @@ def _record(op, impl, shape, causal, dtype, adapter, samples, f, timer, mode="",
     return Record(
         op=op,
         impl=impl,
-        shape=tuple(int(x) for x in shape),
+        shape=(int(shape[0]), int(shape[1]), int(shape[2]), int(shape[3])),
         causal=bool(causal),
         dtype=dtype,
         adapter=adapter,

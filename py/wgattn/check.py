@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, TypedDict
 
 from . import conformance, registry, wire
+from .conformance import OutputRow
 from .errors import CompileError, InterfaceMismatch
 from .interfaces import module
 from .localise import render as render_where
+from .precision import ProbeReport
 
 __all__ = ["CheckError", "check", "render_table"]
 
@@ -20,6 +22,41 @@ class CheckError(Exception):
     WGSL that does not compile or does not match the interface."""
 
 
+# A case's row: its worst output's figures ("pass" is a keyword, hence the functional form).
+CaseRow = TypedDict(
+    "CaseRow",
+    {
+        "name": str,
+        "pass": bool,
+        "max_abs_err": float,
+        "allowance": float,
+        "worst_output": str,
+        "failed_outputs": List[str],
+        "outputs": List[OutputRow],
+    },
+)
+
+
+class KernelReport(TypedDict):
+    kernel: str
+    cases: List[CaseRow]
+    passed: int
+    failed: int
+
+
+class _Report(TypedDict):
+    interface: str
+    adapter: Dict[str, Any]  # the runtime's adapter description
+    kernels: List[KernelReport]
+    passed: int
+    failed: int
+
+
+class CheckReport(_Report, total=False):
+    precision: ProbeReport  # the adapter's built-ins, measured (a runtime with a probe)
+    cases: List[Dict[str, Any]]  # every kernel's case rows, flattened, each with its "kernel"
+
+
 def check(
     interface: str,
     wgsl: Optional[str] = None,
@@ -27,7 +64,7 @@ def check(
     sets: Optional[Mapping[str, int]] = None,
     kernel_ids: Optional[List[str]] = None,
     runtime=None,
-) -> Dict[str, object]:
+) -> CheckReport:
     """Run the grid; returns {"interface", "adapter", "precision", "kernels": [{"kernel", "cases",
     "passed", "failed"}], "passed", "failed"} with per-case rows naming the failing outputs, each
     failing output localised ("where": worst elements, |error| map, likely class)."""
@@ -53,13 +90,13 @@ def check(
             names = [p.name for p in iface.passes]
             raise CheckError(f"{interface} has passes {names}: give --entry as PASS=NAME[,PASS=NAME]")
     if runtime is None:
-        from . import native
+        from . import native  # imports wgpu: CPython with the native extra only
 
         try:
             runtime = native.runtime()
         except native.AdapterError as exc:
             raise CheckError(str(exc)) from None
-    report = {"interface": interface, "adapter": runtime.info, "kernels": [], "passed": 0, "failed": 0}
+    report: CheckReport = {"interface": interface, "adapter": runtime.info, "kernels": [], "passed": 0, "failed": 0}
     if hasattr(runtime, "precision"):
         report["precision"] = runtime.precision()  # the adapter's built-ins, measured (wgattn.precision)
     cases = mod.conformance_cases()
@@ -68,8 +105,9 @@ def check(
         overrides.update(sets or {})
         if sets:
             kernel = replace(kernel, overrides=overrides)
-        rows = []
+        rows: List[CaseRow] = []
         for case in cases:
+            outs: List[OutputRow]
             try:
                 outs = conformance.run_case(runtime, kernel, case, source=wgsl, entry_points=entry_points, overrides=sets or None)
             except (CompileError, InterfaceMismatch) as exc:  # nothing else will run either
@@ -105,12 +143,12 @@ def check(
     return report
 
 
-def _ratio(row: Mapping[str, object]) -> float:
+def _ratio(row: Mapping[str, Any]) -> float:
     err, allowed = float(row["max_abs_err"]), float(row["allowance"])
     return float("inf") if err == float("inf") else err / allowed if allowed > 0 else 0.0
 
 
-def render_table(report: Mapping[str, object]) -> str:
+def render_table(report: CheckReport) -> str:
     a = report["adapter"]
     lines = [f"interface {report['interface']} on {a.get('device') or a.get('vendor')} ({a.get('backend', '')})"]
     for k in report["kernels"]:
@@ -142,5 +180,5 @@ def render_table(report: Mapping[str, object]) -> str:
     return "\n".join(lines)
 
 
-def to_json(report: Mapping[str, object]) -> str:
+def to_json(report: CheckReport) -> str:
     return json.dumps(wire.jsonable(report), indent=1)

@@ -8,10 +8,14 @@ wgattn bench [--op NAME] [--impl A,B] [--shape B,H,S,D ...] [--causal] [--runs N
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
 from typing import List, Optional
+
+from . import bench, precision
+from .check import CheckError, check, render_table, to_json
 
 
 def _sets(items: List[str]):
@@ -64,8 +68,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.command == "probe":
         return _probe(args)
 
-    from .check import CheckError, check, render_table, to_json
-
     source = None
     if args.wgsl:
         path = Path(args.wgsl)
@@ -85,7 +87,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def _probe(args) -> int:
-    from . import native, precision
+    from . import native  # imports wgpu: CPython with the native extra only
 
     try:
         rt = native.runtime()
@@ -98,10 +100,6 @@ def _probe(args) -> int:
 
 
 def _bench(args) -> int:
-    import json
-
-    from . import bench
-
     try:
         ops = args.op or ["fwd"]
         for op in ops:

@@ -3,15 +3,27 @@ the tolerance rule against the float64 reference. `wgattn check` and the tests b
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import List, Mapping, Optional, Sequence, TypedDict
 
 import numpy as np
 
 from . import tolerance
-from .interfaces import Case
+from .interfaces import Case, module
+from .localise import Localisation, localise
+from .precision import ProbeReport
 from .registry import Kernel
 
 __all__ = ["judge", "judged_case", "expected", "run_case", "suspects"]
+
+# One output of one case, judged ("pass" is a keyword, hence the functional form).
+_Judged = TypedDict("_Judged", {"case": str, "output": str, "max_abs_err": float, "allowance": float, "pass": bool})
+
+
+class OutputRow(_Judged, total=False):
+    naive_err: float  # the naive implementation's error, the allowance's measure
+    where: Localisation  # a failing output: where it is wrong
+    error: str  # a case that could not run: why (wgattn check)
+
 
 PRECISIONS = ("f32", "f16")
 
@@ -29,8 +41,6 @@ def judged_case(kernel: Kernel, case: Case) -> Case:
 
 def expected(kernel: Kernel, case: Case):
     """(float64 reference, naive run in the kernel's precision) on a judged case."""
-    from .interfaces import module
-
     mod = module(kernel.interface.name)
     naive_dtype = np.float16 if kernel.precision == "f16" else np.float32
     return mod.reference(case), mod.reference(case, dtype=naive_dtype)
@@ -42,13 +52,11 @@ def judge(
     ref: Mapping[str, np.ndarray],
     naive: Mapping[str, np.ndarray],
     suspects: Sequence[str] = (),
-) -> List[Dict[str, object]]:
+) -> List[OutputRow]:
     """One row per output: {case, output, max_abs_err, allowance, pass, naive_err}, and for a
     failing output "where" (wgattn.localise: worst elements, |error| map, likely class;
     `suspects` are the kernel's built-ins that the runtime's precision probe found off)."""
-    from .localise import localise
-
-    rows = []
+    rows: List[OutputRow] = []
     for name, r in ref.items():
         naive_err = tolerance.max_abs_err(naive[name], r)
         g = got.get(name)
@@ -57,7 +65,7 @@ def judge(
         else:
             err = tolerance.max_abs_err(g, r)
         allowed = tolerance.allowance(naive_err, r)
-        row = {
+        row: OutputRow = {
             "case": case.name,
             "output": name,
             "max_abs_err": err,
@@ -78,7 +86,7 @@ SUSPECT_CALLS = {"exp": "exp", "exp2": "exp2", "tanh": "tanh", "inverseSqrt": "i
 SUSPECT_ULPS = 64.0
 
 
-def suspects(source: str, probe: Optional[Mapping[str, object]]) -> List[str]:
+def suspects(source: str, probe: Optional[ProbeReport]) -> List[str]:
     """The built-ins `source` (WGSL) calls that the precision probe `probe` found more than
     SUSPECT_ULPS off, e.g. ["tanh: 687971 ulps (abs 1.4e-07)"]."""
     import re
@@ -87,7 +95,7 @@ def suspects(source: str, probe: Optional[Mapping[str, object]]) -> List[str]:
         return []
     code = re.sub(r"//[^\n]*", "", source)
     out = []
-    for row in probe.get("functions", []):
+    for row in probe["functions"]:
         call = SUSPECT_CALLS.get(row["name"])
         if call and row["max_ulps"] > SUSPECT_ULPS and re.search(r"\b%s\s*\(" % call, code):
             out.append(f"{row['name']}: {row['max_ulps']:.0f} ulps (abs {row['max_abs']:.1e})")
@@ -101,12 +109,10 @@ def run_case(
     source: Optional[str] = None,
     entry_points: Optional[Mapping[str, str]] = None,
     overrides: Optional[Mapping[str, int]] = None,
-) -> List[Dict[str, object]]:
+) -> List[OutputRow]:
     """Run `case` natively on `kernel` (or WGSL `source` on its interface) and judge it; a
     failing output is localised, with the runtime's precision probe (when it has one) naming
     the built-ins the kernel calls that it found off."""
-    from .interfaces import module
-
     mod = module(kernel.interface.name)
     case = judged_case(kernel, case)
     plan = mod.plan(kernel, case, source=source, entry_points=entry_points, overrides=overrides)

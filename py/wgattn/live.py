@@ -23,12 +23,13 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import asdict, dataclass, fields
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
 from . import reference, registry
 from .cases import MAX_ELEMENTS, MAX_SCORES, SdpaCase, digest
+from .conformance import expected, judged_case
 from .interfaces import Case, module
 from .registry import Kernel
 
@@ -49,7 +50,7 @@ _CAUSAL_ALIGNS = ("bottom_right", "top_left")
 
 
 def _int(name: str, value: object, lo: int, hi: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not lo <= value <= hi:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not lo <= int(value) <= hi:
         raise ValueError(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
 
 
@@ -241,7 +242,8 @@ def _case(cfg, interface: str, tensors: Mapping[str, np.ndarray], name: str) -> 
 
 # interface -> (configuration class, fields the user may set there, defaults differing from the
 # class's). Fields outside the list keep their defaults: the interface has no such knob.
-FAMILIES = {
+# interface: (configuration class, the fields it sets (None: all), defaults that differ from the class's)
+FAMILIES: Dict[str, Tuple[type, Optional[Tuple[str, ...]], Dict[str, object]]] = {
     "sdpa_arena": (SdpaCase, None, {}),
     "varlen_fwd": (
         VarlenConfig,
@@ -285,8 +287,6 @@ class Live:
 
     def expected(self):
         """(float64 reference, naive run in the kernel's precision) of every output."""
-        from .conformance import expected
-
         return expected(self.kernel, self.case)
 
 
@@ -317,8 +317,6 @@ def build(
 ) -> Live:
     """The live run of `kernel_id` on `config` (a dict); `tensors` replaces seeded ones (same names,
     shapes and dtypes: `check_tensors`)."""
-    from .conformance import judged_case
-
     kernel = registry.load().kernel(kernel_id)
     interface = kernel.interface.name
     cfg = make_config(interface, config)

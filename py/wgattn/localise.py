@@ -22,9 +22,28 @@ Runs on Python 3.8 with numpy 1.17 (the page judges its grid under Pyodide).
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, TypedDict
 
 import numpy as np
+
+from .interfaces._varlen import options
+
+
+class ErrorMap(TypedDict):
+    axis0_blocks: List[List[int]]  # [first, end) of each block of rows
+    ratio_by_head: List[List[float]]  # max |error| / allowance, [head][block]
+
+
+class Localisation(TypedDict):
+    """Where one output is wrong: its worst elements (index, got, ref, err, and for packed cases
+    the sequence, row or key, head and visible partners), the |error| map and a likely class."""
+
+    output: str
+    likely: str
+    evidence: List[str]
+    worst: List[Dict[str, Any]]
+    map: Optional[ErrorMap]
+
 
 __all__ = ["localise", "CLASSES"]
 
@@ -75,8 +94,6 @@ def _varlen_geometry(case, output: str, shape: Tuple[int, ...]):
     cu_k = case.inputs.get("cu_seqlens_k")
     if cu_q is None or cu_k is None or len(shape) < 2:
         return None
-    from .interfaces._varlen import options
-
     q = case.inputs.get("q")
     k = case.inputs.get("k")
     try:
@@ -121,7 +138,7 @@ def _varlen_geometry(case, output: str, shape: Tuple[int, ...]):
     }
 
 
-def _error_map(row_err: np.ndarray, allowance: float) -> Dict[str, object]:
+def _error_map(row_err: np.ndarray, allowance: float) -> ErrorMap:
     """Max |error| / allowance per head (columns of row_err) and block of rows."""
     rows = row_err.shape[0]
     blocks = max(1, min(MAP_BLOCKS, rows))
@@ -136,7 +153,7 @@ def _error_map(row_err: np.ndarray, allowance: float) -> Dict[str, object]:
 
 def localise(
     case, output: str, got: np.ndarray, ref: np.ndarray, allowance: float, suspects: Sequence[str] = (), worst: int = WORST
-) -> Dict[str, object]:
+) -> Localisation:
     """{output, worst: [{index, got, ref, err, ...}], map, likely, evidence} for one output.
     `suspects`: built-ins the kernel calls that the runtime's precision probe found far off
     (e.g. "tanh: 687971 ulps"); a broad error with a suspect is put down to built-in precision."""
@@ -146,7 +163,7 @@ def localise(
         return {
             "output": output,
             "likely": "mask edge" if got.size == 0 else "localised",
-            "evidence": f"shape {list(got.shape)} instead of {list(ref.shape)}",
+            "evidence": [f"shape {list(got.shape)} instead of {list(ref.shape)}"],
             "worst": [],
             "map": None,
         }
@@ -155,7 +172,7 @@ def localise(
     n = min(worst, flat.size)
     top = np.argsort(-flat, kind="mergesort")[:n]
     geo = _varlen_geometry(case, output, ref.shape)
-    items = []
+    items: List[Dict[str, Any]] = []
     for f in top:
         idx = tuple(int(i) for i in np.unravel_index(int(f), ref.shape))
         item = {"index": list(idx), "got": float(got.flat[f]), "ref": float(ref.flat[f]), "err": float(flat[f])}
@@ -230,7 +247,7 @@ def localise(
     return {"output": output, "worst": items, "map": emap, "likely": likely, "evidence": evidence}
 
 
-def render(loc: Dict[str, object], allowance: Optional[float] = None) -> List[str]:
+def render(loc: Localisation, allowance: Optional[float] = None) -> List[str]:
     """Text lines for `wgattn check`'s table."""
     lines = [f"    {loc['output']}: likely {loc['likely']} ({'; '.join(loc['evidence'])})"]
     for it in loc["worst"]:
@@ -244,8 +261,8 @@ def render(loc: Dict[str, object], allowance: Optional[float] = None) -> List[st
                 + f", {partner} {it[partner][0]}..{it[partner][1]} ({it['terms']} terms)"
             )
         lines.append(f"      {where}: got {it['got']:.7g} ref {it['ref']:.7g} |err| {it['err']:.3e}")
-    if loc.get("map"):
-        m = loc["map"]
+    m = loc["map"]
+    if m:
         lines.append(f"      |err|/allowance by head (rows) x row blocks {[b[0] for b in m['axis0_blocks']]}:")
         for h, row in enumerate(m["ratio_by_head"][:16]):
             lines.append(f"        {h:3d}: " + " ".join(f"{x:5.2f}" for x in row))

@@ -4,10 +4,7 @@ thousands of ulps, which WGSL allows and which moved soft-capped scores by 3e-6)
 
 `plan()` builds one dispatch of shaders/precision_probe.wgsl (any executor runs it: wgpu-py
 through `wgattn.native`, the page's WebGPU through static/precision.js); `judge()` turns the
-read-back results into the report, one row per function:
-
-    {name, expr, domain, wgsl_allows, samples, max_ulps, max_abs, within_wgsl, worst: {args, got, exact}}
-
+read-back results into the report (ProbeReport), one row per function (FunctionReport),
 where ulps are |got - exact| / ulp32(exact), ulp32(v) the float32 spacing at |v|, and
 within_wgsl says whether every sample met WGSL's accuracy rule (None where the rule is "inherited"
 from other functions rather than a number). Runs on
@@ -19,10 +16,11 @@ from __future__ import annotations
 import json
 import math
 import struct
-from typing import Callable, Dict, List, NamedTuple, Optional
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, TypedDict
 
 import numpy as np
 
+from . import wire
 from .plan import Buffer, Dispatch, Output, Plan
 from .registry import shader_dir
 from .wgsl import preprocess, reader
@@ -44,6 +42,32 @@ class Function(NamedTuple):
     exact: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]  # float64 a, b, c -> float64
     # WGSL's bound as an absolute error per sample (a, exact) -> float64, where it is a number
     allowed: Optional[Callable[[np.ndarray, np.ndarray], np.ndarray]] = None
+
+
+class Worst(TypedDict):
+    args: List[float]
+    got: float
+    exact: float
+
+
+class FunctionReport(TypedDict):
+    """One built-in's row: its worst error in float32 ulps and absolute, and whether that is
+    within what WGSL allows (None where WGSL states no bound)."""
+
+    name: str
+    expr: str
+    domain: str
+    wgsl_allows: str
+    samples: int
+    max_ulps: float
+    max_abs: float
+    within_wgsl: Optional[bool]
+    worst: Worst
+
+
+class ProbeReport(TypedDict):
+    adapter: Dict[str, Any]  # the runtime's adapter description (wgattn.native's info)
+    functions: List[FunctionReport]
 
 
 def _ulps(k) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
@@ -232,11 +256,11 @@ def _ulp32(x: np.ndarray) -> np.ndarray:
     return np.maximum(np.spacing(mag).astype(np.float64), float(np.finfo(np.float32).tiny))
 
 
-def judge(got: np.ndarray, n: int = SAMPLES) -> List[Dict[str, object]]:
+def judge(got: np.ndarray, n: int = SAMPLES) -> List[FunctionReport]:
     """Rows of the report from the results [F, n] of `plan(n)`."""
     got = np.asarray(got, dtype=np.float64).reshape(len(FUNCTIONS), n)
     args = _arguments(n).astype(np.float64)
-    rows = []
+    rows: List[FunctionReport] = []
     with np.errstate(over="ignore", under="ignore"):
         for f, fn, a, g in zip(range(len(FUNCTIONS)), FUNCTIONS, args, got):
             exact = fn.exact(a[:, 0], a[:, 1], a[:, 2])
@@ -264,19 +288,19 @@ def judge(got: np.ndarray, n: int = SAMPLES) -> List[Dict[str, object]]:
     return rows
 
 
-def probe(runtime, n: int = SAMPLES) -> Dict[str, object]:
+def probe(runtime, n: int = SAMPLES) -> ProbeReport:
     """Run the probe on a native runtime (`wgattn.native.NativeRuntime`): {adapter, functions}."""
     p = plan(n)
     got = runtime.run(p).outputs["got"]
     return {"adapter": runtime.info, "functions": judge(got, n)}
 
 
-def worst_ulps(report: Dict[str, object]) -> Dict[str, float]:
+def worst_ulps(report: ProbeReport) -> Dict[str, float]:
     """{function: max ulps}, the short form the adapter's description carries."""
     return {r["name"]: r["max_ulps"] for r in report["functions"]}
 
 
-def render_table(report: Dict[str, object]) -> str:
+def render_table(report: ProbeReport) -> str:
     a = report.get("adapter") or {}
     lines = [
         f"precision of built-ins on {a.get('device') or a.get('vendor') or '?'} ({a.get('backend') or a.get('runtime', '')})",
@@ -289,7 +313,5 @@ def render_table(report: Dict[str, object]) -> str:
     return "\n".join(lines)
 
 
-def to_json(report: Dict[str, object]) -> str:
-    from . import wire
-
+def to_json(report: ProbeReport) -> str:
     return json.dumps(wire.jsonable(report), indent=1)
