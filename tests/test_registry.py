@@ -1,6 +1,7 @@
 """The registry (shaders/manifest.json) must describe the WGSL exactly: a drift fails here."""
 
 import re
+import struct
 
 import pytest
 
@@ -35,7 +36,7 @@ def test_every_shader_file_is_registered():
 @pytest.mark.parametrize("kid", KERNELS)
 def test_params_struct_matches_manifest(kid, sizes):
     k = REG.kernel(kid)
-    assert _struct_fields(k.source(sizes), "Params") == [tuple(p) for p in k.interface.params]
+    assert _struct_fields(k.source(sizes), "Params") == [(p.name, p.type) for p in k.interface.params]
     assert k.interface.params_size % 16 == 0  # uniform structs are 16-byte aligned
 
 
@@ -45,11 +46,10 @@ def test_bindings_match_manifest(kid, sizes):
     k = REG.kernel(kid)
     found = _bindings(k.source(sizes))
     for b in k.interface.bindings:
-        kind = b["kind"]
         # A storage array may be read as vec4 of its element (same bytes) where head_dim % 4 == 0.
-        typ = {f"array<{b['element']}>", f"array<vec4<{b['element']}>>"} if kind == "storage" else {b["struct"]}
-        got_kind, got_access, got_name, got_typ = found.pop(b["binding"])
-        assert (got_kind, got_access, got_name) == (kind, b.get("access", "read") if kind == "storage" else "read", b["name"])
+        typ = {f"array<{b.element}>", f"array<vec4<{b.element}>>"} if b.kind == "storage" else {b.struct}
+        got_kind, got_access, got_name, got_typ = found.pop(b.binding)
+        assert (got_kind, got_access, got_name) == (b.kind, b.access, b.name)
         assert got_typ in typ
     assert not found, f"bindings the manifest does not list: {found}"
 
@@ -61,7 +61,7 @@ def test_entry_point_and_overrides_match_manifest(kid):
     for p in k.interface.passes:
         assert re.search(r"@compute[^;{]*fn\s+%s\s*\(" % p.entry_point, src), p.entry_point
         # The grid expression (the kernel's own, where it has one) may only name params and knobs.
-        ones = {n: 1 for n, _ in k.interface.params}
+        ones = {p.name: 1 for p in k.interface.params}
         grid = registry.Pass(p.name, p.entry_point, p.uses, k.grids.get(p.name, p.grid))
         assert grid.workgroups(ones, k.knobs(ones, limits=registry.DEFAULT_LIMITS)) == (1, 1, 1)
     declared = set(re.findall(r"^override\s+(\w+)\s*:", src, re.M))
@@ -83,12 +83,10 @@ def test_pack_params_layout():
     raw = iface.pack_params(dict(full, batch=2, scale=0.5))
     assert len(raw) == 144
     assert raw[:4] == (2).to_bytes(4, "little")
-    scale_at = [n for n, _ in iface.params].index("scale") * 4
-    import struct
-
-    assert struct.unpack_from("<f", raw, scale_at)[0] == 0.5
-    pad_at = [n for n, _ in iface.params].index("_o_pad") * 4
-    assert raw[pad_at : pad_at + 4] == bytes(4)  # padding is 0
+    offsets = {p.name: p.offset for p in iface.params}
+    assert [p.offset for p in iface.params] == [4 * i for i in range(len(iface.params))]  # 4-byte scalars, in order
+    assert struct.unpack_from("<f", raw, offsets["scale"])[0] == 0.5
+    assert raw[offsets["_o_pad"] : offsets["_o_pad"] + 4] == bytes(4)  # padding is 0
     with pytest.raises(ValueError, match="unknown params"):
         iface.pack_params(dict(full, nope=1))
     with pytest.raises(ValueError, match="does not fit in u32"):
@@ -98,7 +96,7 @@ def test_pack_params_layout():
 
 
 def _fields(iface):
-    return [name for name, _ in iface.params if name not in iface.padding]
+    return [p.name for p in iface.params if not p.padding]
 
 
 @pytest.mark.parametrize("name", sorted(REG.interfaces))

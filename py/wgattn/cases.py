@@ -10,7 +10,7 @@ them. `digest()` lets both sides prove it.
 from __future__ import annotations
 
 import hashlib
-from typing import Dict, Optional
+from typing import Mapping, Optional
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from .interfaces.sdpa_arena import SdpaCase
 __all__ = ["SdpaCase", "digest", "MAX_ELEMENTS", "MAX_SCORES"]
 
 
-def digest(inputs: Dict[str, Optional[np.ndarray]]) -> str:
+def digest(inputs: Mapping[str, Optional[np.ndarray]]) -> str:
     """sha256 over the inputs' names, shapes and bytes: equal digests mean identical inputs."""
     h = hashlib.sha256()
     for name in sorted(inputs):

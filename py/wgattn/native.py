@@ -14,11 +14,15 @@ import re
 import struct
 import time
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
+import numpy as np
+
+from . import precision
 from .errors import CompileError, DoesNotFit
+from .interfaces import module
 from .plan import Plan
-from .registry import set_target_limits, shader_dir
+from .registry import Kernel, load, set_target_limits, shader_dir
 
 __all__ = [
     "AdapterError",
@@ -96,7 +100,7 @@ class AdapterError(RuntimeError):
 
 @dataclass
 class RunResult:
-    outputs: Dict[str, "object"]
+    outputs: Dict[str, np.ndarray]
     raw: Dict[str, bytes]  # bytes of every buffer read back, as the page's executor returns them
     timings: Dict[str, float]  # milliseconds: wall (submit to results), gpu (timestamps, if any)
 
@@ -198,8 +202,6 @@ class NativeRuntime:
         """The precision probe's report for this adapter (wgattn.precision), run once and kept:
         {adapter, functions: [{name, max_ulps, max_abs, ...}]}."""
         if self._precision is None:
-            from . import precision
-
             self._precision = precision.probe(self)
         return self._precision
 
@@ -362,23 +364,17 @@ def runtime() -> NativeRuntime:
 # interface (ValueError when that interface cannot carry them) and runs a registered kernel.
 
 
-def _kernels_for(op: str) -> list:
-    """The registered kernels of every interface whose reference is `op`, best first: registry
-    order runs from baseline to fastest, interfaces in manifest order (the later one carries more)."""
-    from .registry import load
-
-    reg = load()
-    ifaces = [i.name for i in reg.interfaces.values() if i.reference == op]
-    if not ifaces:
-        raise ValueError(f"unknown op {op!r}; ops: {sorted({i.reference for i in reg.interfaces.values()})}")
-    return [k for name in reversed(ifaces) for k in reversed(reg.kernels_of(name))]
+def _kernels_for(op: str) -> List[Kernel]:
+    """The registered kernels of every interface whose reference is `op`, best first: by the
+    manifest's explicit `rank` (higher first; unique per op, so the order is total)."""
+    return load().ranked(op)
 
 
-def _impl_name(kernel) -> str:
+def _impl_name(kernel: Kernel) -> str:
     return kernel.id.split(".", 1)[1]
 
 
-def implementations(op_name: str) -> list:
+def implementations(op_name: str) -> List[str]:
     """Implementation names available for `op_name` (e.g. "sdpa") on the current adapter,
     best first; each is a kernel id without its interface ("seed", "tiled", ...)."""
     have = runtime().features
@@ -387,8 +383,6 @@ def implementations(op_name: str) -> list:
 
 def _run_op(op: str, impl, build_case):
     """Run `op` on `impl`, or on the best f32 implementation whose interface carries the call."""
-    from .interfaces import module
-
     names = implementations(op)
     if not names:
         raise ValueError(f"no implementation of {op} runs on this adapter")

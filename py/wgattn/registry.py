@@ -15,15 +15,15 @@ import re
 import struct
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from .errors import DoesNotFit, InterfaceMismatch
+from .plan import Dispatch
 from .wgsl import preprocess, reader
 
-if TYPE_CHECKING:  # plan imports nothing from here; the import is only for the annotation
-    from .plan import Dispatch
-
 __all__ = [
+    "Binding",
+    "Param",
     "Interface",
     "Kernel",
     "Pass",
@@ -37,6 +37,11 @@ __all__ = [
 
 # WGSL scalar types a Params field may have, as struct format characters (little-endian, 4 bytes).
 _FIELD_FORMATS = {"u32": "I", "i32": "i", "f32": "f"}
+_BINDING_KINDS = ("storage", "uniform")
+_ACCESS = ("read", "read_write")
+
+# An override constant or define: an int, or an expression of the params (and earlier knobs).
+Knob = Union[int, str]
 
 # The adapter limits that tile choices may name. WebGPU's defaults hold on every adapter; a runtime
 # that knows its adapter (wgattn.native, the page) sets what the device was created with.
@@ -70,6 +75,41 @@ def shader_dir() -> Path:
 
 
 @dataclass(frozen=True)
+class Binding:
+    """One `@group(0) @binding(i)` variable of an interface, as the manifest lists it."""
+
+    binding: int  # the @binding index
+    name: str  # the WGSL variable's name, and the name of the plan buffer bound to it
+    kind: str  # "storage" or "uniform"
+    access: str = "read"  # "read" or "read_write" (storage); "read" for a uniform
+    element: str = ""  # a storage array's element type (f32, i32, u32, vec4<f32>)
+    struct: str = ""  # a uniform's struct type (Params)
+
+    @property
+    def buffer_type(self) -> str:
+        """The WebGPU buffer binding type of an explicit bind group layout."""
+        if self.kind == "uniform":
+            return "uniform"
+        return "storage" if self.access == "read_write" else "read-only-storage"
+
+
+@dataclass(frozen=True)
+class Param:
+    """One field of an interface's uniform `Params` struct (every field a 4-byte scalar)."""
+
+    name: str
+    type: str  # WGSL scalar type: u32, i32 or f32
+    offset: int  # bytes from the start of the struct
+
+    size = 4  # bytes; a class constant, not a field
+
+    @property
+    def padding(self) -> bool:
+        """Padding fields are named `_...` in the manifest and the WGSL; they are always 0."""
+        return self.name.startswith("_")
+
+
+@dataclass(frozen=True)
 class Interface:
     """A binding contract that any kernel (the project's or a user's) can implement."""
 
@@ -77,60 +117,69 @@ class Interface:
     summary: str
     reference: str
     conventions: Mapping[str, str]
-    bindings: Tuple[Mapping[str, object], ...]
-    params: Tuple[Tuple[str, str], ...]
+    bindings: Tuple[Binding, ...]
+    params: Tuple[Param, ...]
     passes: Tuple["Pass", ...]
 
     def layout(self, uses: Tuple[int, ...]) -> List[Tuple[int, str]]:
         """(binding, WebGPU buffer binding type) for the bindings one pass uses: explicit layouts,
         so a kernel that leaves a binding unused still binds."""
-        types = {}
-        for b in self.bindings:
-            if b["kind"] == "uniform":
-                types[b["binding"]] = "uniform"
-            else:
-                types[b["binding"]] = "storage" if b.get("access") == "read_write" else "read-only-storage"
+        types = {b.binding: b.buffer_type for b in self.bindings}
         return [(i, types[i]) for i in uses]
+
+    def bind(self, buffer_names: Iterable[str]) -> Dict[int, str]:
+        """{binding index: buffer name} for a plan whose buffers are named after the bindings;
+        InterfaceMismatch when a binding has no buffer or a buffer no binding (the manifest and
+        the interface module disagree: a programming error, said plainly)."""
+        have = list(buffer_names)
+        wanted = [b.name for b in self.bindings]
+        missing = [n for n in wanted if n not in have]
+        unbound = [n for n in have if n not in wanted]
+        if missing or unbound:
+            raise InterfaceMismatch(
+                f"{self.name}: the plan's buffers {have} do not match the interface's bindings {wanted}"
+                f" (without a buffer: {missing}; bound to nothing: {unbound})"
+            )
+        return {b.binding: b.name for b in self.bindings}
 
     @property
     def params_size(self) -> int:
-        return 4 * len(self.params)
+        return sum(p.size for p in self.params)
 
     @property
     def padding(self) -> Tuple[str, ...]:
         """The Params fields that are padding (named `_...` in the manifest and the WGSL): 0."""
-        return tuple(name for name, _ in self.params if name.startswith("_"))
+        return tuple(p.name for p in self.params if p.padding)
 
     def pack_params(self, values: Mapping[str, float]) -> bytes:
         """The uniform `Params` bytes. `values` gives every field except the padding ones (named
         `_...`), which are 0; a missing, unknown or padding field is a ValueError naming it, so a
         plan that forgets a field fails instead of sending 0 to the kernel."""
         padding = set(self.padding)
-        fields = {name for name, _ in self.params}
+        fields = {p.name for p in self.params}
         unknown = set(values) - fields
         if unknown:
             raise InterfaceMismatch(f"{self.name}: unknown params {sorted(unknown)}")
         given_padding = set(values) & padding
         if given_padding:
             raise InterfaceMismatch(f"{self.name}: params {sorted(given_padding)} are padding (always 0)")
-        missing = [name for name, _ in self.params if name not in values and name not in padding]
+        missing = [p.name for p in self.params if p.name not in values and not p.padding]
         if missing:
             raise InterfaceMismatch(
                 f"{self.name}: params {missing} are missing (every field but the padding {sorted(padding)} must be given)"
             )
-        fmt = "<" + "".join(_FIELD_FORMATS[t] for _, t in self.params)
-        out = []
-        for name, typ in self.params:
-            value = values.get(name, 0)
-            if typ == "f32":
-                out.append(float(value))
+        out = bytearray(self.params_size)
+        for p in self.params:
+            value = values.get(p.name, 0)
+            if p.type == "f32":
+                struct.pack_into("<f", out, p.offset, float(value))
             else:
                 ivalue = int(value)
-                lo, hi = (0, 2**32 - 1) if typ == "u32" else (-(2**31), 2**31 - 1)
+                lo, hi = (0, 2**32 - 1) if p.type == "u32" else (-(2**31), 2**31 - 1)
                 if not lo <= ivalue <= hi:
-                    raise ValueError(f"{self.name}: param {name}={ivalue} does not fit in {typ}")
-                out.append(ivalue)
-        return struct.pack(fmt, *out)
+                    raise ValueError(f"{self.name}: param {p.name}={ivalue} does not fit in {p.type}")
+                struct.pack_into("<" + _FIELD_FORMATS[p.type], out, p.offset, ivalue)
+        return bytes(out)
 
 
 @dataclass(frozen=True)
@@ -166,17 +215,20 @@ class Kernel:
     id: str
     interface: Interface
     summary: str
-    overrides: Mapping[str, object]  # name -> int, or an expression of the params
+    overrides: Mapping[str, Knob]  # name -> int, or an expression of the params
     requires: Tuple[str, ...]
+    # The native API's preference among the kernels of one reference op (higher first); unique
+    # per op. A user's kernel is unranked (0): it is never chosen automatically.
+    rank: int = 0
     limits: Mapping[str, int] = field(default_factory=dict)  # param -> largest value supported
     precision: str = "f32"  # "f16": computes in half precision (judged on f16-rounded inputs)
     template: str = ""  # the .wgsl file (without suffix) when it is not the kernel id
     # for #if in the template: an int, or an expression of the params (a variant per size class)
-    defines: Mapping[str, object] = field(default_factory=dict)
+    defines: Mapping[str, Knob] = field(default_factory=dict)
     # Tile candidates, best first: each overrides `overrides`; the first whose workgroup storage
     # (the `storage` expression, bytes) and invocations (WG) fit the target adapter is used. A
     # candidate with "adapter": "cpu" (or "gpu") is only for software (or hardware) adapters.
-    tiles: Tuple[Mapping[str, object], ...] = ()
+    tiles: Tuple[Mapping[str, Knob], ...] = ()
     storage: str = ""
     caps: Mapping[str, int] = field(default_factory=dict)  # knob -> most the WGSL's arrays hold
     constraints: Tuple[str, ...] = ()  # expressions of the knobs that must be 0 (e.g. "BC % NCG")
@@ -192,16 +244,13 @@ class Kernel:
     def source(self, sizes: Optional[Mapping[str, int]] = None) -> str:
         """The WGSL both runtimes compile: the template with includes and this kernel's defines
         (evaluated on the params `sizes` where they are expressions) expanded (wgattn.wgsl)."""
-        defines = {
-            k: (_evaluate(v, sizes or {}) if isinstance(v, str) else int(v))  # type: ignore[arg-type]
-            for k, v in self.defines.items()
-        }
+        defines = {k: (_evaluate(v, sizes or {}) if isinstance(v, str) else int(v)) for k, v in self.defines.items()}
         return preprocess(self.path.read_text(), defines, reader(shader_dir()), self.path.name)
 
     def knobs(
         self,
         sizes: Mapping[str, int],
-        overrides: Optional[Mapping[str, object]] = None,
+        overrides: Optional[Mapping[str, Knob]] = None,
         limits: Optional[Mapping[str, int]] = None,
     ) -> Dict[str, int]:
         """The override constants for params `sizes`. A knob may be an expression of the params
@@ -216,12 +265,12 @@ class Kernel:
                 continue
             tile = {k: v for k, v in tile.items() if k != "adapter"}
             # The tile's own knobs first: the registered ones may be expressions of them.
-            spec = dict(tile)
+            spec: Dict[str, Knob] = dict(tile)
             spec.update((k, v) for k, v in self.overrides.items() if k not in tile)
             spec.update(overrides or {})
             knobs: Dict[str, int] = {}
             for k, v in spec.items():
-                knobs[k] = _evaluate(v, {**sizes, **knobs}) if isinstance(v, str) else int(v)  # type: ignore[arg-type]
+                knobs[k] = _evaluate(v, {**sizes, **knobs}) if isinstance(v, str) else int(v)
             if not self.tiles:
                 return knobs
             need = _evaluate(self.storage, {**sizes, **knobs}) if self.storage else 0
@@ -243,12 +292,10 @@ class Kernel:
         source: Optional[str] = None,
         entry_points: Optional[Mapping[str, str]] = None,
         overrides: Optional[Mapping[str, int]] = None,
-    ) -> List["Dispatch"]:
+    ) -> List[Dispatch]:
         """The interface's passes as dispatches of this kernel (or of WGSL `source` implementing
         the same interface; `entry_points` renames passes' entry points, `overrides` replaces
-        the override constants). `buffers` maps binding index to buffer name."""
-        from .plan import Dispatch
-
+        the override constants). `buffers` maps binding index to buffer name (Interface.bind)."""
         sizes = {
             k: int(v) for k, v in values.items() if isinstance(v, numbers.Integral) and not isinstance(v, bool)
         }  # numpy ints too
@@ -262,7 +309,7 @@ class Kernel:
         knobs = self.knobs(sizes, overrides)
         # Only overrides the shader declares become pipeline constants (WebGPU rejects others);
         # a kernel with a literal @workgroup_size still gets its grid from the same names.
-        constants = {k: v for k, v in knobs.items() if re.search(r"\boverride\s+%s\b" % k, src)}
+        constants: Dict[str, float] = {k: v for k, v in knobs.items() if re.search(r"\boverride\s+%s\b" % k, src)}
         out = []
         for p in self.interface.passes:
             if p.name in self.grids:  # this kernel's blocking sets how many workgroups a pass needs
@@ -310,6 +357,14 @@ class Registry:
     def kernels_of(self, interface: str) -> List[Kernel]:
         return [k for k in self.kernels.values() if k.interface.name == interface]
 
+    def ranked(self, op: str) -> List[Kernel]:
+        """The kernels of every interface whose reference is `op` (e.g. "varlen_attention_fwd"),
+        highest rank first: the order the native API tries them in (load() made ranks unique)."""
+        found = [k for k in self.kernels.values() if k.interface.reference == op]
+        if not found:
+            raise ValueError(f"unknown op {op!r}; ops: {sorted({i.reference for i in self.interfaces.values()})}")
+        return sorted(found, key=lambda k: -k.rank)
+
     def user_kernel(self, interface: str, summary: str = "user WGSL") -> Kernel:
         """A stand-in for WGSL a user wrote against `interface`: it borrows the knobs (WG, ...)
         of the interface's first registered kernel; the source is passed at plan time."""
@@ -343,48 +398,141 @@ def literal_workgroup_size(source: str, entry: str) -> Optional[int]:
 
 
 def load(path: Optional[Path] = None) -> Registry:
-    """Parse manifest.json (cached per path)."""
+    """Parse and check manifest.json (cached per path): a ValueError names the entry at fault."""
     path = Path(path) if path is not None else shader_dir() / "manifest.json"
     key = str(path)
     if key not in _CACHE:
-        raw = json.loads(path.read_text())
-        interfaces = {
-            name: Interface(
-                name=name,
-                summary=spec["summary"],
-                reference=spec["reference"],
-                conventions=dict(spec.get("conventions", {})),
-                bindings=tuple(spec["bindings"]),
-                params=tuple((f, t) for f, t in spec["params"]),
-                passes=tuple(
-                    Pass(name=p["name"], entry_point=p["entry_point"], uses=tuple(p["uses"]), grid=dict(p["grid"]))
-                    for p in spec["passes"]
-                ),
-            )
-            for name, spec in raw["interfaces"].items()
-        }
-        kernels = {
-            kid: Kernel(
-                id=kid,
-                interface=interfaces[spec["interface"]],
-                summary=spec["summary"],
-                overrides=dict(spec.get("overrides", {})),
-                requires=tuple(spec.get("requires", ())),
-                limits=dict(spec.get("limits", {})),
-                precision=spec.get("precision", "f32"),
-                template=spec.get("template", ""),
-                defines=dict(spec.get("defines", {})),
-                tiles=tuple(dict(t) for t in spec.get("tiles", ())),
-                storage=spec.get("storage", ""),
-                caps=dict(spec.get("caps", {})),
-                constraints=tuple(spec.get("constraints", ())),
-                trusted=bool(spec.get("trusted", False)),
-                grids={name: dict(g) for name, g in spec.get("grid", {}).items()},
-            )
-            for kid, spec in raw["kernels"].items()
-        }
-        _CACHE[key] = Registry(interfaces=interfaces, kernels=kernels)
+        _CACHE[key] = _parse(json.loads(path.read_text()), path.name)
     return _CACHE[key]
+
+
+# --- Parsing the manifest: every field's type checked once, here ------------------------------
+
+_REQUIRED = object()
+
+
+def _field(spec: Mapping[str, Any], key: str, kind: Any, at: str, default: Any = _REQUIRED) -> Any:
+    """spec[key] when it is a `kind` (bool is no int here), `default` when absent and allowed."""
+    if key not in spec:
+        if default is _REQUIRED:
+            raise ValueError(f"{at}: {key!r} is missing")
+        return default
+    value = spec[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise ValueError(f"{at}: {key!r} must be {' or '.join(t.__name__ for t in kinds)}, got {value!r}")
+    return value
+
+
+def _knobs(spec: Mapping[str, Any], key: str, at: str) -> Dict[str, Knob]:
+    """A {name: int or expression} table (overrides, defines, a tile)."""
+    table = _field(spec, key, dict, at, {})
+    for name in table:
+        _field(table, name, (int, str), f"{at}.{key}")
+    return dict(table)
+
+
+def _binding(b: Any, at: str) -> Binding:
+    if not isinstance(b, dict):
+        raise ValueError(f"{at}: a binding must be an object, got {b!r}")
+    unknown = sorted(set(b) - {"binding", "name", "kind", "access", "element", "struct"})
+    if unknown:
+        raise ValueError(f"{at}: unknown keys {unknown}")
+    index = _field(b, "binding", int, at)
+    kind = _field(b, "kind", str, at)
+    if index < 0 or kind not in _BINDING_KINDS:
+        raise ValueError(f"{at}: binding must be >= 0 and kind one of {list(_BINDING_KINDS)}, got {index}, {kind!r}")
+    access = _field(b, "access", str, at, "read")
+    if access not in _ACCESS or (kind == "uniform" and access != "read"):
+        raise ValueError(f"{at}: access must be one of {list(_ACCESS)} (a uniform's is read), got {access!r}")
+    return Binding(
+        index, _field(b, "name", str, at), kind, access, _field(b, "element", str, at, ""), _field(b, "struct", str, at, "")
+    )
+
+
+def _interface(name: str, spec: Any, at: str) -> Interface:
+    if not isinstance(spec, dict):
+        raise ValueError(f"{at}: must be an object")
+    bindings = tuple(_binding(b, f"{at}.bindings[{i}]") for i, b in enumerate(_field(spec, "bindings", list, at)))
+    for attr in ("binding", "name"):
+        seen = [getattr(b, attr) for b in bindings]
+        dup = sorted({x for x in seen if seen.count(x) > 1}, key=str)
+        if dup:
+            raise ValueError(f"{at}.bindings: {attr} {dup} listed twice")
+    params: List[Param] = []
+    for i, f in enumerate(_field(spec, "params", list, at)):
+        if not (isinstance(f, list) and len(f) == 2 and isinstance(f[0], str) and f[1] in _FIELD_FORMATS):
+            raise ValueError(f"{at}.params[{i}]: must be [name, type] with type one of {list(_FIELD_FORMATS)}, got {f!r}")
+        params.append(Param(f[0], f[1], offset=sum(p.size for p in params)))
+    names = [p.name for p in params]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{at}.params: a field is listed twice in {names}")
+    passes = []
+    for i, p in enumerate(_field(spec, "passes", list, at)):
+        where = f"{at}.passes[{i}]"
+        uses = tuple(_field(p, "uses", list, where))
+        if not set(uses) <= {b.binding for b in bindings}:
+            raise ValueError(f"{where}: uses {list(uses)} name bindings the interface lacks")
+        grid = _field(p, "grid", dict, where)
+        passes.append(Pass(_field(p, "name", str, where), _field(p, "entry_point", str, where), uses, dict(grid)))
+    return Interface(
+        name=name,
+        summary=_field(spec, "summary", str, at),
+        reference=_field(spec, "reference", str, at),
+        conventions=dict(_field(spec, "conventions", dict, at, {})),
+        bindings=bindings,
+        params=tuple(params),
+        passes=tuple(passes),
+    )
+
+
+def _kernel(kid: str, spec: Any, interfaces: Mapping[str, Interface], at: str) -> Kernel:
+    if not isinstance(spec, dict):
+        raise ValueError(f"{at}: must be an object")
+    iface = _field(spec, "interface", str, at)
+    if iface not in interfaces:
+        raise ValueError(f"{at}: interface {iface!r} is not registered; registered: {sorted(interfaces)}")
+    return Kernel(
+        id=kid,
+        interface=interfaces[iface],
+        summary=_field(spec, "summary", str, at),
+        rank=_field(spec, "rank", int, at),
+        overrides=_knobs(spec, "overrides", at),
+        requires=tuple(_field(spec, "requires", list, at, [])),
+        limits=dict(_field(spec, "limits", dict, at, {})),
+        precision=_field(spec, "precision", str, at, "f32"),
+        template=_field(spec, "template", str, at, ""),
+        defines=_knobs(spec, "defines", at),
+        tiles=tuple(_knobs({"tile": t}, "tile", f"{at}.tiles[{i}]") for i, t in enumerate(_field(spec, "tiles", list, at, []))),
+        storage=_field(spec, "storage", str, at, ""),
+        caps=dict(_field(spec, "caps", dict, at, {})),
+        constraints=tuple(_field(spec, "constraints", list, at, [])),
+        trusted=_field(spec, "trusted", bool, at, False),
+        grids={name: dict(g) for name, g in _field(spec, "grid", dict, at, {}).items()},
+    )
+
+
+def _parse(raw: Any, source: str) -> Registry:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{source}: must be an object with interfaces and kernels")
+    interfaces = {
+        name: _interface(name, spec, f"{source}: interfaces.{name}")
+        for name, spec in _field(raw, "interfaces", dict, source).items()
+    }
+    kernels = {
+        kid: _kernel(kid, spec, interfaces, f"{source}: kernels.{kid}")
+        for kid, spec in _field(raw, "kernels", dict, source).items()
+    }
+    # A total order per op: the native API must never pick between two kernels by accident.
+    first: Dict[Tuple[str, int], str] = {}
+    for k in kernels.values():
+        other = first.setdefault((k.interface.reference, k.rank), k.id)
+        if other != k.id:
+            raise ValueError(
+                f"{source}: kernels.{k.id}: rank {k.rank} is also kernels.{other}'s; ranks must be unique among "
+                f"the kernels of op {k.interface.reference!r} (they order the native API's choice)"
+            )
+    return Registry(interfaces=interfaces, kernels=kernels)
 
 
 def _evaluate(expr: str, names: Mapping[str, int]) -> int:

@@ -4,11 +4,12 @@ float tensors, cu_seqlens prefix sums and the option set of wgattn.reference's v
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Dict, List, Mapping, Tuple
 
 import numpy as np
 
 from .. import reference as _reference
+from . import Option
 
 __all__ = [
     "CAUSAL_ALIGNS",
@@ -20,6 +21,8 @@ __all__ = [
     "options",
     "clip_window",
     "DEFAULT_OPTIONS",
+    "SOFTCAP_SPECS",
+    "Spec",
     "random_packed",
 ]
 
@@ -42,7 +45,7 @@ def cu_seqlens(x, name: str, total: int, total_name: str) -> np.ndarray:
     return _reference.check_cu_seqlens(x, name, total, total_name).astype(np.int32)
 
 
-def options(options: Mapping[str, object], head_dim: int):
+def options(options: Mapping[str, Option], head_dim: int) -> Tuple[int, int, int, float, float]:
     """(window_left, window_right with causal folded in, align_top_left, softcap, scale), checked
     by wgattn.reference.check_varlen_options: the reference's rules and messages, nothing else."""
     o = _reference.check_varlen_options(
@@ -90,7 +93,13 @@ def qkv(inputs: Mapping[str, np.ndarray], copies: int = 1):
 
 
 # The options of wgattn.reference's varlen functions at their defaults (a grid case overrides some).
-DEFAULT_OPTIONS = {"causal": False, "scale": None, "window": (-1, -1), "softcap": 0.0, "causal_align": "bottom_right"}
+DEFAULT_OPTIONS: Dict[str, Option] = {
+    "causal": False,
+    "scale": None,
+    "window": (-1, -1),
+    "softcap": 0.0,
+    "causal_align": "bottom_right",
+}
 
 
 def random_packed(rs: np.random.RandomState, seqs, hq: int, hkv: int, d: int, amp: float):
@@ -109,7 +118,10 @@ def random_packed(rs: np.random.RandomState, seqs, hq: int, hkv: int, d: int, am
 # a driver's tanh whose error is absolute near 0 (lavapipe: 1e-7, thousands of ulps) shifts every
 # score by cap * 1e-7, and dv sums that over the whole group (issue 11). The forward's and the
 # backward's grids both end with these (name, seqs, Hq, Hkv, D, options, amp).
-SOFTCAP_SPECS = [
+# A conformance grid's row: (name, sequences [(len_q, len_k)], Hq, Hkv, D, options, input scale).
+Spec = Tuple[str, List[Tuple[int, int]], int, int, int, Dict[str, Option], float]
+
+SOFTCAP_SPECS: List[Spec] = [
     ("softcap30-mqa6-d64-unequal", [(384, 96), (200, 333)], 6, 1, 64, {"softcap": 30.0, "scale": 0.05}, 1.0),
     ("softcap50-causal-br-mqa6-d64", [(384, 96), (200, 333)], 6, 1, 64, {"softcap": 50.0, "causal": True, "scale": 0.02}, 1.0),
     (

@@ -13,7 +13,7 @@ h // (Hq // Hkv). The interface has no scale: scores are plain dot products.
 from __future__ import annotations
 
 import numbers
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -21,6 +21,11 @@ from .. import reference as _reference
 from ..plan import Buffer, Output, Plan
 from ..registry import Kernel
 from . import Case
+
+if TYPE_CHECKING:  # typing.TypeGuard is Python 3.10's: for the annotation only
+    from typing import TypeGuard
+
+    from numpy.typing import DTypeLike
 
 __all__ = ["OUTPUTS", "plan", "reference", "case_from_reference", "conformance_cases"]
 
@@ -30,7 +35,7 @@ _OPTIONS = ("pos", "window")
 _U32_MAX = 2**32 - 1
 
 
-def _is_int(x: object) -> bool:
+def _is_int(x: object) -> TypeGuard[int]:  # numpy integers too: int() takes both
     return isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_))
 
 
@@ -104,21 +109,22 @@ def plan(
         "window": min(window, _U32_MAX),
     }
     iface = kernel.interface
+    buffers = [
+        Buffer("params", iface.params_size, "uniform", iface.pack_params(values)),
+        Buffer("q", q.nbytes, "storage", q.tobytes()),
+        Buffer("k_hist", k_hist.nbytes, "storage", k_hist.tobytes()),
+        Buffer("probs", 4 * hq * history_len, "storage", read=True),
+    ]
     return Plan(
-        buffers=[
-            Buffer("params", iface.params_size, "uniform", iface.pack_params(values)),
-            Buffer("q", q.nbytes, "storage", q.tobytes()),
-            Buffer("k_hist", k_hist.nbytes, "storage", k_hist.tobytes()),
-            Buffer("probs", 4 * hq * history_len, "storage", read=True),
-        ],
+        buffers=buffers,
         dispatches=kernel.dispatches(
-            values, {0: "params", 1: "q", 2: "k_hist", 3: "probs"}, source=source, entry_points=entry_points, overrides=overrides
+            values, iface.bind(b.name for b in buffers), source=source, entry_points=entry_points, overrides=overrides
         ),
         outputs=[Output("probs", "probs", 0, (hq, history_len))],
     )
 
 
-def reference(case: Case, dtype=np.float64) -> Dict[str, np.ndarray]:
+def reference(case: Case, dtype: DTypeLike = np.float64) -> Dict[str, np.ndarray]:
     """wgattn.reference.attention_probs with scale 1 (the interface's un-scaled scores)."""
     q, k_hist, pos, window = _case_args(case)
     return {"probs": _reference.attention_probs(q, k_hist, pos=pos, window=window, scale=1.0, dtype=dtype)}

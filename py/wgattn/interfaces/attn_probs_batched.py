@@ -18,7 +18,7 @@ positions are u32.
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from ..plan import Buffer, Output, Plan
 from ..registry import Kernel
 from . import Case
 from .attn_probs import _float_input, _is_int  # the same argument rules as seed B's interface
+
+if TYPE_CHECKING:  # numpy.typing is newer than the page's numpy 1.17: for annotations only
+    from numpy.typing import DTypeLike
 
 __all__ = ["OUTPUTS", "INPUTS", "plan", "reference", "case_from_reference", "conformance_cases"]
 
@@ -125,7 +128,7 @@ def plan(
     q, k_hist, pos, window, scale = _case_args(case)
     n_pos, hq, d = q.shape
     history_len, hkv, _ = k_hist.shape
-    values: Dict[str, object] = {
+    values: Dict[str, float] = {
         "head_dim": d,
         "n_heads": hq,
         "n_kv_heads": hkv,
@@ -141,7 +144,6 @@ def plan(
     k4 = _vec4_rows(k_hist)
     pos32 = pos.astype(np.uint32)
     iface = kernel.interface
-    names = {b["binding"]: b["name"] for b in iface.bindings}
     buffers = [
         Buffer("params", iface.params_size, "uniform", iface.pack_params(values)),
         Buffer("q", q4.nbytes, "storage", q4.tobytes()),
@@ -149,17 +151,16 @@ def plan(
         Buffer("positions", pos32.nbytes, "storage", pos32.tobytes()),
         Buffer("probs", 4 * n_pos * hq * history_len, "storage", read=True),
     ]
-    missing = set(names.values()) - {b.name for b in buffers}
-    if missing:  # the manifest and this module disagree: a programming error, said plainly
-        raise ValueError(f"attn_probs_batched plan lacks buffers for bindings {sorted(missing)}")
     return Plan(
         buffers=buffers,
-        dispatches=kernel.dispatches(values, names, source=source, entry_points=entry_points, overrides=overrides),
+        dispatches=kernel.dispatches(
+            values, iface.bind(b.name for b in buffers), source=source, entry_points=entry_points, overrides=overrides
+        ),
         outputs=[Output("probs", "probs", 0, (n_pos, hq, history_len))],
     )
 
 
-def reference(case: Case, dtype=np.float64) -> Dict[str, np.ndarray]:
+def reference(case: Case, dtype: DTypeLike = np.float64) -> Dict[str, np.ndarray]:
     """wgattn.reference.attention_probs_batched on the case (dtype float32: the naive float32 run)."""
     q, k_hist, pos, window, scale = _case_args(case)
     return {"probs": _reference.attention_probs_batched(q, k_hist, pos, window=window, scale=scale, dtype=dtype)}

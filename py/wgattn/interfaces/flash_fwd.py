@@ -14,18 +14,20 @@ A dense (B, H, S, D) problem is the packed one with cu_seqlens = [0, S, 2S, ...]
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional
 
 import numpy as np
 
 from .. import reference as _reference
-from ..errors import InterfaceMismatch
 from ..plan import Buffer, Output, Plan
 from ..registry import Kernel
-from . import Case
-from ._varlen import DEFAULT_OPTIONS, SOFTCAP_SPECS, clip_window, qkv, random_packed
+from . import Case, Option
+from ._varlen import DEFAULT_OPTIONS, SOFTCAP_SPECS, Spec, clip_window, qkv, random_packed
 from ._varlen import options as check_options
 from .sdpa_arena import near_tie_big_scores
+
+if TYPE_CHECKING:  # numpy.typing is newer than the page's numpy 1.17: for annotations only
+    from numpy.typing import DTypeLike
 
 __all__ = ["OUTPUTS", "INPUTS", "plan", "reference", "case_from_reference", "dense_case", "conformance_cases"]
 
@@ -56,7 +58,7 @@ def plan(
     total_k, hkv, _ = k.shape
     left, right, top_left, softcap, scale = check_options(case.options, d)
     left, right = clip_window(left, right, total_q, total_k)
-    values = {
+    values: Dict[str, float] = {
         "total_q": int(total_q),
         "total_k": int(total_k),
         "heads_q": int(hq),
@@ -71,28 +73,26 @@ def plan(
         "max_seqlen_q": int(np.diff(cu_q).max()) if cu_q.shape[0] > 1 else 0,
     }
     iface = kernel.interface
-    names = {b["binding"]: b["name"] for b in iface.bindings}
     data = {"q": q, "k": k, "v": v, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}
     buffers = [Buffer(name, arr.nbytes, "storage", arr.tobytes()) for name, arr in data.items()]
     buffers.append(Buffer("out", 4 * total_q * hq * d, "storage", read=True))
     buffers.append(Buffer("lse", 4 * total_q * hq, "storage", read=True))
     buffers.append(Buffer("params", iface.params_size, "uniform", iface.pack_params(values)))
-    missing = set(names.values()) - {b.name for b in buffers}
-    if missing:  # the manifest and this module disagree: a programming error, said plainly
-        raise InterfaceMismatch(f"flash_fwd plan lacks buffers for bindings {sorted(missing)}")
     return Plan(
         buffers=buffers,
-        dispatches=kernel.dispatches(values, names, source=source, entry_points=entry_points, overrides=overrides),
+        dispatches=kernel.dispatches(
+            values, iface.bind(b.name for b in buffers), source=source, entry_points=entry_points, overrides=overrides
+        ),
         outputs=[Output("out", "out", 0, (total_q, hq, d)), Output("lse", "lse", 0, (total_q, hq))],
     )
 
 
-def _keywords(case: Case) -> Dict[str, object]:
+def _keywords(case: Case) -> Dict[str, Option]:
     """The case's options as the reference's keywords, unconverted: the reference checks them."""
     return {name: case.options.get(name, default) for name, default in DEFAULT_OPTIONS.items()}
 
 
-def reference(case: Case, dtype=np.float64) -> Dict[str, np.ndarray]:
+def reference(case: Case, dtype: DTypeLike = np.float64) -> Dict[str, np.ndarray]:
     """wgattn.reference.varlen_attention_fwd on the case (dtype float32: the naive float32 run;
     float16: the naive float16 run, `naive_f16`)."""
     if np.dtype(dtype) == np.float16:
@@ -113,8 +113,8 @@ def naive_f16(case: Case) -> Dict[str, np.ndarray]:
     q, k, v, cu_q, cu_k = _arrays(i)
     total_q, hq, d = q.shape
     hkv = k.shape[1]
-    left, right, _, softcap, scale = check_options(case.options, d)
-    align = case.options.get("causal_align", "bottom_right")
+    left, right, top_left, softcap, scale = check_options(case.options, d)
+    align = "top_left" if top_left else "bottom_right"
     h16 = np.float16
     out = np.zeros((total_q, hq, d), dtype=h16)
     lse = np.full((total_q, hq), -np.inf, dtype=h16)
@@ -157,7 +157,13 @@ def case_from_reference(
     """A case from varlen_attention_fwd's arguments (ValueError naming a bad one)."""
     inputs = {"q": q, "k": k, "v": v, "cu_seqlens_q": cu_seqlens_q, "cu_seqlens_k": cu_seqlens_k}
     q32, k32, v32, cu_q, cu_k = _arrays(inputs)
-    options = {"causal": causal, "scale": scale, "window": window, "softcap": softcap, "causal_align": causal_align}
+    options: Dict[str, Option] = {
+        "causal": causal,
+        "scale": scale,
+        "window": window,
+        "softcap": softcap,
+        "causal_align": causal_align,
+    }
     check_options(options, q32.shape[2])
     options["window"] = tuple(int(w) for w in window)
     options["causal"] = bool(causal)
@@ -178,7 +184,8 @@ def dense_case(q, k, v, *, causal=False, scale=None, name="dense") -> Case:
     packed = [np.ascontiguousarray(t.transpose(0, 2, 1, 3).reshape(-1, t.shape[1], t.shape[3])) for t in arrays]
     cu_q = np.arange(bq + 1, dtype=np.int32) * sq
     cu_k = np.arange(bq + 1, dtype=np.int32) * sk
-    return case_from_reference(*packed, cu_q, cu_k, causal=causal, scale=scale, causal_align="top_left", name=name)
+    pq, pk, pv = packed
+    return case_from_reference(pq, pk, pv, cu_q, cu_k, causal=causal, scale=scale, causal_align="top_left", name=name)
 
 
 # ---------------------------------------------------------------------------
@@ -186,7 +193,7 @@ def dense_case(q, k, v, *, causal=False, scale=None, name="dense") -> Case:
 # ---------------------------------------------------------------------------
 
 # (name, sequences [(len_q, len_k)], Hq, Hkv, D, options, input scale)
-_SPECS: List[Tuple[str, List[Tuple[int, int]], int, int, int, Dict[str, object], float]] = [
+_SPECS: List[Spec] = [
     ("dense-d1", [(5, 147)], 2, 2, 1, {}, 1.0),
     ("dense-d59-mha-unequal", [(113, 203), (203, 113)], 2, 2, 59, {}, 1.0),
     ("causal-br-d64-mqa-empty-seqs", [(37, 0), (0, 29), (50, 50), (0, 0), (17, 71), (45, 19)], 4, 1, 64, {"causal": True}, 1.0),
@@ -213,7 +220,7 @@ _SPECS += SOFTCAP_SPECS + [
 
 
 def _make_case(
-    rs: np.random.RandomState, name: str, seqs, hq: int, hkv: int, d: int, options: Dict[str, object], amp: float
+    rs: np.random.RandomState, name: str, seqs, hq: int, hkv: int, d: int, options: Dict[str, Option], amp: float
 ) -> Case:
     q, k, v, cu_q, cu_k = random_packed(rs, seqs, hq, hkv, d, amp)
     opts = dict(DEFAULT_OPTIONS)

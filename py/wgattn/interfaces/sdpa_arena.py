@@ -12,8 +12,9 @@ i - window .. i: window + 1 keys, seed C's count). The interface has no GQA.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
@@ -22,11 +23,16 @@ from ..plan import Buffer, Output, Plan
 from ..registry import Kernel
 from . import MAX_ELEMENTS, MAX_SCORES, Case
 
+if TYPE_CHECKING:  # numpy.typing is newer than the page's numpy 1.17: for annotations only
+    from numpy.typing import DTypeLike
+
 __all__ = [
     "MASK_KINDS",
     "LAYOUTS",
     "OUTPUTS",
     "SdpaCase",
+    "SdpaOptions",
+    "options",
     "plan",
     "plan_arrays",
     "reference",
@@ -64,6 +70,32 @@ def _strides(layout: str, h: int, s: int, d: int):
     return (h * s * d, s * d, d) if layout == "bhsd" else (s * h * d, d, h * d)
 
 
+class SdpaOptions(NamedTuple):
+    """A case's options, checked and typed."""
+
+    mask_kind: str  # one of MASK_KINDS
+    window: int  # mask_kind "window": keys i - window .. i; 0 for the other kinds
+    scale: Optional[float]  # None: 1/sqrt(D)
+    layout: str  # one of LAYOUTS
+
+
+def options(case: Case) -> SdpaOptions:
+    """case.options mask_kind ("none"), window (0), scale (None) and layout ("bhsd") checked:
+    ValueError naming a bad one (a case may come from a user)."""
+    o = case.options
+    kind, window, scale, layout = o.get("mask_kind", "none"), o.get("window", 0), o.get("scale"), o.get("layout", "bhsd")
+    if not isinstance(kind, str) or kind not in MASK_KINDS:
+        raise ValueError(f"mask_kind must be one of {sorted(MASK_KINDS)}, got {kind!r}")
+    if not isinstance(layout, str) or layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    if kind != "window":
+        window = 0  # only the window kind reads it
+    elif isinstance(window, bool) or not isinstance(window, numbers.Integral):
+        raise ValueError(f"window must be a non-negative integer, got {window!r}")
+    # The reference's rule; only a None scale depends on the head dim.
+    return SdpaOptions(kind, int(window), None if scale is None else _reference.check_scale(scale, 1), layout)
+
+
 def plan(
     kernel: Kernel,
     case: Case,
@@ -73,17 +105,17 @@ def plan(
 ) -> Plan:
     """The interface skeleton's plan: case.inputs q, k, v (and mask), case.options mask_kind,
     window, scale, layout."""
-    o = case.options
+    o = options(case)
     return plan_arrays(
         kernel,
         case.inputs["q"],
         case.inputs["k"],
         case.inputs["v"],
-        mask_kind=o.get("mask_kind", "none"),
+        mask_kind=o.mask_kind,
         mask=case.inputs.get("mask"),
-        window=o.get("window", 0),
-        scale=o.get("scale"),
-        layout=o.get("layout", "bhsd"),
+        window=o.window,
+        scale=o.scale,
+        layout=o.layout,
         source=source,
         entry_points=entry_points,
         overrides=overrides,
@@ -116,7 +148,7 @@ def plan_arrays(
     scale = _reference.check_scale(scale, d)
 
     sections = [("q", q), ("k", k), ("v", v)]
-    mask_strides = (0, 0, 0, 0)
+    mask_strides: Tuple[int, ...] = (0, 0, 0, 0)
     if mask is not None:
         mask = np.asarray(mask)
         if mask.dtype != np.bool_:
@@ -140,7 +172,7 @@ def plan_arrays(
         arena[offsets[name] : offsets[name] + t.size] = np.asarray(t, dtype=np.float32).ravel()
 
     qs, ks = _strides(layout, h, sq, d), _strides(layout, h, sk, d)
-    values = {
+    values: Dict[str, float] = {
         "batch": b,
         "heads": h,
         "seq_q": sq,
@@ -172,13 +204,14 @@ def plan_arrays(
         "o_s": qs[2],
     }
     iface = kernel.interface
+    buffers = [
+        Buffer("arena", arena.nbytes, "storage", arena.tobytes(), read=True),
+        Buffer("p", iface.params_size, "uniform", iface.pack_params(values)),  # the WGSL's name
+    ]
     return Plan(
-        buffers=[
-            Buffer("arena", arena.nbytes, "storage", arena.tobytes(), read=True),
-            Buffer("params", iface.params_size, "uniform", iface.pack_params(values)),
-        ],
+        buffers=buffers,
         dispatches=kernel.dispatches(
-            values, {0: "arena", 1: "params"}, source=source, entry_points=entry_points, overrides=overrides
+            values, iface.bind(b.name for b in buffers), source=source, entry_points=entry_points, overrides=overrides
         ),
         outputs=[Output("out", "arena", offsets["out"], tuple(q.shape))],
     )
@@ -192,18 +225,18 @@ def reference_out(q, k, v, *, mask_kind="none", mask=None, window=0, scale=None,
     return _reference.sdpa(q, k, v, scale=scale, layout=layout, dtype=dtype, **kwargs)
 
 
-def reference(case: Case, dtype=np.float64) -> Dict[str, np.ndarray]:
-    o = case.options
+def reference(case: Case, dtype: DTypeLike = np.float64) -> Dict[str, np.ndarray]:
+    o = options(case)
     return {
         "out": reference_out(
             case.inputs["q"],
             case.inputs["k"],
             case.inputs["v"],
-            mask_kind=o.get("mask_kind", "none"),
+            mask_kind=o.mask_kind,
             mask=case.inputs.get("mask"),
-            window=o.get("window", 0),
-            scale=o.get("scale"),
-            layout=o.get("layout", "bhsd"),
+            window=o.window,
+            scale=o.scale,
+            layout=o.layout,
             dtype=dtype,
         )
     }
@@ -250,7 +283,7 @@ def near_tie_big_scores(q: np.ndarray, k: np.ndarray, axis_s: int):
     c = 3 + 0.25 * (np.arange(q.shape[axis_s]) % 8)
     q = np.broadcast_to(c.reshape(shape_q), q.shape).astype(np.float32).copy()
     k = np.full(k.shape, -6.0, np.float32)
-    index = [slice(None)] * k.ndim
+    index: List[Union[slice, int]] = [slice(None)] * k.ndim
     index[-1] = 0
     shape_k = [1] * (k.ndim - 1)
     shape_k[axis_s] = k.shape[axis_s]
@@ -261,7 +294,7 @@ def near_tie_big_scores(q: np.ndarray, k: np.ndarray, axis_s: int):
 def conformance_cases(seed: int = 0) -> List[Case]:
     """Awkward sizes, every mask kind, both layouts, fully padded rows (empty), long rows
     (seq_k >= 512 at head_dim 64, where a loop-truncating lavapipe went wrong), D > 64."""
-    specs = [
+    specs: List[Dict[str, Any]] = [
         dict(batch=1, heads=2, seq_q=113, seq_k=203, head_dim=59, mask="none"),
         dict(batch=2, heads=3, seq_q=64, seq_k=600, head_dim=64, mask="causal", layout="bshd"),
         dict(batch=1, heads=2, seq_q=97, seq_k=1024, head_dim=64, mask="none"),

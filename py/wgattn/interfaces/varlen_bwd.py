@@ -16,17 +16,19 @@ dkv holds [dk; dv] ([2, total_k, Hkv, D]).
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional
 
 import numpy as np
 
 from .. import reference as _reference
-from ..errors import InterfaceMismatch
 from ..plan import Buffer, Output, Plan
 from ..registry import Kernel
-from . import Case
-from ._varlen import CAUSAL_ALIGNS, DEFAULT_OPTIONS, SOFTCAP_SPECS, clip_window, float3, qkv, random_packed
+from . import Case, Option
+from ._varlen import CAUSAL_ALIGNS, DEFAULT_OPTIONS, SOFTCAP_SPECS, Spec, clip_window, float3, qkv, random_packed
 from ._varlen import options as check_options
+
+if TYPE_CHECKING:  # numpy.typing is newer than the page's numpy 1.17: for annotations only
+    from numpy.typing import DTypeLike
 
 __all__ = ["OUTPUTS", "CAUSAL_ALIGNS", "plan", "reference", "case_from_reference", "conformance_cases"]
 
@@ -81,7 +83,7 @@ def plan(
     left, right = clip_window(left, right, total_q, total_k)
 
     stats = np.concatenate([lse.ravel(), np.zeros(total_q * hq, dtype=np.float32)])
-    values = {
+    values: Dict[str, float] = {
         "total_q": int(total_q),
         "total_k": int(total_k),
         "heads_q": int(hq),
@@ -95,18 +97,16 @@ def plan(
         "scale": scale,
     }
     iface = kernel.interface
-    names = {b["binding"]: b["name"] for b in iface.bindings}
     data = {"q": q, "k": k, "v": v, "out": out, "dout": dout, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k, "stats": stats}
     buffers = [Buffer(name, arr.nbytes, "storage", arr.tobytes()) for name, arr in data.items()]
     buffers.append(Buffer("dq", 4 * total_q * hq * d, "storage", read=True))
     buffers.append(Buffer("dkv", 4 * 2 * total_k * hkv * d, "storage", read=True))
     buffers.append(Buffer("params", iface.params_size, "uniform", iface.pack_params(values)))
-    missing = set(names.values()) - {b.name for b in buffers}
-    if missing:  # the manifest and this module disagree: a programming error, said plainly
-        raise InterfaceMismatch(f"varlen_bwd plan lacks buffers for bindings {sorted(missing)}")
     return Plan(
         buffers=buffers,
-        dispatches=kernel.dispatches(values, names, source=source, entry_points=entry_points, overrides=overrides),
+        dispatches=kernel.dispatches(
+            values, iface.bind(b.name for b in buffers), source=source, entry_points=entry_points, overrides=overrides
+        ),
         outputs=[
             Output("dq", "dq", 0, (total_q, hq, d)),
             Output("dk", "dkv", 0, (total_k, hkv, d)),
@@ -115,12 +115,12 @@ def plan(
     )
 
 
-def _keywords(case: Case) -> Dict[str, object]:
+def _keywords(case: Case) -> Dict[str, Option]:
     """The case's options as the reference's keywords, unconverted: the reference checks them."""
     return {name: case.options.get(name, default) for name, default in DEFAULT_OPTIONS.items()}
 
 
-def reference(case: Case, dtype=np.float64) -> Dict[str, np.ndarray]:
+def reference(case: Case, dtype: DTypeLike = np.float64) -> Dict[str, np.ndarray]:
     """wgattn.reference.varlen_attention_bwd on the case (dtype float32: the naive float32 run)."""
     i = case.inputs
     grads = _reference.varlen_attention_bwd(
@@ -167,7 +167,13 @@ def case_from_reference(
         "cu_seqlens_k": cu_seqlens_k,
     }
     q32, k32, v32, out32, dout32, lse32, cu_q, cu_k = _arrays(inputs)
-    options = {"causal": causal, "scale": scale, "window": window, "softcap": softcap, "causal_align": causal_align}
+    options: Dict[str, Option] = {
+        "causal": causal,
+        "scale": scale,
+        "window": window,
+        "softcap": softcap,
+        "causal_align": causal_align,
+    }
     check_options(options, q32.shape[2])
     options["window"] = tuple(int(w) for w in window)
     options["causal"] = bool(causal)
@@ -183,7 +189,7 @@ def case_from_reference(
 # ---------------------------------------------------------------------------
 
 # (name, sequences [(len_q, len_k)], Hq, Hkv, D, options, input scale)
-_SPECS: List[Tuple[str, List[Tuple[int, int]], int, int, int, Dict[str, object], float]] = [
+_SPECS: List[Spec] = [
     ("dense-d59-mha-unequal", [(113, 203), (203, 113)], 2, 2, 59, {}, 1.0),
     ("causal-br-d64-mqa-empty-seqs", [(37, 0), (0, 29), (50, 50), (0, 0), (17, 71), (45, 19)], 4, 1, 64, {"causal": True}, 1.0),
     ("causal-tl-d111-gqa3", [(80, 40), (40, 80), (1, 147)], 6, 2, 111, {"causal": True, "causal_align": "top_left"}, 1.0),
@@ -204,7 +210,7 @@ _SPECS += SOFTCAP_SPECS  # appended last, so the cases before keep their random 
 
 
 def _make_case(
-    rs: np.random.RandomState, name: str, seqs, hq: int, hkv: int, d: int, options: Dict[str, object], amp: float
+    rs: np.random.RandomState, name: str, seqs, hq: int, hkv: int, d: int, options: Dict[str, Option], amp: float
 ) -> Case:
     q, k, v, cu_q, cu_k = random_packed(rs, seqs, hq, hkv, d, amp)
     dout = rs.standard_normal(q.shape).astype(np.float32)

@@ -16,7 +16,7 @@ causal_align="top_left".
 from __future__ import annotations
 
 import zlib
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -25,6 +25,9 @@ from ..plan import Buffer, Output, Plan
 from ..registry import Kernel
 from . import Case
 from ._varlen import cu_seqlens
+
+if TYPE_CHECKING:  # numpy.typing is newer than the page's numpy 1.17: for annotations only
+    from numpy.typing import DTypeLike
 
 __all__ = ["OUTPUTS", "plan", "reference", "case_from_reference", "conformance_cases"]
 
@@ -96,14 +99,14 @@ def plan(
     kernel: Kernel,
     case: Case,
     source: Optional[str] = None,
-    entry_points: Optional[Dict[str, str]] = None,
-    overrides: Optional[Dict[str, int]] = None,
+    entry_points: Optional[Mapping[str, str]] = None,
+    overrides: Optional[Mapping[str, int]] = None,
 ) -> Plan:
     """The dispatch plan running `kernel` (or WGSL `source` on its interface) on `case`."""
     arrays, causal, scale = _check(case)
     total_q, heads, dim = arrays["q"].shape
     total_k = arrays["k"].shape[0]
-    values = {
+    values: Dict[str, float] = {
         "total_tokens_q": total_q,
         "total_tokens_k": total_k,
         "num_heads": heads,
@@ -113,21 +116,22 @@ def plan(
         "scale": scale,
     }
     iface = kernel.interface
-    names = {b["binding"]: b["name"] for b in iface.bindings}
-    buffers = [Buffer(names[i], arrays[names[i]].nbytes, "storage", arrays[names[i]].tobytes()) for i in range(5)]
+    buffers = [Buffer(name, arr.nbytes, "storage", arr.tobytes()) for name, arr in arrays.items()]
     buffers += [
-        Buffer(names[5], 4 * total_q * heads * dim, "storage", read=True),
-        Buffer(names[6], 4 * total_q * heads, "storage", read=True),
-        Buffer(names[7], iface.params_size, "uniform", iface.pack_params(values)),
+        Buffer("out", 4 * total_q * heads * dim, "storage", read=True),
+        Buffer("lse", 4 * total_q * heads, "storage", read=True),
+        Buffer("params", iface.params_size, "uniform", iface.pack_params(values)),
     ]
     return Plan(
         buffers=buffers,
-        dispatches=kernel.dispatches(values, names, source=source, entry_points=entry_points, overrides=overrides),
-        outputs=[Output("out", names[5], 0, (total_q, heads, dim)), Output("lse", names[6], 0, (total_q, heads))],
+        dispatches=kernel.dispatches(
+            values, iface.bind(b.name for b in buffers), source=source, entry_points=entry_points, overrides=overrides
+        ),
+        outputs=[Output("out", "out", 0, (total_q, heads, dim)), Output("lse", "lse", 0, (total_q, heads))],
     )
 
 
-def reference(case: Case, dtype=np.float64) -> Dict[str, np.ndarray]:
+def reference(case: Case, dtype: DTypeLike = np.float64) -> Dict[str, np.ndarray]:
     """wgattn.reference.varlen_attention_fwd with this interface's knobs: {"out", "lse"}."""
     arrays, causal, _ = _check(case)
     out, lse = _reference.varlen_attention_fwd(
