@@ -24,7 +24,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import reference, registry
-from .interfaces import Case, module
+from .interfaces import Case, flash_fwd, module
 from .plan import Plan
 
 __all__ = ["OPS", "DEFAULT_SHAPES", "Record", "flops", "kernel_impls", "plans", "parse_shape", "run", "render_table"]
@@ -117,7 +117,7 @@ def _cases(kernel_id: str, op: str, shape: Sequence[int], causal: bool, seed: in
     if iface == "sdpa_arena":
         return [mod.case_from_reference(x["q"], x["k"], x["v"], causal=causal)]
     if iface == "flash_fwd":
-        return [mod.dense_case(x["q"], x["k"], x["v"], causal=causal)]
+        return [flash_fwd.dense_case(x["q"], x["k"], x["v"], causal=causal)]
     if iface == "varlen_bwd":
         cu = np.arange(b + 1, dtype=np.int32) * s
         rows = np.arange(s, dtype=np.float64)

@@ -142,7 +142,7 @@ class NativeRuntime:
             self.limits["max-compute-invocations-per-workgroup"],
             cpu=str(adapter.info.get("adapter_type", "")).lower() == "cpu",
         )
-        self._precision: Optional[Dict[str, object]] = None
+        self._precision: Optional[precision.ProbeReport] = None
         if check_loops:
             self.check_loop_cap()
 
@@ -198,9 +198,8 @@ class NativeRuntime:
                 "VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json"
             )
 
-    def precision(self) -> Dict[str, object]:
-        """The precision probe's report for this adapter (wgattn.precision), run once and kept:
-        {adapter, functions: [{name, max_ulps, max_abs, ...}]}."""
+    def precision(self) -> precision.ProbeReport:
+        """The precision probe's report for this adapter (wgattn.precision), run once and kept."""
         if self._precision is None:
             self._precision = precision.probe(self)
         return self._precision

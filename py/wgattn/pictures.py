@@ -20,7 +20,8 @@ from typing import Dict, Tuple
 import numpy as np
 
 from . import reference as _ref
-from .interfaces import Case
+from .interfaces import Case, sdpa_arena
+from .interfaces._varlen import options as varlen_options
 
 __all__ = ["MAX_SIDE", "probabilities", "heatmap", "error_map", "head_view"]
 
@@ -96,16 +97,17 @@ def probabilities(interface: str, case: Case, head: int) -> Tuple[np.ndarray, np
         visible = (j <= pos[:, None]) & ((window == 0) | (j > pos[:, None] - window))
         return p, visible, "rows: query positions; columns: keys of the history"
     if interface == "sdpa_arena":
+        so = sdpa_arena.options(case)
         q, k = i["q"].astype(np.float64), i["k"].astype(np.float64)
-        if o.get("layout", "bhsd") == "bshd":
+        if so.layout == "bshd":
             q, k = q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3)
         sk, d = k.shape[2], q.shape[3]
         sq = max(1, min(q.shape[2], MAX_CELLS // sk))  # the first batches (and queries) that fit
         b = max(1, min(q.shape[0], MAX_CELLS // (sq * sk)))
         q, k = q[:b, :, :sq], k[:b]
-        scale = o.get("scale") or 1.0 / np.sqrt(d)
-        kind = o.get("mask_kind", "none")
-        band = {"none": (-1, -1), "causal": (-1, 0), "padding": (-1, -1), "window": (int(o.get("window", 0)), 0)}[kind]
+        scale = so.scale or 1.0 / np.sqrt(d)
+        kind = so.mask_kind
+        band = {"none": (-1, -1), "causal": (-1, 0), "padding": (-1, -1), "window": (so.window, 0)}[kind]
         visible = np.broadcast_to(_ref._band_mask(sq, sk, 0, *band), (b, sq, sk))
         if kind == "padding":
             visible = visible & i["mask"][:b].reshape(b, 1, sk)
@@ -118,11 +120,9 @@ def probabilities(interface: str, case: Case, head: int) -> Tuple[np.ndarray, np
     cu_q, cu_k = np.asarray(i["cu_seqlens_q"]), np.asarray(i["cu_seqlens_k"])
     d = q.shape[2]
     kv = head // (q.shape[1] // k.shape[1])
-    left, right = tuple(o.get("window", (-1, -1)))
-    right = _ref._effective_right(bool(o.get("causal", False)), right)
-    align = o.get("causal_align", "top_left" if interface == "varlen_fwd" else "bottom_right")
-    scale = o.get("scale") or 1.0 / np.sqrt(d)
-    cap = float(o.get("softcap", 0.0))
+    # varlen_fwd (seed A's) has no causal_align option: it is top-left
+    left, right, top_left, cap, scale = varlen_options(dict(o, causal_align="top_left") if interface == "varlen_fwd" else o, d)
+    align = "top_left" if top_left else "bottom_right"
     n = len(cu_q) - 1  # the first sequences whose block-diagonal picture fits
     while n > 1 and int(cu_q[n]) * int(cu_k[n]) > MAX_CELLS:
         n -= 1
