@@ -82,6 +82,22 @@ export function row(tag, cells) {
 }
 
 /**
+ * Run a page's `main` and mark its outcome on <body data-status>, "done" or "error" (what the
+ * tests wait for); `stopped(text)` shows why it failed.
+ * @param {() => Promise<void>} main
+ * @param {(why: string) => void} stopped
+ */
+export function runPage(main, stopped) {
+  main().then(
+    () => { document.body.dataset.status = "done"; },
+    (e) => {
+      stopped(errorText(e));
+      document.body.dataset.status = "error";
+    },
+  );
+}
+
+/**
  * A number as the page's tables show errors and allowances: 2 digits, exponent form.
  * @param {unknown} x
  * @returns {string}

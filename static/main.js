@@ -4,7 +4,7 @@
 // the conformance grid and the benchmark. Python (wgattn.page under Pyodide) builds every plan and
 // makes every judgement; this module moves bytes and draws.
 // Tests read window.wgattn.results and document.body.dataset.status ("done" or "error").
-import { $, el, errorText, fmt, pyError, row } from "./dom.js";
+import { $, el, errorText, fmt, pyError, row, runPage } from "./dom.js";
 import { Executor, adapterWords, openDevice, runPrepared } from "./webgpu.js";
 import { loadPython, showProgress } from "./python.js";
 import { setupConformance } from "./conformance.js";
@@ -192,6 +192,7 @@ function buildFields(kernelId, values = {}) {
   const box = $("config-fields");
   const old = Object.fromEntries(fields().map((f) => [f.name, f instanceof HTMLInputElement && f.type === "checkbox" ? String(f.checked) : f.value]));
   const rows = ready().schema[k.interface];
+  if (!rows) throw new Error(`the live form has no fields for interface ${k.interface} (wgattn.live.schema)`);
   box.replaceChildren();
   for (const f of rows) {
     const label = document.createElement("label");
@@ -495,10 +496,5 @@ async function main() {
   if (firstError) throw firstError;
 }
 
-main().then(
-  () => { document.body.dataset.status = "done"; },
-  (e) => {
-    if ($("message").hidden) showMessage(`The page stopped: ${errorText(e)}`);
-    document.body.dataset.status = "error";
-  },
-);
+// A message already shown (a bad URL's, say) says more than this one.
+runPage(main, (why) => { if ($("message").hidden) showMessage(`The page stopped: ${why}`); });

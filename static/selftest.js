@@ -2,7 +2,7 @@
 // Runs the reference's own pytest suite inside Pyodide. The wgattn package comes from its wheel
 // (micropip); the tests, which are not part of it, are written into the working directory.
 // Publishes window.wgattnSelftest = {rc, counts: {passed, failed, skipped}, python, output}.
-import { $, el, errorText } from "./dom.js";
+import { $, el, runPage } from "./dom.js";
 import { loadPython, showProgress } from "./python.js";
 
 /**
@@ -54,12 +54,8 @@ async function main() {
   $("py-status").textContent = "finished";
 }
 
-main().then(
-  () => { document.body.dataset.status = "done"; },
-  (e) => {
-    const box = $("message");
-    box.hidden = false;
-    box.textContent = `The self-test stopped: ${errorText(e)}`;
-    document.body.dataset.status = "error";
-  },
-);
+runPage(main, (why) => {
+  const box = $("message");
+  box.hidden = false;
+  box.textContent = `The self-test stopped: ${why}`;
+});

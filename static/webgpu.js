@@ -155,10 +155,9 @@ export class Executor {
    * @param {GPUQuerySet | null} qset */
   static encodePasses(enc, plan, pipelines, groups, qset) {
     plan.dispatches.forEach((d, i) => {
-      const pass = enc.beginComputePass({
-        label: d.label,
-        timestampWrites: qset ? { querySet: qset, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 } : undefined,
-      });
+      const pass = enc.beginComputePass(qset
+        ? { label: d.label, timestampWrites: { querySet: qset, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 } }
+        : { label: d.label });
       pass.setPipeline(pipelines[i].pipeline);
       pass.setBindGroup(0, groups[i]);
       pass.dispatchWorkgroups(...d.workgroups);
