@@ -1,7 +1,8 @@
 // @ts-check
 // The page's DOM helpers, written once: look an element up by id, build elements from text (never
 // from HTML: the page sets no innerHTML, so a kernel name or a compiler message is always text),
-// and format numbers the way every table of the page shows them.
+// format numbers the way every table of the page shows them, say what a caught error says, and
+// mark a page's outcome for the tests.
 
 /**
  * The element with id `id`, of class `type` (HTMLElement unless given). Throws when the page has no
