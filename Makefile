@@ -4,7 +4,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export XDG_RUNTIME_DIR ?= /tmp/wgattn-xdg
 
-.PHONY: setup demo test test-fast lint
+.PHONY: setup demo test test-fast lint typecheck-js
 setup:
 	@bash scripts/setup.sh
 
@@ -16,9 +16,14 @@ test: setup lint
 	$(PY) -m pytest
 
 # The lint gate (ruff; its rules are in pyproject.toml). make test runs it first.
-lint: setup
+lint: setup typecheck-js
 	.venv/bin/ruff check py app tests e2e bench
 	.venv/bin/ruff format --check py app tests e2e bench
+
+# The page's JavaScript, type-checked by TypeScript from its JSDoc (tsconfig.json; static/types.d.ts
+# declares Pyodide and wgattn.page). Part of make lint.
+typecheck-js: setup
+	node_modules/.bin/tsc -p .
 
 # Python tests only, no browser.
 test-fast: setup

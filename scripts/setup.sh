@@ -7,6 +7,7 @@
 #   3. Pyodide 0.17.1 from npm (the only offline build with NumPy; Python 3.8, numpy 1.17),
 #      checked against its pinned integrity hash, unpacked into .cache/pyodide/ for the server.
 #   4. The pure-Python wheel of wgattn (shaders inside) that the page installs with micropip.
+#   5. node_modules from package-lock.json (TypeScript, which type-checks the page's JavaScript).
 # Every failure names its step and what to do (the ERR trap below): set-up never exits silently.
 # tests/test_setup_fresh.py runs this script against shims that answer as a fresh Debian 12.
 set -Eeuo pipefail
@@ -186,4 +187,15 @@ fi
 # --- 4. The wheel the page installs with micropip ---------------------------------------------
 begin "build the wgattn wheel" "run 'bash scripts/build_wheel.sh' to see the build's full output, then run make again."
 bash scripts/build_wheel.sh
+
+# --- 5. The JavaScript type checker (make typecheck-js) ---------------------------------------
+# The stamp holds the hash of the lock it was installed from: a changed lock installs again.
+stamp=node_modules/.wgattn-stamp
+want=$(sha256sum package-lock.json | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
+    begin "npm ci" "check that this machine reaches the npm registry (npm config get registry); npm's message above says which package failed. Then run make again."
+    say "installing node_modules from package-lock.json (npm ci)"
+    npm ci --no-audit --no-fund
+    echo "$want" > "$stamp"
+fi
 say "ready"

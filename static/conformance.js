@@ -1,3 +1,4 @@
+// @ts-check
 // The conformance view: the `wgattn check` grid run by this browser's WebGPU, for the project's
 // kernels of an interface or for WGSL pasted or dropped in. Python (under Pyodide) builds every
 // plan and judges every output; this module only executes and draws.
@@ -5,76 +6,75 @@
 // cancelled, precision} (rows of a failing output carry `where`: wgattn.localise). A progress
 // bar follows the cases; Cancel stops after the case that is running.
 
+import { $, el, errorText, fmt, row } from "./dom.js";
 import { CompileError, runPrepared } from "./webgpu.js";
 
-const $ = (id) => document.getElementById(id);
+/**
+ * The grid's shapes, as wgattn.page.grid_* and wgattn.localise write them.
+ * @typedef {{ kernel: string, case: string }} GridItem
+ * @typedef {{ kernel: string, reason: string }} GridSkip
+ * @typedef {{ job: number, items: GridItem[], skipped: GridSkip[] }} GridStart
+ * @typedef {import("./dom.js").JsonFloat} JsonFloat
+ * @typedef {{ index: number[], err: JsonFloat, sequence?: number, key?: number, row?: number, head?: number,
+ *   column?: number, keys?: [number, number], queries?: [number, number] }} WorstElement
+ * @typedef {{ likely: string, evidence?: string[], worst?: WorstElement[] }} Where
+ * @typedef {{ kernel: string, case: string, output: string, max_abs_err: JsonFloat, allowance: JsonFloat, pass: boolean,
+ *   error?: string, where?: Where }} GridRow
+ * @typedef {{ interface: string, user: boolean, cases: Array<{ kernel: string, case: string, pass: boolean, rows: GridRow[] }>,
+ *   passed: number, failed: number, skipped: GridSkip[], cancelled: boolean, precision: unknown }} GridSummary
+ */
+
 const grid = { cancel: false };
 
-function fmt(x) {
-  return typeof x === "number" ? x.toExponential(2) : String(x);
+/** Where a localised element is: its sequence, row or key, head and column in a packed case, else its index.
+ * @param {WorstElement} it */
+function place(it) {
+  if (it.sequence === undefined) return `index [${it.index}]`;
+  const span = it.keys || it.queries || [];
+  return `seq ${it.sequence} ${it.key !== undefined ? "key " + it.key : "row " + it.row} head ${it.head}` +
+    `${it.column !== undefined ? " col " + it.column : ""} (${it.keys ? "keys" : "queries"} ${span[0]}..${span[1]})`;
 }
 
-/** A table cell holding `text` verbatim (textContent: a compiler's `vec4<f32>` stays text, never a tag). */
-function cell(text, className) {
-  const td = document.createElement("td");
-  if (className) td.className = className;
-  td.textContent = text;
-  return td;
-}
-
-/** A failing output, localised by Python (wgattn.localise): likely class and worst elements. */
+/** A failing output, localised by Python (wgattn.localise): likely class and worst elements.
+ * @param {Where} w */
 function whereRow(w) {
-  const tr = document.createElement("tr");
-  tr.className = "where";
-  const at = (w.worst || []).slice(0, 3).map((it) => ("sequence" in it
-    ? `seq ${it.sequence} ${"key" in it ? "key " + it.key : "row " + it.row} head ${it.head}` +
-      `${"column" in it ? " col " + it.column : ""} (${"keys" in it ? "keys" : "queries"} ` +
-      `${(it.keys || it.queries)[0]}..${(it.keys || it.queries)[1]})`
-    : `index [${it.index}]`) + `: |err| ${fmt(it.err)}`).join("; ");
-  const td = cell("", "l");
-  td.colSpan = 5;
-  const likely = document.createElement("b");
-  likely.textContent = String(w.likely);
-  const evidence = document.createElement("span");
-  evidence.className = "muted";
-  evidence.textContent = (w.evidence || []).join("; ");
-  td.append("likely ", likely, ` — ${at}`, document.createElement("br"), evidence);
-  tr.append(cell(""), td);
-  return tr;
+  const at = (w.worst || []).slice(0, 3).map((it) => `${place(it)}: |err| ${fmt(it.err)}`).join("; ");
+  const td = el("td", { class: "l", colspan: 5 }, "likely ", el("b", {}, String(w.likely)), ` — ${at}`, el("br"),
+    el("span", { class: "muted" }, (w.evidence || []).join("; ")));
+  return el("tr", { class: "where" }, el("td"), td);
 }
 
-/** One judged output as a table row, every field as text. */
+/** One judged output as a table row, every field as text (a compiler's `vec4<f32>` stays text, never a tag).
+ * @param {GridRow} r */
 function resultRow(r) {
-  const tr = document.createElement("tr");
-  tr.append(cell(r.kernel, "l"), cell(r.case, "l"), cell(r.output, "l"), cell(fmt(r.max_abs_err)),
-    cell(fmt(r.allowance)), cell(`${r.pass ? "PASS" : "FAIL"}${r.error ? ": " + r.error : ""}`, r.pass ? "pass" : "fail"));
-  return tr;
+  return row("td", [[r.kernel, "l"], [r.case, "l"], [r.output, "l"], fmt(r.max_abs_err), fmt(r.allowance),
+    [`${r.pass ? "PASS" : "FAIL"}${r.error ? ": " + r.error : ""}`, r.pass ? "pass" : "fail"]]);
 }
 
 /** The grid table's header row. */
 function headerRow() {
-  const tr = document.createElement("tr");
-  for (const [text, left] of [["kernel", 1], ["case", 1], ["output", 1], ["max abs err", 0], ["allowance", 0], ["verdict", 0]]) {
-    const th = document.createElement("th");
-    if (left) th.className = "l";
-    th.textContent = text;
-    tr.append(th);
-  }
-  return tr;
+  return row("th", [["kernel", "l"], ["case", "l"], ["output", "l"], "max abs err", "allowance", "verdict"]);
 }
 
-/** Run the grid; `ctx` = {page, executor}. Resolves to the summary. */
+/** Run the grid of interface `iface` on the project's kernels, or on WGSL `source`. Resolves to the summary.
+ * @param {import("./main.js").ReadyContext} ctx
+ * @param {string} iface
+ * @param {string} source
+ * @returns {Promise<GridSummary>} */
 export async function runGrid(ctx, iface, source) {
   const page = ctx.page;
+  if (!ctx.executor) throw new Error("the conformance view needs WebGPU, which this browser does not offer");
+  /** @type {GridStart} */
   const start = JSON.parse(page.grid_start(JSON.stringify({
-    interface: iface, source: source || null, features: ctx.gpu.info.features })));
+    interface: iface, source: source || null, features: ctx.executor.info.features })));
   // Kernels needing features this adapter lacks are skipped, and listed as skipped (not passed).
+  /** @type {GridSummary} */
   const summary = { interface: iface, user: !!source, cases: [], passed: 0, failed: 0, skipped: start.skipped, cancelled: false,
     precision: (window.wgattn.precision || {}).browser || null };  // this browser's built-ins, measured
   window.wgattn.conformance = summary;
   const table = $("grid-table");
   table.replaceChildren(headerRow());
-  const bar = $("grid-progress");
+  const bar = $("grid-progress", HTMLProgressElement);
   bar.max = start.items.length;
   bar.value = 0;
   for (let i = 0; i < start.items.length; i++) {
@@ -83,17 +83,20 @@ export async function runGrid(ctx, iface, source) {
       break;
     }
     bar.value = i;
-    if (!ctx.executor) throw new Error("the WebGPU device was lost: start it again (the button above), then rerun the grid");
+    const executor = ctx.executor;
+    if (!executor) throw new Error("the WebGPU device was lost: start it again (the button above), then rerun the grid");
     $("grid-status").textContent = `case ${i + 1} of ${start.items.length}: ${start.items[i].case}`;
+    /** @type {import("./webgpu.js").Prepared} */
     const prepared = JSON.parse(page.grid_prepare(start.job, i));
     let error = "";
     let compileError = false;
     try {
-      await runPrepared(ctx.executor, page, prepared);
+      await runPrepared(executor, page, prepared);
     } catch (e) {
-      error = String(e.message || e);
+      error = errorText(e);
       compileError = e instanceof CompileError;
     }
+    /** @type {GridRow[]} */
     const rows = JSON.parse(page.grid_judge(prepared.run, error));
     const pass = rows.every((r) => r.pass);
     summary.cases.push({ kernel: start.items[i].kernel, case: start.items[i].case, pass, rows });
@@ -113,15 +116,20 @@ export async function runGrid(ctx, iface, source) {
   return summary;
 }
 
-/** Wire the view's form (interface select, WGSL textarea or dropped file, Run button). */
+/** Wire the view's form (interface select, WGSL textarea or dropped file, Run button).
+ * @param {import("./main.js").ReadyContext} ctx
+ * @param {string[]} interfaces
+ * @param {import("./main.js").ShowMessage} showMessage */
 export function setupConformance(ctx, interfaces, showMessage) {
-  $("grid-interface").replaceChildren(...interfaces.map((n) => new Option(n)));
-  const area = $("grid-source");
+  const select = $("grid-interface", HTMLSelectElement);
+  select.replaceChildren(...interfaces.map((n) => new Option(n)));
+  const area = $("grid-source", HTMLTextAreaElement);
+  const run = $("grid-run", HTMLButtonElement);
   $("grid-cancel").addEventListener("click", () => { grid.cancel = true; });
   area.addEventListener("dragover", (ev) => ev.preventDefault());
   area.addEventListener("drop", async (ev) => {
     ev.preventDefault();
-    const file = ev.dataTransfer.files[0];
+    const file = ev.dataTransfer && ev.dataTransfer.files[0];
     if (file) area.value = await file.text();
   });
   $("grid-form").addEventListener("submit", async (ev) => {
@@ -132,19 +140,19 @@ export function setupConformance(ctx, interfaces, showMessage) {
       section.dataset.status = "error";
       return;
     }
-    $("grid-run").disabled = true;
+    run.disabled = true;
     grid.cancel = false;
     $("grid-cancel").hidden = false;
     $("grid-progress").hidden = false;
     section.dataset.status = "running";
     try {
-      const summary = await runGrid(ctx, $("grid-interface").value, area.value.trim());
+      const summary = await runGrid(ctx, select.value, area.value.trim());
       section.dataset.status = summary.cancelled ? "cancelled" : "done";
     } catch (e) {
-      showMessage(`Conformance run stopped: ${e.message}`);
+      showMessage(`Conformance run stopped: ${errorText(e)}`);
       section.dataset.status = "error";
     } finally {
-      $("grid-run").disabled = false;
+      run.disabled = false;
       $("grid-cancel").hidden = true;
     }
   });

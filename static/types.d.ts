@@ -1,0 +1,51 @@
+// What the page's modules get from outside themselves, for the type checker (tsconfig.json): the
+// Pyodide runtime that /pyodide/pyodide.js defines, the wgattn.page module it hands back as a proxy,
+// and what the page publishes on window for the tests. These are declarations the checker trusts:
+// the Python side (py/wgattn/page.py) is not checked against them, so keep them in step with it.
+
+/** A Python object seen from JavaScript (Pyodide 0.17): copied out with toJs(), freed with destroy(). */
+interface PyProxy<T = unknown> {
+  toJs(): T;
+  destroy(): void;
+}
+
+/** The Pyodide 0.17 runtime, as far as python.js uses it. runPython's value is foreign (any Python
+ * object, converted or proxied), hence unknown: the caller says what its code returns. */
+interface Pyodide {
+  loadPackage(names: string[]): Promise<unknown>;
+  runPython(code: string): unknown;
+  runPythonAsync(code: string): Promise<unknown>;
+  globals: { set(name: string, value: unknown): void; delete(name: string): void };
+}
+
+/** Defined by /pyodide/pyodide.js once python.js has loaded it; absent before. */
+declare var loadPyodide: ((options: { indexURL: string }) => Promise<Pyodide>) | undefined;
+
+/** The wgattn.page module under Pyodide (py/wgattn/page.py): JSON in, JSON out; runs are numbered. */
+interface WgattnPage {
+  live_schema(): string;
+  prepare(request_json: string): string;
+  use_limits(limits_json: string): void;
+  plan_bytes(run: number, buffer: string): PyProxy<Uint8Array>;
+  add_buffer(run: number, name: string, data: Uint8Array): void;
+  finish(run: number, browser_json: string, native_json: string | null): string;
+  heatmap(run: number, head: number): string;
+  error_map(run: number, output: string, a: string, b: string, head: number): string;
+  grid_start(request_json: string): string;
+  grid_prepare(job: number, index: number): string;
+  grid_judge(run: number, error: string): string;
+  probe_prepare(): string;
+  probe_judge(run: number, adapter_json: string): string;
+  bench_start(request_json: string): string;
+  bench_plan(bench_id: number, index: number, plan_index: number): string;
+  bench_release(run: number): void;
+  bench_record(bench_id: number, index: number, samples_json: string, timer: string, adapter: string): string;
+  bench_import(text: string): string;
+}
+
+interface Window {
+  /** The page's state for the e2e tests (main.js makes it; the views add their parts). */
+  wgattn: import("./main.js").PageState;
+  /** The self-test page's outcome (selftest.js). */
+  wgattnSelftest?: import("./selftest.js").SelftestResult;
+}
