@@ -4,7 +4,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export XDG_RUNTIME_DIR ?= /tmp/wgattn-xdg
 
-.PHONY: setup demo test test-fast lint typecheck-js
+.PHONY: setup demo test test-fast check typecheck-js
 setup:
 	@bash scripts/setup.sh
 
@@ -12,16 +12,18 @@ demo: setup
 	@echo "wgattn demo: open http://$(HOST):$(PORT)/ in a browser with WebGPU"
 	.venv/bin/uvicorn app:main --host $(HOST) --port $(PORT)
 
-test: setup lint
+test: setup check
 	$(PY) -m pytest
 
-# The lint gate (ruff; its rules are in pyproject.toml). make test runs it first.
-lint: setup typecheck-js
+# The developer gate, run first by make test (so by CI): ruff's lint rules and its formatting, mypy on
+# py/wgattn (all three configured in pyproject.toml) and TypeScript on the page's JavaScript.
+check: setup typecheck-js
 	.venv/bin/ruff check py app tests e2e bench
 	.venv/bin/ruff format --check py app tests e2e bench
+	.venv/bin/mypy
 
 # The page's JavaScript, type-checked by TypeScript from its JSDoc (tsconfig.json; static/types.d.ts
-# declares Pyodide and wgattn.page). Part of make lint.
+# declares Pyodide and wgattn.page). Part of make check.
 typecheck-js: setup
 	node_modules/.bin/tsc -p .
 
