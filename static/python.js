@@ -46,5 +46,6 @@ for _path, _text in json.loads(_files_json).items():
 import sys, numpy, wgattn.page
 'Python %d.%d.%d, numpy %s' % (sys.version_info[:3] + (numpy.__version__,))`);
   progress(5, total, `ready: ${version}`);
-  return { py, page: py.runPython("import wgattn.page\nwgattn.page"), version };
+  // One session for the page's life: it holds, and frees, every run, grid and benchmark in progress.
+  return { py, page: py.runPython("import wgattn.page\nwgattn.page.PageSession()"), version };
 }
