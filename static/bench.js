@@ -129,6 +129,7 @@ export async function runBench(ctx, request) {
     if (benchState.cancel) break;
     if (!ctx.executor) {
       setStatus("error", "The WebGPU device was lost: start it again (the button above), then rerun the benchmark.");
+      page.release(start.bench);
       return benchState.records;
     }
     $("bench-status").textContent = `job ${job.index + 1} of ${start.jobs.length}: ${job.impl} at ` +
@@ -156,6 +157,7 @@ export async function runBench(ctx, request) {
     benchState.records.push(out.record);
     render(start);
   }
+  page.release(start.bench);  // failed or cancelled jobs left it open (recorded and skipped ones free it)
   const n = benchState.records.length;
   bar.value = benchState.cancel ? bar.value : start.jobs.length;
   $("bench-status").textContent = (benchState.cancel ? `cancelled after ${n} of ${start.jobs.length} jobs: ` : "") +

@@ -60,7 +60,7 @@ export async function runProbe(ctx) {
     if (ctx.executor) {
       const page = ctx.page;
       const prepared = JSON.parse(page.probe_prepare());
-      await runPrepared(ctx.executor, page, prepared);
+      await runPrepared(ctx.executor, page, prepared).catch((e) => { page.release(prepared.run); throw e; });
       state.browser = JSON.parse(page.probe_judge(prepared.run, JSON.stringify(ctx.gpu.info)));
     } else {
       notes.push("browser: skipped (no WebGPU here)");
