@@ -2,6 +2,7 @@
 driven by Playwright (pytest-playwright's fixtures, pointed at /usr/bin/chromium)."""
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -101,3 +102,13 @@ def console_errors(page):
 def wait_for_status(page, timeout_s: float = 180) -> str:
     page.wait_for_function("['done', 'error'].includes(document.body.dataset.status)", timeout=timeout_s * 1000)
     return page.evaluate("document.body.dataset.status")
+
+
+def in_progress(page) -> dict:
+    """What the page's wgattn.page.PageSession holds besides the finished runs it keeps for their
+    pictures: {kind: count}, every count 0 when the page has nothing in progress. Waits for the
+    precision probe that the page starts on load first (it holds a run while it runs)."""
+    page.wait_for_function("['done', 'error'].includes(document.getElementById('precision')?.dataset.status)", timeout=120_000)
+    held = json.loads(page.evaluate("window.wgattn.ctx.page.stats()"))
+    assert 0 <= held.pop("finished") <= 16
+    return {kind: n for kind, n in held.items() if n}

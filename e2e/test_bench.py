@@ -4,7 +4,7 @@ against sequence length; bad input gets a visible message and status error."""
 
 import math
 
-from conftest import wait_for_status
+from conftest import in_progress, wait_for_status
 from wgattn import bench, registry
 
 SEQ_LENS = [64, 128]
@@ -67,6 +67,7 @@ def test_small_benchmark_records_and_chart(page, server, console_errors):
     assert all(i in legend for i in impls)
     assert "TFLOP/s" in legend and "sequence length" in legend
     assert page.is_visible("#bench-download")
+    assert in_progress(page) == {}  # the benchmark freed its jobs and plans
     assert console_errors == []
 
 

@@ -4,7 +4,7 @@ compile gets a visible message."""
 
 import pytest
 
-from conftest import wait_for_status
+from conftest import in_progress, wait_for_status
 from wgattn import registry
 
 REG = registry.load()
@@ -38,6 +38,7 @@ def test_project_kernels_pass_the_grid_in_the_browser(page, server, console_erro
     assert ran | set(skipped) == {k.id for k in REG.kernels_of(interface)} and not ran & set(skipped)
     for kid, reason in skipped.items():
         assert REG.kernel(kid).requires and "lacks" in reason, (kid, reason)
+    assert in_progress(page) == {}  # the grid freed its job and runs
     assert console_errors == []
 
 
@@ -56,6 +57,7 @@ def test_pasted_wgsl_that_does_not_compile_shows_a_message(page, server):
     assert _run_grid(page, "sdpa_arena", "fn broken( {") == "error"
     assert page.is_visible("#message")
     assert "does not compile" in page.inner_text("#message")
+    assert in_progress(page) == {}  # the abandoned grid's job was released
 
 
 def test_compile_error_text_is_shown_verbatim(page, server):

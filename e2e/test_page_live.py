@@ -11,7 +11,7 @@ import os
 import pytest
 from png import colours
 
-from conftest import ROOT, wait_for_status
+from conftest import ROOT, in_progress, wait_for_status
 from wgattn import pictures, registry
 from wgattn.interfaces import flash_fwd, module
 
@@ -184,6 +184,7 @@ def test_grid_and_benchmark_show_progress_and_cancel(live):
     total = len(flash_fwd.conformance_cases())
     assert summary["cancelled"] is True and 1 <= len(summary["cases"]) < total
     assert "cancelled after" in page.inner_text("#grid-status")
+    assert in_progress(page) == {}  # the cancelled grid's job was released
 
     page.fill("#bench-form input[name=seq_lens]", "64,128,256,512")
     page.fill("#bench-form input[name=H]", "2")
@@ -194,6 +195,7 @@ def test_grid_and_benchmark_show_progress_and_cancel(live):
     page.wait_for_function("document.getElementById('bench').dataset.status === 'cancelled'", timeout=120_000)
     assert 1 <= len(page.evaluate("window.wgattn.bench.records")) < 8
     assert "cancelled after" in page.inner_text("#bench-status")
+    assert in_progress(page) == {}  # the cancelled benchmark was released
 
 
 def test_a_dropped_bench_json_is_charted(live):

@@ -172,6 +172,7 @@ export async function runBench(ctx, request) {
     const executor = ctx.executor;
     if (!executor) {
       setStatus("error", "The WebGPU device was lost: start it again (the button above), then rerun the benchmark.");
+      page.release(start.bench);
       return benchState.records;
     }
     $("bench-status").textContent = `job ${job.index + 1} of ${start.jobs.length}: ${job.impl} at ` +
@@ -201,6 +202,7 @@ export async function runBench(ctx, request) {
     benchState.records.push(record);
     render(start);
   }
+  page.release(start.bench);  // failed or cancelled jobs left it open (recorded and skipped ones free it)
   const n = benchState.records.length;
   bar.value = benchState.cancel ? bar.value : start.jobs.length;
   $("bench-status").textContent = (benchState.cancel ? `cancelled after ${n} of ${start.jobs.length} jobs: ` : "") +

@@ -106,9 +106,11 @@ export async function runGrid(ctx, iface, source) {
       if (r.where) table.append(whereRow(r.where));
     }
     if (compileError) {
+      page.release(start.job);
       throw new Error(error);  // nothing else will compile either: say so once, plainly
     }
   }
+  page.release(start.job);  // a cancelled grid's (one whose every case was judged is freed already)
   bar.value = summary.cases.length;
   const skipped = start.skipped.map((k) => `${k.kernel} skipped: ${k.reason}`).join("; ");
   $("grid-status").textContent = (summary.cancelled ? `cancelled after ${summary.cases.length} of ${start.items.length} cases: ` : "") +

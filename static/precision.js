@@ -80,7 +80,10 @@ export async function runProbe(ctx) {
       const page = ctx.page;
       /** @type {import("./webgpu.js").Prepared} */
       const prepared = JSON.parse(page.probe_prepare());
-      await runPrepared(executor, page, prepared);
+      await runPrepared(executor, page, prepared).catch((e) => {
+        page.release(prepared.run);  // a failed run must not stay in the session
+        throw e;
+      });
       state.browser = JSON.parse(page.probe_judge(prepared.run, JSON.stringify(executor.info)));
     } else {
       notes.push("browser: skipped (no WebGPU here)");

@@ -64,7 +64,8 @@ for _path, _text in json.loads(_files_json).items():
 import sys, numpy, wgattn.page
 'Python %d.%d.%d, numpy %s' % (sys.version_info[:3] + (numpy.__version__,))`));
   progress(5, total, `ready: ${version}`);
-  // The module comes back as a proxy: types.d.ts declares what the page calls on it.
-  const page = /** @type {WgattnPage} */ (py.runPython("import wgattn.page\nwgattn.page"));
+  // One session for the page's life: it holds, and frees, every run, grid and benchmark in progress.
+  // It comes back as a proxy: types.d.ts declares what the page calls on it.
+  const page = /** @type {WgattnPage} */ (py.runPython("import wgattn.page\nwgattn.page.PageSession()"));
   return { py, page, version };
 }

@@ -41,6 +41,10 @@ interface WgattnPage {
   bench_release(run: number): void;
   bench_record(bench_id: number, index: number, samples_json: string, timer: string, adapter: string): string;
   bench_import(text: string): string;
+  /** Free a run or job the page will not complete (false: already gone). */
+  release(id: number): boolean;
+  /** JSON {kind: count} of what the session holds. */
+  stats(): string;
 }
 
 interface Window {

@@ -6,7 +6,7 @@ from typing import List, Mapping
 
 import pytest
 
-__all__ = ["needs_features", "failures"]
+__all__ = ["needs_features", "failures", "browser_stand_in"]
 
 
 def needs_features(runtime, kernel) -> None:
@@ -25,3 +25,14 @@ def failures(rows: List[Mapping[str, object]]) -> List[str]:
         for r in rows
         if not r["pass"]
     ]
+
+
+def browser_stand_in(session, run: int, runtime) -> None:
+    """Do what the page's JS does with an open run of a wgattn.page.PageSession, on `runtime`
+    (wgattn.native) instead of WebGPU: fetch each buffer's bytes, run the plan, hand every
+    read-back buffer to add_buffer."""
+    plan = session.plan(run)
+    for b in plan.buffers:
+        assert session.plan_bytes(run, b.name) == (b.data or b"")
+    for name, data in runtime.run(plan).raw.items():
+        session.add_buffer(run, name, data)

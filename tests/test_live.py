@@ -1,6 +1,6 @@
 """The live check for every registered kernel, driven from CPython the way the page drives it:
-wgattn.page.prepare -> the plan run natively standing in for the browser -> POST /api/run (the
-server's native run, through FastAPI's TestClient) -> wgattn.page.finish, then the pictures."""
+PageSession.prepare -> the plan run natively standing in for the browser -> POST /api/run (the
+server's native run, through FastAPI's TestClient) -> PageSession.finish, then the pictures."""
 
 import base64
 import json
@@ -11,10 +11,12 @@ from fastapi.testclient import TestClient
 from helpers import needs_features
 
 from app import main
-from wgattn import live, page, pictures, registry
+from wgattn import live, pictures, registry
 from wgattn.interfaces import module
+from wgattn.page import PageSession
 
 client = TestClient(main)
+page = PageSession()  # as the page's JS holds one (each test uses its own runs)
 REG = registry.load()
 # Small configurations with every knob of each family turned (GQA, windows, softcap, ragged lengths)
 SMALL = {
@@ -54,7 +56,7 @@ KERNELS = sorted(REG.kernels)
 
 def _live_check(kernel_id, config, native_runtime, browser_bytes=None):
     prepared = json.loads(page.prepare(json.dumps({"kernel": kernel_id, "config": config})))
-    plan = page._RUNS[prepared["run"]]["plan"]
+    plan = page.plan(prepared["run"])
     raw = native_runtime.run(plan).raw if browser_bytes is None else browser_bytes(plan)
     for name, data in raw.items():
         page.add_buffer(prepared["run"], name, data)

@@ -89,21 +89,13 @@ def _deferred(root=PKG):
 
 # wgattn.native imports wgpu-py, which the page's Pyodide lacks: a module the page also loads
 # imports it only when a native run is asked for. That is the one reason a deferred import of a
-# sibling needs; each below lacks it (no cycle forces it: test_no_import_cycle counts deferred
-# edges too). Hoist one and drop it here: the list must stay exact.
+# sibling needs (no cycle forces one: test_no_import_cycle counts deferred edges too).
 NEEDS_WGPU = "wgattn.native"
-DEFERRED_TO_HOIST = {
-    ("wgattn.page", "wgattn.bench"),
-    ("wgattn.page", "wgattn.conformance"),
-    ("wgattn.page", "wgattn.interfaces"),
-    ("wgattn.page", "wgattn.precision"),
-}
 
 
 def test_deferred_imports_need_a_reason():
     deferred = {pair for pair in _deferred() if pair[1] != NEEDS_WGPU}
-    assert deferred - DEFERRED_TO_HOIST == set(), "new deferred imports of sibling modules: hoist them"
-    assert DEFERRED_TO_HOIST - deferred == set(), "hoisted: drop them from DEFERRED_TO_HOIST"
+    assert deferred == set(), "deferred imports of sibling modules without a reason: hoist them"
 
 
 def test_graph_sees_deferred_imports(tmp_path):

@@ -1,12 +1,14 @@
-"""wgattn.page (what the page calls under Pyodide) driven from CPython with the native runtime
-standing in for the browser: prepare -> run plan -> add_buffer -> finish."""
+"""wgattn.page's PageSession (what the page calls under Pyodide) driven from CPython with the
+native runtime standing in for the browser: prepare -> run plan -> add_buffer -> finish."""
 
 import json
 
 import pytest
+from helpers import browser_stand_in
 
-from wgattn import page, wire
+from wgattn import wire
 from wgattn.cases import SdpaCase
+from wgattn.page import PageSession
 
 
 def _native_response(case: SdpaCase, runtime):
@@ -20,23 +22,12 @@ def _native_response(case: SdpaCase, runtime):
     )
 
 
-def _browser_stand_in(prepared, runtime):
-    """Run the prepared plan natively and hand its buffers back as the page's JS would."""
-    from wgattn.plan import Plan
-
-    plan: Plan = page._RUNS[prepared["run"]]["plan"]
-    for b in plan.buffers:
-        assert page.plan_bytes(prepared["run"], b.name) == (b.data or b"")
-    raw = runtime.run(plan).raw
-    for name, data in raw.items():
-        page.add_buffer(prepared["run"], name, data)
-
-
 def test_three_runtimes_agree(native_runtime):
+    page = PageSession()
     config = {"batch": 2, "heads": 2, "seq_q": 17, "seq_k": 23, "head_dim": 7, "mask": "padding", "seed": 9}
     prepared = json.loads(page.prepare(json.dumps({"kernel": "sdpa_arena.seed", "config": config})))
     assert prepared["plan"]["dispatches"][0]["entry_point"] == "attention"
-    _browser_stand_in(prepared, native_runtime)
+    browser_stand_in(page, prepared["run"], native_runtime)
     native = _native_response(SdpaCase(**config), native_runtime)
     result = json.loads(page.finish(prepared["run"], json.dumps({"timings": {"wall_ms": 1.0}}), native))
     assert result["pass"] is True
@@ -44,6 +35,7 @@ def test_three_runtimes_agree(native_runtime):
 
 
 def test_digest_mismatch_is_reported(native_runtime):
+    page = PageSession()
     config = {"heads": 1, "seq_q": 4, "seq_k": 4, "head_dim": 4}
     prepared = json.loads(page.prepare(json.dumps({"config": config})))
     native = _native_response(SdpaCase(**dict(config, seed=1)), native_runtime)
@@ -55,17 +47,20 @@ def test_digest_mismatch_is_reported(native_runtime):
 
 
 def test_bad_config_raises_value_error():
+    page = PageSession()
     with pytest.raises(ValueError, match="head_dim must be an integer"):
         page.prepare(json.dumps({"config": {"head_dim": 0}}))
     with pytest.raises(ValueError, match="unknown kernel"):
         page.prepare(json.dumps({"kernel": "x", "config": {}}))
+    assert page.held()["live"] == 0  # a refused request leaves nothing behind
 
 
 def test_wrong_output_fails_the_pair(native_runtime):
     """A browser result that is off by more than the allowance must be a FAIL, not a pass."""
+    page = PageSession()
     config = {"heads": 1, "seq_q": 8, "seq_k": 8, "head_dim": 4, "seed": 2}
     prepared = json.loads(page.prepare(json.dumps({"config": config})))
-    plan = page._RUNS[prepared["run"]]["plan"]
+    plan = page.plan(prepared["run"])
     out = plan.outputs[0]
     buf = bytearray(plan.buffers[0].data)  # out region still zero: a kernel that wrote nothing
     page.add_buffer(prepared["run"], out.buffer, bytes(buf))

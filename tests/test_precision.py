@@ -105,13 +105,14 @@ def test_page_probe_bridge_matches_the_native_probe(native_runtime):
     native probe gives on the same adapter; grid_judge then knows the browser's suspects."""
     import json
 
-    from wgattn import page
+    from wgattn.page import PageSession
 
+    page = PageSession()
     prepared = json.loads(page.probe_prepare())
     run = prepared["run"]
     (d,) = prepared["plan"]["dispatches"]
     assert d["label"] == "precision_probe" and d["workgroups"][1] == len(precision.FUNCTIONS)
-    plan = page._RUNS[run]["plan"]
+    plan = page.plan(run)
     assert page.plan_bytes(run, "args") == precision.plan().buffers[0].data
     result = native_runtime.run(plan)
     page.add_buffer(run, "got", result.raw["got"])
@@ -119,4 +120,4 @@ def test_page_probe_bridge_matches_the_native_probe(native_runtime):
     assert report["adapter"] == {"runtime": "browser"}
     mine = {r["name"]: r["max_ulps"] for r in report["functions"]}
     assert mine == precision.worst_ulps(native_runtime.precision())
-    assert page._PROBE["browser"]["functions"][0]["name"] == "exp"
+    assert page.probe_report is not None and page.probe_report["functions"][0]["name"] == "exp"

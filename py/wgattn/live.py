@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import asdict, dataclass, fields
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
@@ -272,7 +272,7 @@ class Live:
     """One live run: the kernel, its configuration, the seeded tensors and the judged case."""
 
     kernel: Kernel
-    config: object
+    config: Union[SdpaCase, VarlenConfig, ProbsConfig]  # a configuration class of FAMILIES
     tensors: Dict[str, np.ndarray]
     case: Case
 

@@ -81,7 +81,7 @@ class Plan:
 
     def to_js(self) -> Dict[str, object]:
         """A JSON-able structure for the page's executor. Bytes are not in it: the executor asks
-        for each buffer whose `has_data` is set (wgattn.page.plan_bytes)."""
+        for each buffer whose `has_data` is set (wgattn.page.PageSession.plan_bytes)."""
         return {
             "buffers": [
                 {"name": b.name, "size": b.size, "usage": b.usage, "has_data": b.data is not None, "read": b.read}

@@ -10,16 +10,19 @@ CPython or Pyodide): two float32 runtimes may each be off by their own allowance
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import TypedDict
 
 import numpy as np
 
-__all__ = ["FACTOR", "FLOOR_ULPS", "EXACT_RUNTIMES", "max_abs_err", "allowance", "pair"]
+__all__ = ["FACTOR", "FLOOR_ULPS", "EXACT_RUNTIMES", "Pair", "max_abs_err", "allowance", "pair"]
 
 FACTOR = 2.0  # FlashAttention's multiple of the naive implementation's error
 FLOOR_ULPS = 4.0  # absolute floor, in float32 ulps at the output's scale
 EPS32 = float(np.finfo(np.float32).eps)
 EXACT_RUNTIMES = ("pyodide", "cpython")  # run the float64 reference
+
+# One runtime comparison ("pass" is a keyword, hence the functional form).
+Pair = TypedDict("Pair", {"a": str, "b": str, "max_abs_err": float, "allowance": float, "pass": bool})
 
 
 def max_abs_err(a: np.ndarray, b: np.ndarray) -> float:
@@ -50,7 +53,7 @@ def allowance(naive_err: float, ref: np.ndarray, float32_sides: int = 1) -> floa
     return FACTOR * naive_err * float32_sides + FLOOR_ULPS * EPS32 * scale_of(ref)
 
 
-def pair(a: str, b: str, out_a: np.ndarray, out_b: np.ndarray, ref: np.ndarray, naive_err: float) -> Dict[str, object]:
+def pair(a: str, b: str, out_a: np.ndarray, out_b: np.ndarray, ref: np.ndarray, naive_err: float) -> Pair:
     """One row of a runtime comparison: {a, b, max_abs_err, allowance, pass}."""
     sides = sum(r not in EXACT_RUNTIMES for r in (a, b))
     err = max_abs_err(out_a, out_b)

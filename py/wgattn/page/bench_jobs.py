@@ -1,0 +1,195 @@
+"""The benchmark view: `wgattn bench`'s jobs timed by the browser's WebGPU.
+
+`start` validates the request and lists the jobs (one per (seq_len, impl), baseline first within
+a seq_len); `job_plans` builds the plans of one job (their bytes go through plan_bytes, as for a
+live run); the page times them (static/webgpu.js Executor.time) and `record` turns the per-run
+milliseconds into a record of exactly `wgattn bench --json`'s shape.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from .. import bench, registry
+from ..plan import Plan
+from ..registry import Kernel
+from .tables import BenchItem, BenchJob
+
+# What one request may ask for: (lowest, highest) per knob, ...
+RANGES: Dict[str, Tuple[int, int]] = {
+    "B": (1, 64),
+    "H": (1, 64),
+    "D": (1, 256),
+    "seq_len": (16, 8192),
+    "runs": (10, 100),
+    "warmup": (3, 20),
+}
+MOST_SEQ_LENS = 8  # ... at most this many sequence lengths ...
+MOST_ELEMENTS = 1 << 24  # ... and B*H*S*D per tensor: 64 MiB of float32
+LIMITS: Dict[str, object] = {**RANGES, "seq_lens": MOST_SEQ_LENS, "elements": MOST_ELEMENTS}  # as the page is told
+
+
+def _int_in(request: Dict[str, Any], key: str, default: Optional[int] = None) -> int:
+    lo, hi = RANGES[key]
+    value = request.get(key, default)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value.strip())
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        got = "nothing" if value is None else repr(value)
+        raise ValueError(f"{key} must be an integer in {lo}..{hi}, got {got}")
+    return value
+
+
+def _seq_lens(value: object) -> List[int]:
+    lo, hi = RANGES["seq_len"]
+    wanted = f"a comma-separated list of 1 to {MOST_SEQ_LENS} integers in {lo}..{hi} (e.g. 128,256,512,1024)"
+    items: List[object]
+    if isinstance(value, str):
+        items = [p.strip() for p in value.split(",") if p.strip()]
+    elif isinstance(value, list):
+        items = list(value)
+    else:
+        raise ValueError(f"seq_lens must be {wanted}, got {value!r}")
+    out = set()
+    for item in items:
+        if isinstance(item, str) and item.isdigit():
+            item = int(item)
+        if not isinstance(item, int) or isinstance(item, bool) or not lo <= item <= hi:
+            raise ValueError(f"seq_lens must be {wanted}; {item!r} is not")
+        out.add(item)
+    if not 1 <= len(out) <= MOST_SEQ_LENS:
+        raise ValueError(f"seq_lens must be {wanted}, got {len(out)} lengths")
+    return sorted(out)
+
+
+def _impls(value: object, op: str, known: List[str]) -> List[str]:
+    if value is None or value == "" or value == []:
+        return list(known)
+    items = [p.strip() for p in value.split(",")] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise ValueError(f"impls must be a list of kernel ids, got {value!r}")
+    items = [i for i in items if i]
+    for i in items:
+        if i not in known:
+            raise ValueError(f"unknown impl {i!r} for op {op}; its kernels: {known}")
+    return [i for i in known if i in items]  # baseline first, whatever order was asked
+
+
+def _skip_reason(kernel: Kernel, features: List[str], d: int) -> Optional[str]:
+    """Why this browser cannot run `kernel` at head_dim d, or None."""
+    missing = [f for f in kernel.requires if f not in features]
+    if missing:
+        return f"needs adapter features {missing}, which this browser's adapter lacks"
+    if not kernel.path.exists():
+        return f"its shader {kernel.path.name} is not in this build"
+    most = kernel.limits.get("head_dim")
+    if most is not None and d > most:
+        return f"supports head_dim <= {most}, got D={d}"
+    return None
+
+
+def start(request_json: str) -> Tuple[BenchJob, Dict[str, Any]]:
+    """{"op", "impls"?, "B", "H", "D", "seq_lens", "causal", "runs", "warmup"?, "features"?} ->
+    the job and the page's reply {"op", "baseline", "impls", "runs", "warmup", "seq_lens",
+    "jobs": [{"index", "impl", "shape", "causal", "flops", "dtype", "plans"}], "skipped": [{"impl",
+    "reason"}], "limits"}; ValueError says what is wrong and what is allowed. `features` are the
+    browser adapter's: kernels needing others are skipped."""
+    try:
+        request = json.loads(request_json)
+    except ValueError:
+        raise ValueError("the benchmark request must be a JSON object") from None
+    if not isinstance(request, dict):
+        raise ValueError("the benchmark request must be a JSON object")
+    op = request.get("op", "fwd")
+    if op not in bench.OPS:
+        raise ValueError(f"op must be one of {list(bench.OPS)}, got {op!r}")
+    known = bench.kernel_impls(op)
+    impls = _impls(request.get("impls"), op, known)
+    b, h, d = _int_in(request, "B"), _int_in(request, "H"), _int_in(request, "D")
+    seq_lens = _seq_lens(request.get("seq_lens", "128,256,512,1024"))
+    runs = _int_in(request, "runs", default=10)
+    warmup = _int_in(request, "warmup", default=3)
+    causal = request.get("causal", False)
+    if not isinstance(causal, bool):
+        raise ValueError(f"causal must be true or false, got {causal!r}")
+    features = request.get("features") or []
+    if not isinstance(features, list) or not all(isinstance(f, str) for f in features):
+        raise ValueError(f"features must be a list of adapter feature names, got {features!r}")
+    for s in seq_lens:
+        if b * h * s * d > MOST_ELEMENTS:
+            got = f"{b}*{h}*{s}*{d} = {b * h * s * d} at S={s}"
+            raise ValueError(f"B*H*S*D must be at most {MOST_ELEMENTS} (64 MiB per float32 tensor), got {got}")
+        if op == "probs" and b > s:
+            raise ValueError(
+                f"for probs B is the number of positions timed and must be <= every sequence length, got B={b} and S={s}"
+            )
+
+    reg = registry.load()
+    skipped, runnable = [], []
+    for impl in impls:
+        why = _skip_reason(reg.kernel(impl), features, d)
+        if why:
+            skipped.append({"impl": impl, "reason": why})
+        else:
+            runnable.append(impl)
+    items: List[BenchItem] = []
+    for s in seq_lens:
+        shape = [b, h, s, d]
+        for impl in runnable:
+            # attn_probs takes one position per plan (the count bench_plan returns)
+            plans = b if reg.kernel(impl).interface.name == "attn_probs" else 1
+            flops = bench.flops(op, shape, causal)
+            items.append(BenchItem(len(items), op, impl, shape, causal, flops, bench.dtype_of(impl), plans))
+    reply = {
+        "op": op,
+        "baseline": known[0],
+        "impls": impls,
+        "runs": runs,
+        "warmup": warmup,
+        "seq_lens": seq_lens,
+        "jobs": [vars(i) for i in items],
+        "skipped": skipped,
+        "limits": LIMITS,
+    }
+    return BenchJob(items, runs), reply
+
+
+def item(job: BenchJob, index: int) -> BenchItem:
+    """Job `index` of a benchmark; ValueError naming the allowed range."""
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(job.items):
+        raise ValueError(f"job index must be an integer in 0..{len(job.items) - 1}, got {index!r}")
+    return job.items[index]
+
+
+def job_plans(job: BenchJob, index: int) -> List[Plan]:
+    """Job `index`'s plans, built once and kept until another job's are asked for (or it is
+    recorded); ValueError when the kernel cannot build them."""
+    if job.cache is None or job.cache[0] != index:
+        it = item(job, index)
+        job.cache = None  # free the previous job's bytes first
+        job.cache = (index, bench.plans(it.impl, it.op, tuple(it.shape), it.causal))
+    return job.cache[1]
+
+
+def record(job: BenchJob, index: int, samples_json: str, timer: str, adapter: str) -> Dict[str, object]:
+    """The record of job `index` from its per-run milliseconds (every plan of a run summed), of
+    `wgattn bench --json`'s shape {op, impl, shape, causal, dtype, adapter, median_ms, tflops,
+    runs, timer}; the job's plans are dropped."""
+    it = item(job, index)
+    samples = [float(x) for x in json.loads(samples_json)]
+    if not samples or any(not np.isfinite(x) for x in samples):
+        raise ValueError(f"{it.impl}: no finite timings ({samples[:3]}...)")
+    if timer not in ("gpu", "wall"):
+        raise ValueError(f"timer must be 'gpu' or 'wall', got {timer!r}")
+    if statistics.median(samples) <= 0:
+        raise ValueError(f"{it.impl}: median time is not positive (below the timer's resolution)")
+    if job.cache is not None and job.cache[0] == index:
+        job.cache = None
+    rec = bench._record(it.op, it.impl, it.shape, it.causal, it.dtype, adapter, samples, it.flops, timer)
+    return rec.to_json()

@@ -1,0 +1,279 @@
+"""PageSession: the one object the page's JavaScript calls (static/python.js creates it), owning
+every table of the page's work in progress and freeing what it creates.
+
+Every id it hands out (a run, a grid job, a benchmark) comes from one counter. A run is freed
+when it is finished or judged (finish, grid_judge, probe_judge, bench_release) or released; a
+grid job when its last case is judged, a benchmark when its last job is recorded or skipped, and
+either when a new one starts or when it is released (the page's cancel and error paths). Only the
+last KEEP_FINISHED finished live runs stay, for their pictures. `held()` counts what is held, so
+tests can pin all this.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Dict, Optional, Type, TypeVar
+
+from .. import live, precision, registry, wire
+from ..plan import Plan
+from ..precision import ProbeReport
+from . import bench_import, bench_jobs, compare, grid
+from .tables import RUN_KINDS, BenchJob, BenchRun, Finished, GridJob, GridRun, LiveRun, ProbeRun, Run
+
+R = TypeVar("R", LiveRun, GridRun, ProbeRun, BenchRun)
+
+
+class PageSession:
+    """What the page's JS calls under Pyodide (Python 3.8, numpy 1.17); every method takes and
+    returns JSON text (or bytes for plan_bytes), and says what is wrong with a ValueError."""
+
+    KEEP_FINISHED = 16  # more than the registry's kernels: a 'run every kernel' keeps all its pictures
+
+    def __init__(self) -> None:
+        self._last_id = 0
+        self._runs: Dict[int, Run] = {}  # prepared, not yet finished, judged or released
+        self._finished: Dict[int, Finished] = {}  # in finishing order: the oldest is dropped first
+        self._grids: Dict[int, GridJob] = {}
+        self._benches: Dict[int, BenchJob] = {}
+        self.probe_report: Optional[ProbeReport] = None  # the browser's last probe: grid_judge's suspects
+
+    # --- What is held, and freeing it ------------------------------------------------------
+
+    def held(self) -> Dict[str, int]:
+        """How many of each thing the session holds: open runs by kind, grid jobs, benchmarks,
+        finished runs kept for their pictures."""
+        counts = {kind: 0 for kind in RUN_KINDS}
+        for state in self._runs.values():
+            counts[state.kind] += 1
+        counts.update(grid_jobs=len(self._grids), bench_jobs=len(self._benches), finished=len(self._finished))
+        return counts
+
+    def stats(self) -> str:
+        """`held()` as JSON (for the page and its tests)."""
+        return json.dumps(self.held())
+
+    def release(self, id_: int) -> bool:
+        """Free whatever `id_` names (a run, a finished run, a grid job and its runs, a benchmark
+        and its runs): the page's error paths call it when a run or job will not be completed.
+        Freeing what is already gone is no error (False): it may have completed meanwhile."""
+        tables = (self._runs, self._finished, self._grids, self._benches)
+        found = [t.pop(id_, None) is not None for t in tables]
+        for run, state in list(self._runs.items()):
+            if (isinstance(state, GridRun) and state.job == id_) or (isinstance(state, BenchRun) and state.bench == id_):
+                del self._runs[run]
+        return any(found)
+
+    def _new_id(self) -> int:
+        self._last_id += 1
+        return self._last_id
+
+    def _open(self, run: int) -> Run:
+        if run not in self._runs:
+            raise ValueError(f"run {run!r} is not open: it was finished, judged or released already, or never prepared")
+        return self._runs[run]
+
+    def _take(self, run: int, kind: Type[R]) -> R:
+        """Remove open run `run` of `kind` and return it (freed even when judging it then fails)."""
+        state = self._open(run)
+        if not isinstance(state, kind):
+            raise ValueError(f"run {run!r} is a {state.kind} run, not a {kind.kind} run")
+        del self._runs[run]
+        return state
+
+    # --- Any plan the browser runs: its bytes out, its read-back in --------------------------
+
+    def plan(self, run: int) -> Plan:
+        """The plan of an open run (what the browser executes; a native stand-in runs it)."""
+        return self._open(run).plan
+
+    def plan_bytes(self, run: int, buffer: str) -> bytes:
+        """The initial bytes of one buffer of a prepared plan (becomes a Uint8Array in JS)."""
+        for b in self.plan(run).buffers:
+            if b.name == buffer:
+                return b.data or b""
+        raise ValueError(f"run {run} has no buffer {buffer!r}")
+
+    def add_buffer(self, run: int, name: str, data) -> None:
+        """Store the browser's read-back bytes of one buffer (a JS Uint8Array or bytes)."""
+        state = self._open(run)
+        state.raw[name] = bytes(data.to_py()) if hasattr(data, "to_py") else bytes(data)
+
+    # --- Live runs: one kernel on one configuration, three runtimes compared ----------------
+
+    def live_schema(self) -> str:
+        """JSON {interface: [{name, type, default, choices?}]}: the live form's fields per interface."""
+        return json.dumps(live.schema())
+
+    def use_limits(self, limits_json: str) -> None:
+        """Build later plans for the browser's device: `limits_json` is webgpu.js's device limits
+        (kebab-case names) and `cpu` (a software adapter); tile shapes are then chosen to fit it
+        (wgattn.registry: the process's target, not this session's)."""
+        lim = json.loads(limits_json)
+        storage, invocations = lim["max-compute-workgroup-storage-size"], lim["max-compute-invocations-per-workgroup"]
+        registry.set_target_limits(int(storage), int(invocations), bool(lim.get("cpu")))
+
+    def prepare(self, request_json: str) -> str:
+        """{"kernel", "config"} -> JSON {"run", "plan", "digest", "config", "kernel", "interface",
+        "requires", "precision", "heads"}; ValueError on bad input. The plan's buffer bytes are
+        fetched separately with `plan_bytes` (JSON carries no bytes)."""
+        request = json.loads(request_json)
+        if not isinstance(request, dict):
+            raise ValueError("the request must be an object {kernel, config}")
+        run_ = live.build(request.get("kernel", "sdpa_arena.seed"), request.get("config"))
+        plan = run_.plan()
+        run = self._new_id()
+        self._runs[run] = LiveRun(run_, plan)
+        k = run_.kernel
+        return json.dumps(
+            {
+                "run": run,
+                "plan": plan.to_js(),
+                "digest": run_.digest,
+                "config": run_.config.to_dict(),
+                "kernel": k.id,
+                "interface": k.interface.name,
+                "requires": list(k.requires),
+                "precision": k.precision,
+                "heads": run_.config.heads,
+            }
+        )
+
+    def finish(self, run: int, browser_json: str, native_json: Optional[str]) -> str:
+        """Compare every pair of runtimes on every output (wgattn.page.compare); JSON {kernel,
+        config, pairs, runtimes, ...}. The run is kept, for its pictures, among the last
+        KEEP_FINISHED finished ones."""
+        result, done = compare.compare(run, self._take(run, LiveRun), browser_json, native_json)
+        self._finished[run] = done
+        while len(self._finished) > self.KEEP_FINISHED:
+            del self._finished[next(iter(self._finished))]
+        return json.dumps(wire.jsonable(result))
+
+    def _done(self, run: int) -> Finished:
+        if run not in self._finished:
+            raise ValueError(f"run {run!r} is not among the last {self.KEEP_FINISHED} finished runs; run it again")
+        return self._finished[run]
+
+    def heatmap(self, run: int, head: int = 0) -> str:
+        """JSON picture of query head `head`'s attention probabilities of a finished run."""
+        return json.dumps(wire.jsonable(compare.heatmap(self._done(run), head)))
+
+    def error_map(self, run: int, output: str, a: str, b: str, head: int = 0) -> str:
+        """JSON picture of |a - b| for one output and query head of a finished run."""
+        return json.dumps(wire.jsonable(compare.error_map(self._done(run), output, a, b, head)))
+
+    # --- Conformance grid: `wgattn check`'s grid, run by the browser's WebGPU --------------
+
+    def grid_start(self, request_json: str) -> str:
+        """{"interface", "source"?, "features"?} -> JSON {"job", "items": [{"kernel", "case"}],
+        "skipped": [{"kernel", "reason"}]} (wgattn.page.grid). One grid at a time: the previous
+        job, and its runs, are freed."""
+        job, skipped = grid.start(request_json)
+        for old in list(self._grids):
+            self.release(old)
+        job_id = self._new_id()
+        if job.left:  # a grid with nothing to run is finished already
+            self._grids[job_id] = job
+        items = [{"kernel": k.id, "case": c.name} for k, c in job.items]
+        return json.dumps({"job": job_id, "items": items, "skipped": skipped})
+
+    def grid_prepare(self, job: int, index: int) -> str:
+        """Plan item `index` of a job: JSON {"run", "plan"} (bytes via plan_bytes)."""
+        if job not in self._grids:
+            raise ValueError(f"grid job {job!r} is not open: every case was judged, or it was released or replaced by a new grid")
+        state = grid.item_run(job, self._grids[job], index)
+        run = self._new_id()
+        self._runs[run] = state
+        return json.dumps({"run": run, "plan": state.plan.to_js()})
+
+    def grid_judge(self, run: int, error: str = "") -> str:
+        """Judge a run the browser finished (or report its `error`): JSON rows per output. The
+        job is freed once every item is judged."""
+        state = self._take(run, GridRun)
+        try:
+            rows = grid.verdict(state, error, self.probe_report)
+        finally:
+            job = self._grids.get(state.job)
+            if job is not None:
+                job.left.discard(state.index)
+                if not job.left:
+                    del self._grids[state.job]
+        return json.dumps(wire.jsonable(rows))
+
+    # --- Precision probe: the browser's built-ins measured (wgattn.precision) -------------
+
+    def probe_prepare(self) -> str:
+        """JSON {"run", "plan"} of the precision probe (bytes via plan_bytes)."""
+        plan = precision.plan()
+        run = self._new_id()
+        self._runs[run] = ProbeRun(plan)
+        return json.dumps({"run": run, "plan": plan.to_js()})
+
+    def probe_judge(self, run: int, adapter_json: str = "{}") -> str:
+        """The probe's report from the browser's read-back: JSON {adapter, functions}; kept for
+        grid_judge's suspects."""
+        state = self._take(run, ProbeRun)
+        got = state.plan.unpack(state.raw)["got"]
+        samples = state.plan.meta["samples"]
+        assert isinstance(samples, int)
+        report: ProbeReport = {"adapter": json.loads(adapter_json or "{}"), "functions": precision.judge(got, samples)}
+        self.probe_report = report
+        return json.dumps(wire.jsonable(report))
+
+    # --- Benchmark: `wgattn bench`'s jobs timed by the browser's WebGPU ---------------------
+
+    def bench_start(self, request_json: str) -> str:
+        """The request checked and its jobs listed (wgattn.page.bench_jobs.start): JSON {"bench",
+        "op", "baseline", "impls", "runs", "warmup", "seq_lens", "jobs", "skipped", "limits"}.
+        One benchmark at a time: the previous one, and its plans, are freed."""
+        job, reply = bench_jobs.start(request_json)
+        for old in list(self._benches):
+            self.release(old)
+        bench_id = self._new_id()
+        if job.left:  # a benchmark with every impl skipped is finished already
+            self._benches[bench_id] = job
+        return json.dumps({"bench": bench_id, **reply})
+
+    def _bench(self, bench_id: int) -> BenchJob:
+        if bench_id not in self._benches:
+            raise ValueError(f"benchmark {bench_id!r} is not open: it was released or replaced by a newer benchmark")
+        return self._benches[bench_id]
+
+    def bench_plan(self, bench_id: int, index: int, plan_index: int = 0) -> str:
+        """Plan `plan_index` of job `index`: JSON {"run", "plan", "count"} (bytes via plan_bytes,
+        freed by bench_release), or {"skipped": why} when the kernel cannot build this job's plan."""
+        job = self._bench(bench_id)
+        bench_jobs.item(job, index)  # a bad index is the caller's error, not a skipped job
+        try:
+            plans = bench_jobs.job_plans(job, index)
+        except ValueError as exc:
+            self._settle(bench_id, index)
+            return json.dumps({"skipped": str(exc)})
+        if isinstance(plan_index, bool) or not isinstance(plan_index, int) or not 0 <= plan_index < len(plans):
+            raise ValueError(f"plan_index must be an integer in 0..{len(plans) - 1}, got {plan_index!r}")
+        plan = plans[plan_index]
+        run = self._new_id()
+        self._runs[run] = BenchRun(bench_id, plan)
+        return json.dumps({"run": run, "plan": plan.to_js(), "count": len(plans)})
+
+    def bench_release(self, run: int) -> None:
+        """Forget a timed plan (its bytes are on the GPU already)."""
+        self.release(run)
+
+    def bench_record(self, bench_id: int, index: int, samples_json: str, timer: str, adapter: str) -> str:
+        """The record of job `index` from its per-run milliseconds: JSON of `wgattn bench
+        --json`'s shape (wgattn.page.bench_jobs.record)."""
+        rec = bench_jobs.record(self._bench(bench_id), index, samples_json, timer, adapter)
+        self._settle(bench_id, index)
+        return json.dumps(rec)
+
+    def _settle(self, bench_id: int, index: int) -> None:
+        """Job `index` is recorded or skipped: the benchmark is freed once every job is."""
+        job = self._benches[bench_id]
+        job.left.discard(index)
+        if not job.left:
+            self.release(bench_id)
+
+    def bench_import(self, text: str) -> str:
+        """A dropped `wgattn bench --json` file's records, checked, as JSON (ValueError saying
+        what is wrong)."""
+        return json.dumps(bench_import.check(text))

@@ -1,0 +1,117 @@
+"""What a PageSession holds between the page's calls: the runs whose plans the browser is
+executing (their read-back bytes arrive one buffer at a time), the finished live runs kept for
+their pictures, and the conformance grid and benchmark jobs in progress."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Dict, List, Optional, Set, Tuple, Union
+
+import numpy as np
+
+from ..interfaces import Case, InterfaceModule
+from ..live import Live
+from ..plan import Plan
+from ..registry import Kernel
+from ..tolerance import Pair
+
+
+@dataclass
+class LiveRun:
+    """A live run (prepare) until `finish` compares its runtimes."""
+
+    kind: ClassVar[str] = "live"
+    live: Live
+    plan: Plan
+    raw: Dict[str, bytes] = field(default_factory=dict)
+
+
+@dataclass
+class GridRun:
+    """Item `index` of grid job `job` until `grid_judge` judges it."""
+
+    kind: ClassVar[str] = "grid"
+    job: int
+    index: int
+    kernel: Kernel
+    case: Case
+    plan: Plan
+    raw: Dict[str, bytes] = field(default_factory=dict)
+
+
+@dataclass
+class ProbeRun:
+    """The precision probe until `probe_judge` reports it."""
+
+    kind: ClassVar[str] = "probe"
+    plan: Plan
+    raw: Dict[str, bytes] = field(default_factory=dict)
+
+
+@dataclass
+class BenchRun:
+    """One plan of benchmark `bench`, until the page has timed it (`bench_release`)."""
+
+    kind: ClassVar[str] = "bench"
+    bench: int
+    plan: Plan
+    raw: Dict[str, bytes] = field(default_factory=dict)  # never read back: timing only
+
+
+Run = Union[LiveRun, GridRun, ProbeRun, BenchRun]
+RUN_KINDS = ("live", "grid", "probe", "bench")
+
+
+class OutputPair(Pair):
+    """One runtime pair compared on one output."""
+
+    output: str
+
+
+@dataclass
+class Finished:
+    """A finished live run: what its pictures (heatmap, error_map) need."""
+
+    live: Live
+    outputs: Dict[str, Dict[str, np.ndarray]]  # runtime -> output name -> tensor
+    pairs: List[OutputPair]
+
+
+@dataclass
+class GridJob:
+    """The conformance grid of one interface: (kernel, case) items, judged one by one."""
+
+    module: InterfaceModule  # the interface's module (wgattn.interfaces)
+    items: List[Tuple[Kernel, Case]]
+    source: Optional[str]  # pasted WGSL, or None for the registered kernels
+    left: Set[int] = field(default_factory=set)  # items not judged yet: none left frees the job
+
+    def __post_init__(self) -> None:
+        self.left = set(range(len(self.items)))
+
+
+@dataclass
+class BenchItem:
+    """One job of a benchmark: one impl at one shape (sent to the page as JSON)."""
+
+    index: int
+    op: str
+    impl: str
+    shape: List[int]  # B, H, S, D
+    causal: bool
+    flops: float
+    dtype: str
+    plans: int  # plans per timed run (attn_probs takes one position per plan)
+
+
+@dataclass
+class BenchJob:
+    """A benchmark's jobs; the plans of the job being timed are kept until it is recorded."""
+
+    items: List[BenchItem]
+    runs: int
+    cache: Optional[Tuple[int, List[Plan]]] = None  # (job index, its plans)
+    left: Set[int] = field(default_factory=set)  # jobs neither recorded nor skipped: none left frees it
+
+    def __post_init__(self) -> None:
+        self.left = set(range(len(self.items)))
