@@ -24,7 +24,7 @@ from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "e2e"))
-from conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402  (the e2e tests' browser settings)
+from pagetools import CHROMIUM, CHROMIUM_ARGS  # noqa: E402  (the e2e tests' browser settings)
 
 
 def _port() -> int:

@@ -4,7 +4,7 @@ against sequence length; bad input gets a visible message and status error."""
 
 import math
 
-from conftest import in_progress, wait_for_status
+from pagetools import in_progress, wait_for_status
 from wgattn import bench, registry
 
 SEQ_LENS = [64, 128]

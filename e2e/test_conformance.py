@@ -4,7 +4,7 @@ compile gets a visible message."""
 
 import pytest
 
-from conftest import in_progress, wait_for_status
+from pagetools import in_progress, wait_for_status
 from wgattn import registry
 
 REG = registry.load()

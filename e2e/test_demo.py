@@ -3,7 +3,7 @@ server's native wgpu-py must all agree, with no console error."""
 
 import pytest
 
-from conftest import wait_for_status
+from pagetools import wait_for_status
 
 
 def _run(page, url):

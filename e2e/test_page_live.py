@@ -11,7 +11,7 @@ import os
 import pytest
 from png import colours
 
-from conftest import ROOT, in_progress, wait_for_status
+from pagetools import ROOT, in_progress, wait_for_status
 from wgattn import pictures, registry
 from wgattn.interfaces import flash_fwd, module
 

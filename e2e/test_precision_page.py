@@ -1,7 +1,7 @@
 """Issue 11 in the browser: the page measures its WebGPU built-ins (the precision probe) and shows
 them beside the server's; a failing conformance case is localised (likely class, worst elements)."""
 
-from conftest import wait_for_status
+from pagetools import wait_for_status
 from wgattn import precision, registry
 
 

@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 
-from conftest import ROOT, wait_for_status
+from pagetools import ROOT, wait_for_status
 
 
 def _collected(*paths):

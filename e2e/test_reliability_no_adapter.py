@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import serve, wait_for_status
+from pagetools import serve, wait_for_status
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from helpers import needs_features
 
+from helpers import needs_features
 from wgattn import conformance, registry
 from wgattn.interfaces import flash_fwd, module
 from wgattn.wgsl import preprocess

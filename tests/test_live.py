@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from helpers import needs_features
 
 from app import main
+from helpers import needs_features
 from wgattn import live, pictures, registry
 from wgattn.interfaces import module
 from wgattn.page import PageSession

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import failures, needs_features
 
+from helpers import failures, needs_features
 from wgattn import conformance, reference, registry
 from wgattn.interfaces import Case
 from wgattn.interfaces import attn_probs_batched as apb

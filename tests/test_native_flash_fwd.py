@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import failures, needs_features
 
+from helpers import failures, needs_features
 from wgattn import conformance, native, reference, registry
 from wgattn.interfaces import flash_fwd
 

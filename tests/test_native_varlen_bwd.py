@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import failures
 
+from helpers import failures
 from wgattn import conformance, registry
 from wgattn.interfaces import varlen_bwd
 

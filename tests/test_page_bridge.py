@@ -4,8 +4,8 @@ native runtime standing in for the browser: prepare -> run plan -> add_buffer ->
 import json
 
 import pytest
-from helpers import browser_stand_in
 
+from helpers import browser_stand_in
 from wgattn import wire
 from wgattn.cases import SdpaCase
 from wgattn.page import PageSession

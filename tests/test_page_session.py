@@ -6,8 +6,8 @@ naming it."""
 import json
 
 import pytest
-from helpers import browser_stand_in
 
+from helpers import browser_stand_in
 from wgattn.page import PageSession
 
 NOTHING = {"live": 0, "grid": 0, "probe": 0, "bench": 0, "grid_jobs": 0, "bench_jobs": 0, "finished": 0}

@@ -50,3 +50,17 @@ def test_no_order_dependent_names_and_no_copied_helpers():
         assert "def test_zz" not in text, f"{path.name}: a test named to run last"
         for helper in ("def _needs(", "def _failures("):
             assert helper not in text, f"{path.name} copies {helper[4:-1]}: use tests/helpers.py"
+
+
+def test_nothing_imports_a_conftest():
+    """Three conftest.py files (root, tests/, e2e/) share one module name: `from conftest import`
+    gets whichever sys.path finds first. Shared code lives in tests/helpers.py and e2e/pagetools.py."""
+    files = [*TESTS.glob("*.py"), *(ROOT / "e2e").glob("*.py"), *(ROOT / "bench").glob("*.py"), ROOT / "conftest.py"]
+    for path in files:
+        if path.name == Path(__file__).name:
+            continue
+        for line in path.read_text().splitlines():
+            words = line.split()
+            assert not (words[:1] in (["import"], ["from"]) and len(words) > 1 and words[1].split(".")[-1] == "conftest"), (
+                f"{path.relative_to(ROOT)} imports a conftest: {line.strip()}"
+            )

@@ -5,6 +5,7 @@ import pytest
 
 from wgattn import wire
 from wgattn.cases import SdpaCase, digest
+from wgattn.interfaces import sdpa_arena
 
 
 @pytest.mark.parametrize(
@@ -49,7 +50,18 @@ def test_padding_mask_keeps_half_of_the_first_sequence():
     assert inputs["mask"].shape == (4, 1, 1, 10) and inputs["mask"][0].sum() >= 5
 
 
-def test_layouts_are_transposes():
-    a = SdpaCase(layout="bhsd", seed=2).inputs()
-    assert a["q"].shape == (1, 4, 128, 64)
-    assert SdpaCase(layout="bshd", seed=2).inputs()["q"].shape == (1, 128, 4, 64)
+@pytest.mark.parametrize("mask", ["causal", "padding"])
+def test_layouts_are_transposes(mask):
+    """A seed is one problem in either layout: bshd's tensors are bhsd's transposed (values, not only
+    shapes), the mask is the same, and so is the reference's output, transposed back."""
+    kw = dict(batch=2, heads=3, seq_q=5, seq_k=7, head_dim=4, mask=mask, seed=2)
+    a, b = SdpaCase(layout="bhsd", **kw), SdpaCase(layout="bshd", **kw)
+    ia, ib = a.inputs(), b.inputs()
+    assert ia["q"].shape == (2, 3, 5, 4) and ib["q"].shape == (2, 5, 3, 4)
+    for name in ("q", "k", "v"):
+        np.testing.assert_array_equal(ib[name], ia[name].transpose(0, 2, 1, 3))
+        assert ib[name].flags.c_contiguous
+    np.testing.assert_array_equal(ia["mask"], ib["mask"])
+    out_a = sdpa_arena.reference(a.to_case())["out"]
+    out_b = sdpa_arena.reference(b.to_case())["out"]
+    np.testing.assert_array_equal(out_b, out_a.transpose(0, 2, 1, 3))

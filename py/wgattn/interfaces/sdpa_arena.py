@@ -369,11 +369,13 @@ class SdpaCase:
 
     def inputs(self) -> Dict[str, Optional[np.ndarray]]:
         """q, k, v (float32, standard normal) and, for mask "padding", a key mask [B,1,1,Sk]
-        keeping a random prefix of each sequence (batch 1 onwards may keep none: empty rows)."""
+        keeping a random prefix of each sequence (batch 1 onwards may keep none: empty rows).
+        Drawn in bhsd order, so a seed is the same problem in either layout (bshd: transposed)."""
         rs = np.random.RandomState(self.seed)
-        q = rs.standard_normal(self.shape(self.seq_q)).astype(np.float32)
-        k = rs.standard_normal(self.shape(self.seq_k)).astype(np.float32)
-        v = rs.standard_normal(self.shape(self.seq_k)).astype(np.float32)
+        b, h, d = self.batch, self.heads, self.head_dim
+        q, k, v = (rs.standard_normal((b, h, s, d)).astype(np.float32) for s in (self.seq_q, self.seq_k, self.seq_k))
+        if self.layout == "bshd":
+            q, k, v = (np.ascontiguousarray(t.transpose(0, 2, 1, 3)) for t in (q, k, v))
         mask = None
         if self.mask == "padding":
             keep = rs.randint(0, self.seq_k + 1, size=self.batch)
