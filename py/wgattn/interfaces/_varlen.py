@@ -54,6 +54,28 @@ def options(options: Mapping[str, Option], head_dim: int) -> Tuple[int, int, int
     return o.left, o.right, int(o.causal_align == "top_left"), o.softcap, o.scale
 
 
+def params(q: np.ndarray, k: np.ndarray, cu_q: np.ndarray, opts: Mapping[str, Option]) -> Dict[str, float]:
+    """The Params fields flash_fwd and varlen_bwd share: sizes, the checked options (`options`),
+    and the window clipped (`clip_window`)."""
+    total_q, hq, d = q.shape
+    total_k, hkv, _ = k.shape
+    left, right, top_left, softcap, scale = options(opts, d)
+    left, right = clip_window(left, right, total_q, total_k)
+    return {
+        "total_q": int(total_q),
+        "total_k": int(total_k),
+        "heads_q": int(hq),
+        "heads_kv": int(hkv),
+        "head_dim": int(d),
+        "batch_size": int(cu_q.shape[0] - 1),
+        "window_left": left,
+        "window_right": right,
+        "align_top_left": top_left,
+        "softcap": softcap,
+        "scale": scale,
+    }
+
+
 def clip_window(left: int, right: int, total_q: int, total_k: int):
     """A bound of total_q + total_k or more excludes nothing (|i + offset - j| < total_q + total_k):
     make it -1, which keeps the kernels' i32 index arithmetic far from overflow."""

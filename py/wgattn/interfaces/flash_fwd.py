@@ -22,7 +22,7 @@ from .. import reference as _reference
 from ..plan import Buffer, Output, Plan
 from ..registry import Kernel
 from . import Case, Option
-from ._varlen import DEFAULT_OPTIONS, SOFTCAP_SPECS, Spec, clip_window, qkv, random_packed
+from ._varlen import DEFAULT_OPTIONS, SOFTCAP_SPECS, Spec, params, qkv, random_packed
 from ._varlen import options as check_options
 from .sdpa_arena import near_tie_big_scores
 
@@ -55,23 +55,8 @@ def plan(
     causal_align."""
     q, k, v, cu_q, cu_k = _arrays(case.inputs)
     total_q, hq, d = q.shape
-    total_k, hkv, _ = k.shape
-    left, right, top_left, softcap, scale = check_options(case.options, d)
-    left, right = clip_window(left, right, total_q, total_k)
-    values: Dict[str, float] = {
-        "total_q": int(total_q),
-        "total_k": int(total_k),
-        "heads_q": int(hq),
-        "heads_kv": int(hkv),
-        "head_dim": int(d),
-        "batch_size": int(cu_q.shape[0] - 1),
-        "window_left": left,
-        "window_right": right,
-        "align_top_left": top_left,
-        "softcap": softcap,
-        "scale": scale,
-        "max_seqlen_q": int(np.diff(cu_q).max()) if cu_q.shape[0] > 1 else 0,
-    }
+    values = params(q, k, cu_q, case.options)
+    values["max_seqlen_q"] = int(np.diff(cu_q).max()) if cu_q.shape[0] > 1 else 0
     iface = kernel.interface
     data = {"q": q, "k": k, "v": v, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}
     buffers = [Buffer(name, arr.nbytes, "storage", arr.tobytes()) for name, arr in data.items()]

@@ -24,7 +24,7 @@ from .. import reference as _reference
 from ..plan import Buffer, Output, Plan
 from ..registry import Kernel
 from . import Case, Option
-from ._varlen import CAUSAL_ALIGNS, DEFAULT_OPTIONS, SOFTCAP_SPECS, Spec, clip_window, float3, qkv, random_packed
+from ._varlen import CAUSAL_ALIGNS, DEFAULT_OPTIONS, SOFTCAP_SPECS, Spec, float3, params, qkv, random_packed
 from ._varlen import options as check_options
 
 if TYPE_CHECKING:  # numpy.typing is newer than the page's numpy 1.17: for annotations only
@@ -79,23 +79,8 @@ def plan(
     q, k, v, out, dout, lse, cu_q, cu_k = _arrays(case.inputs)
     total_q, hq, d = q.shape
     total_k, hkv, _ = k.shape
-    left, right, top_left, softcap, scale = check_options(case.options, d)
-    left, right = clip_window(left, right, total_q, total_k)
-
     stats = np.concatenate([lse.ravel(), np.zeros(total_q * hq, dtype=np.float32)])
-    values: Dict[str, float] = {
-        "total_q": int(total_q),
-        "total_k": int(total_k),
-        "heads_q": int(hq),
-        "heads_kv": int(hkv),
-        "head_dim": int(d),
-        "batch_size": int(cu_q.shape[0] - 1),
-        "window_left": left,
-        "window_right": right,
-        "align_top_left": top_left,
-        "softcap": softcap,
-        "scale": scale,
-    }
+    values = params(q, k, cu_q, case.options)
     iface = kernel.interface
     data = {"q": q, "k": k, "v": v, "out": out, "dout": dout, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k, "stats": stats}
     buffers = [Buffer(name, arr.nbytes, "storage", arr.tobytes()) for name, arr in data.items()]
