@@ -98,6 +98,15 @@ def test_bad_config_is_422_with_a_reason(config, expected):
     assert expected in r.text
 
 
+def test_a_config_of_another_interface_says_which_interface_the_kernel_takes():
+    """sdpa_arena's whole configuration sent with a flash_fwd kernel: one 422 that names both
+    interfaces and the kernel's fields (it was a bare list of the fields it did not know)."""
+    r = client.post("/api/run", json={"kernel": "flash_fwd.tiled", "config": SMALL})
+    assert r.status_code == 422
+    detail = r.json()["detail"]
+    assert "for flash_fwd; they are fields of the configuration of sdpa_arena, not of flash_fwd; its fields: [" in detail
+
+
 def test_bad_inputs_are_422_with_a_reason():
     case = SdpaCase(**SMALL)
     good = {k: wire.encode(v) for k, v in case.inputs().items() if v is not None}

@@ -159,7 +159,17 @@ def test_large_pictures_are_pooled_keeping_a_single_bad_element():
 @pytest.mark.parametrize(
     "kernel, config, expected",
     [
-        ("flash_fwd.tiled", {"mask": "causal"}, "unknown config field(s) ['mask'] for flash_fwd"),
+        (
+            "flash_fwd.tiled",
+            {"mask": "causal"},
+            "['mask'] for flash_fwd; they are fields of the configuration of sdpa_arena, not of flash_fwd",
+        ),
+        (
+            "sdpa_arena.seed",
+            {"heads_kv": 2, "window_left": 3},
+            "for sdpa_arena; they are fields of the configuration of flash_fwd, varlen_bwd, varlen_fwd, not of sdpa_arena",
+        ),
+        ("flash_fwd.tiled", {"mask": "causal", "heads_kv": 2}, "unknown config field(s) ['mask'] for flash_fwd; its fields: ["),
         ("varlen_fwd.seed", {"heads_kv": 2}, "heads_kv does not apply to varlen_fwd"),
         ("varlen_fwd.seed", {"window_left": 3}, "window_left does not apply to varlen_fwd"),
         (

@@ -300,7 +300,12 @@ def make_config(interface: str, config: Optional[Mapping[str, object]]):
     known = [f.name for f in fields(cls)]
     unknown = sorted(set(config) - set(known))
     if unknown:
-        raise ValueError(f"unknown config field(s) {unknown} for {interface}; its fields: {settable}")
+        # A whole configuration of another family (e.g. sdpa_arena's for a flash_fwd kernel): say so
+        others = sorted(
+            {name for name, (c, _, _) in FAMILIES.items() if c is not cls and set(config) <= {f.name for f in fields(c)}}
+        )
+        which = f"; they are fields of the configuration of {', '.join(others)}, not of {interface}" if others else ""
+        raise ValueError(f"unknown config field(s) {unknown} for {interface}{which}; its fields: {settable}")
     values = dict(defaults)
     for name, value in config.items():
         if name not in settable and value != values.get(name, getattr(cls, name, None)):
