@@ -4,6 +4,7 @@ benchmark figure, never asserted here."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -92,3 +93,15 @@ def test_one_mode(native_runtime, capsys):
     )
     records = json.loads(capsys.readouterr().out)
     assert [(r["impl"], r["mode"]) for r in records] == [("flash_fwd.blocked", "checked"), ("flash_fwd.tiled", "checked")]
+
+
+def test_a_records_dtype_is_the_kernels_registered_precision(monkeypatch):
+    """Not its name's suffix: a record's dtype is the manifest's precision."""
+    for kernel in registry.load().kernels.values():
+        assert bench.dtype_of(kernel.id) == kernel.precision
+    assert bench.dtype_of("torch") == bench.dtype_of("numpy") == "f32"
+    # an f16 kernel whose name does not end in f16 (and the other way round)
+    reg = registry.load()
+    swapped = {k.id: dataclasses.replace(k, precision="f16" if k.precision == "f32" else "f32") for k in reg.kernels.values()}
+    monkeypatch.setattr(registry, "load", lambda *a, **kw: dataclasses.replace(reg, kernels=swapped))
+    assert bench.dtype_of("flash_fwd.tiled") == "f16" and bench.dtype_of("flash_fwd.tiled_f16") == "f32"
