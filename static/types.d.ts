@@ -1,7 +1,7 @@
 // What the page's modules get from outside themselves, for the type checker (tsconfig.json): the
-// Pyodide runtime that /pyodide/pyodide.js defines, the wgattn.page module it hands back as a proxy,
-// and what the page publishes on window for the tests. These are declarations the checker trusts:
-// the Python side (py/wgattn/page.py) is not checked against them, so keep them in step with it.
+// Pyodide runtime that /pyodide/pyodide.js defines, the wgattn.page session it hands back as a proxy,
+// and what the page publishes on window for the tests. These are declarations the checker trusts;
+// tests/test_page_types.py holds WgattnPage's methods and parameters to wgattn.page.PageSession's.
 
 /** A Python object seen from JavaScript (Pyodide 0.17): copied out with toJs(), freed with destroy(). */
 interface PyProxy<T = unknown> {
@@ -21,7 +21,8 @@ interface Pyodide {
 /** Defined by /pyodide/pyodide.js once python.js has loaded it; absent before. */
 declare var loadPyodide: ((options: { indexURL: string }) => Promise<Pyodide>) | undefined;
 
-/** The wgattn.page module under Pyodide (py/wgattn/page.py): JSON in, JSON out; runs are numbered. */
+/** The page's wgattn.page.PageSession under Pyodide (py/wgattn/page/session.py): JSON in, JSON out;
+ * runs and jobs are numbered, and the session frees each when it completes or is released. */
 interface WgattnPage {
   live_schema(): string;
   prepare(request_json: string): string;
