@@ -1,12 +1,15 @@
-"""The JSON API: list kernels, describe the native adapter, run a kernel natively."""
+"""The JSON API: list kernels, describe the native adapter, run a kernel natively, report health."""
 
-from fastapi import APIRouter, HTTPException
+import anyio
+from fastapi import APIRouter, HTTPException, Request
+from starlette.concurrency import run_in_threadpool
 
 from wgattn import live, registry, wire
 
-from . import native_service
+from .connections import open_connections
 from .errors import RESPONSES
 from .json_body import JSONBodyRoute
+from .native_service import POLL_S, Abandoned, Busy, NativeService
 from .schemas import RunRequest, RunResponse
 
 # Every route reads its body through JSONBodyRoute and documents the errors of app/errors.py.
@@ -37,49 +40,93 @@ def kernels():
     }
 
 
+def service(request: Request) -> NativeService:
+    """The app's native service (create_app puts it in app.state)."""
+    return request.app.state.native
+
+
+@router.get("/health")
+def health(request: Request):
+    """Whether the server answers, with its run queue and compiled-pipeline cache (entries, the
+    bound, hits, misses, evictions; null until the first native run creates the runtime) and
+    its open connections (under uvicorn; null otherwise)."""
+    return dict(service(request).stats(), connections=open_connections())
+
+
 @router.get("/adapter")
-def adapter():
+async def adapter(request: Request):
     """The native (wgpu-py) adapter, with its precision probe (wgattn.precision: the error of
     each built-in the kernels use), or 503 saying why there is none."""
-    info = native_service.adapter_info()
+    native = service(request)
+    info = await native.adapter_info()
     if "error" in info:
         raise HTTPException(status_code=503, detail=info["error"])
     try:  # measured once per runtime, on the native worker (the first call waits for it)
-        precision = native_service.run_locked(lambda rt: rt.precision())
-    except native_service.Busy:  # a full queue holds up runs, not the adapter's description
+        precision = await native.run(lambda rt, stop: rt.precision(), request.is_disconnected)
+    except Busy:  # a full queue holds up runs, not the adapter's description
         precision = None
     return dict(info, precision=wire.jsonable(precision))
 
 
-@router.post("/run", response_model=RunResponse)
-def run(request: RunRequest):
-    """Run any registered kernel natively with wgpu-py on a seeded configuration (wgattn.live, the
-    page builds the identical case) and return its outputs (base64), the input digest and timings.
-    Runs are queued (503 + Retry-After when the queue is full) and time-limited (504)."""
+def _prepare(body: RunRequest):
+    """The live run and its plan (CPU work: drawing the seeded tensors), or HTTPException."""
     try:
-        kernel = registry.load().kernel(request.kernel)
+        kernel = registry.load().kernel(body.kernel)
     except ValueError as exc:
         raise HTTPException(status_code=404, detail=str(exc)) from None
     try:
         tensors = None
-        if request.inputs is not None:
-            tensors = {name: t.array(name) for name, t in request.inputs.items()}
-        run_ = live.build(kernel.id, request.config, tensors)
-        plan = run_.plan()
+        if body.inputs is not None:
+            tensors = {name: t.array(name) for name, t in body.inputs.items()}
+        run_ = live.build(kernel.id, body.config, tensors)
+        return run_, run_.plan()
     except ValueError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from None
-    info = native_service.adapter_info()
-    if "error" in info:
-        raise HTTPException(status_code=503, detail=info["error"])
+
+
+async def _prepared(body: RunRequest, request: Request):
+    """`_prepare` on a worker thread once one of the app's drawing slots is free (drawing a large
+    case's inputs takes a core for a second: `app.state.drawing` allows one per core, in arrival
+    order). A request whose client leaves before its turn is dropped without costing any."""
+    slots: anyio.CapacityLimiter = request.app.state.drawing
+    while True:
+        with anyio.move_on_after(POLL_S):
+            await slots.acquire()
+            break
+        if await request.is_disconnected():
+            raise Abandoned("dropped before its inputs were drawn")
     try:
-        result = native_service.run_locked(lambda rt: rt.run(plan))
-    except ValueError as exc:  # does not fit this adapter, or does not compile
-        raise HTTPException(status_code=422, detail=str(exc)) from None
+        if await request.is_disconnected():
+            raise Abandoned("dropped before its inputs were drawn")
+        return await run_in_threadpool(_prepare, body)
+    finally:
+        slots.release()
+
+
+def _answer(run_, info, result) -> dict:
     return {
-        "kernel": kernel.id,
+        "kernel": run_.kernel.id,
         "config": run_.config.to_dict(),
         "adapter": info,
         "digest": run_.digest,
         "outputs": {name: wire.encode(arr) for name, arr in result.outputs.items()},
         "timings": result.timings,
     }
+
+
+@router.post("/run", response_model=RunResponse)
+async def run(body: RunRequest, request: Request):
+    """Run any registered kernel natively with wgpu-py on a seeded configuration (wgattn.live, the
+    page builds the identical case) and return its outputs (base64), the input digest and timings.
+    Runs are queued (503 + Retry-After when the queue is full) and time-limited (504); a run
+    whose client leaves is dropped, or stopped at its next dispatch."""
+    run_, plan = await _prepared(body, request)
+    native = service(request)
+    info = await native.adapter_info()
+    if "error" in info:
+        raise HTTPException(status_code=503, detail=info["error"])
+    try:
+        result = await native.run(lambda rt, stop: rt.run(plan, between=stop), request.is_disconnected)
+    except ValueError as exc:  # does not fit this adapter, or does not compile
+        raise HTTPException(status_code=422, detail=str(exc)) from None
+    return await run_in_threadpool(_answer, run_, info, result)

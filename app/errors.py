@@ -2,9 +2,12 @@
 document for every status the API can answer with) and the exception handlers that produce it.
 
 An error body is `{"detail": str}`, or for a body that fails validation `{"detail": [{loc, msg,
-type}, ...]}`. Bodies never echo the client's input back (a NaN or a 50 MB array in the input
-must not become a 500 or a 50 MB answer), and never carry a stack trace or a file path: an
-unexpected exception is logged here and answered with a plain 500.
+type}, ...]}`. Bodies never echo the client's input back whole (a NaN or a 50 MB array in the
+input must not become a 500 or a 50 MB answer): validation items carry no `input`, and every
+text that may quote the client (a detail naming an unknown field, a 20 MB mask string, a path
+into the body) is cut to `MAX_ECHO` characters by `clip`, keeping both ends. Bodies never carry
+a stack trace or a file path: an unexpected exception is logged here and answered with a plain
+500. A client that leaves before its answer gets none; AbandonedLog logs it.
 """
 
 import logging
@@ -16,14 +19,29 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
+from starlette.responses import Response
 
 from wgattn.native import AdapterError
 
 from . import limits, native_service, security
 
-__all__ = ["ErrorBody", "RESPONSES", "install"]
+__all__ = ["ErrorBody", "RESPONSES", "MAX_ECHO", "clip", "install"]
 
 log = logging.getLogger("wgattn.app")
+
+MAX_ECHO = 1000  # characters of any one text of an error body
+LOC_ECHO = 64  # characters of one step of a validation item's path (a key the client chose)
+
+
+def clip(text: str, limit: int = MAX_ECHO) -> str:
+    """`text`, or its first and last parts around a note of how much was cut (the end of a
+    message often says what is allowed)."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 4
+    note = f" ... [{len(text) - limit} characters cut] ... "
+    return text[: limit - tail - len(note)] + note + text[-tail:]
 
 
 class ValidationErrorItem(BaseModel):
@@ -48,6 +66,7 @@ def _doc(description: str) -> dict:
 RESPONSES = {
     400: _doc("the body could not be read"),
     404: _doc("unknown kernel or path"),
+    408: _doc(f"the body did not all arrive within {limits.BODY_TIMEOUT_S:g} s of the request head"),
     413: _doc(f"the body is over the limit ({limits.MAX_BODY_BYTES} bytes), refused before parsing"),
     415: _doc("the body is not application/json"),
     422: _doc("the body is not valid JSON, or fails validation (a list of items) or the kernel's checks"),
@@ -65,8 +84,8 @@ def _items(exc: RequestValidationError) -> list:
             msg = f"{msg}: {error}"
         items.append(
             {
-                "loc": [x if isinstance(x, (str, int)) else str(x) for x in e.get("loc", ())],
-                "msg": msg,
+                "loc": [x if isinstance(x, int) else clip(str(x), LOC_ECHO) for x in e.get("loc", ())],
+                "msg": clip(msg),
                 "type": str(e.get("type", "")),
             }
         )
@@ -89,7 +108,19 @@ def install(app: FastAPI) -> None:
         # A 503 from a route ("no adapter") also says when to ask again.
         if exc.status_code == 503 and not (exc.headers or {}).get("Retry-After"):
             exc.headers = {**(exc.headers or {}), "Retry-After": str(native_service.ADAPTER_RETRY_S)}
+        if isinstance(exc.detail, str):
+            exc.detail = clip(exc.detail)
         return await http_exception_handler(request, exc)
+
+    @app.exception_handler(ClientDisconnect)
+    async def left_while_sending(request: Request, exc: ClientDisconnect):
+        request.state.abandoned = "it left while sending its body"
+        return Response(status_code=499)  # to nobody: uvicorn drops it; AbandonedLog logs the request
+
+    @app.exception_handler(native_service.Abandoned)
+    async def left_while_waiting(request: Request, exc: native_service.Abandoned):
+        request.state.abandoned = str(exc)
+        return Response(status_code=499)
 
     @app.exception_handler(native_service.Busy)
     async def busy(request: Request, exc: native_service.Busy):

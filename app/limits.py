@@ -12,18 +12,49 @@
   refused with 503 and Retry-After instead of piling up.
 - WGATTN_RUN_TIMEOUT_S: a run (not its wait in the queue) that takes longer is abandoned and
   the client gets 504; the runtime is replaced so that the next run does not wait behind it.
+
+Connections (app/connections.py applies these to uvicorn's HTTP protocol):
+- WGATTN_MAX_CONNECTIONS: connections held open at once (at most the process's file-descriptor
+  limit less `FD_RESERVE`). A new connection over it closes the one idle longest (no request in
+  progress: nothing sent yet, half a request head, or kept alive after a response); when every
+  connection has a request in progress, the new one gets 503 + Retry-After and is closed.
+- WGATTN_HEAD_TIMEOUT_S: a connection must deliver a whole request head this soon after it
+  opens (or after its previous response); else 408 (when it sent part of one) and closed.
+  uvicorn's keep-alive timeout (5 s) closes a silent kept-alive connection sooner.
+- WGATTN_BODY_TIMEOUT_S: a request's whole body must arrive this soon after its head; else 408
+  and the connection is closed (`BodyLimit`), also for a body shorter than its Content-Length.
+- WGATTN_SHUTDOWN_S: on SIGTERM, in-flight requests get this long (uvicorn's graceful shutdown
+  timeout), then are cancelled; a native run still on the device gets as long again to stop
+  between dispatches before the process exits without it.
+- WGATTN_ALLOWED_HOSTS: comma-separated Host names served (Starlette's TrustedHostMiddleware:
+  `*.example.com` patterns, `*` for any); default the loopback names, so that a page on another
+  site cannot drive the API through DNS rebinding. Add the name clients use when deploying.
 """
 
 import math
 import os
 
+import anyio
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 
 from wgattn.cases import MAX_ELEMENTS
 
-__all__ = ["MAX_BODY_BYTES", "MAX_JSON_VALUES", "RUN_QUEUE", "RUN_TIMEOUT_S", "RETRY_AFTER_S", "THREADS", "BodyLimit"]
+__all__ = [
+    "MAX_BODY_BYTES",
+    "MAX_JSON_VALUES",
+    "RUN_QUEUE",
+    "RUN_TIMEOUT_S",
+    "RETRY_AFTER_S",
+    "MAX_CONNECTIONS",
+    "FD_RESERVE",
+    "HEAD_TIMEOUT_S",
+    "BODY_TIMEOUT_S",
+    "SHUTDOWN_S",
+    "ALLOWED_HOSTS",
+    "BodyLimit",
+]
 
 
 def _env(name: str, default, kind=int, minimum=1):
@@ -45,14 +76,19 @@ MAX_JSON_VALUES = _env("WGATTN_MAX_JSON_VALUES", 10_000)
 RUN_QUEUE = _env("WGATTN_RUN_QUEUE", 64)
 RUN_TIMEOUT_S = _env("WGATTN_RUN_TIMEOUT_S", 120.0, float, minimum=0.001)
 RETRY_AFTER_S = 1
-# Admitted runs wait on worker threads; the thread pool gets room for all of them on top of its
-# default 40, so that a full queue never starves the page, the static files or /api/kernels.
-THREADS = 40 + RUN_QUEUE
+MAX_CONNECTIONS = _env("WGATTN_MAX_CONNECTIONS", 1000)
+FD_RESERVE = 64  # descriptors kept for everything but client sockets: files served, the driver, logs
+HEAD_TIMEOUT_S = _env("WGATTN_HEAD_TIMEOUT_S", 10.0, float, minimum=0.01)
+BODY_TIMEOUT_S = _env("WGATTN_BODY_TIMEOUT_S", 30.0, float, minimum=0.01)
+SHUTDOWN_S = _env("WGATTN_SHUTDOWN_S", 10.0, float, minimum=0.01)
+ALLOWED_HOSTS = [h.strip() for h in os.environ.get("WGATTN_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()]
 
 
 class BodyLimit:
     """ASGI middleware: 413 with a JSON detail for a body over `max_bytes` (default
-    MAX_BODY_BYTES, read at each request), before the route reads or parses any of it."""
+    MAX_BODY_BYTES, read at each request), before the route reads or parses any of it; 408 when
+    the body has not all arrived BODY_TIMEOUT_S after the head (a client that sends less than
+    its Content-Length, or trickles it, no longer holds a request open for ever)."""
 
     def __init__(self, app, max_bytes=None):
         self.app = app
@@ -67,12 +103,24 @@ class BodyLimit:
         if declared.isdigit() and int(declared) > limit:
             return await JSONResponse({"detail": detail}, status_code=413)(scope, receive, send)
         received = 0
+        deadline = anyio.current_time() + BODY_TIMEOUT_S
+        complete = False
 
         async def limited_receive():
-            nonlocal received
-            message = await receive()
+            nonlocal received, complete
+            if complete:  # later calls wait for the client to leave: no deadline on that
+                return await receive()
+            with anyio.move_on_after(deadline - anyio.current_time()) as waited:
+                message = await receive()
+            if waited.cancelled_caught:  # raised into the route's body read: a JSON 408
+                raise HTTPException(
+                    status_code=408,
+                    detail=f"Request Timeout: the body did not arrive within {BODY_TIMEOUT_S:g} s of the request head",
+                    headers={"Connection": "close"},
+                )
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
+                complete = not message.get("more_body", False)
                 if received > limit:  # raised into the route's body read: a JSON 413
                     raise HTTPException(status_code=413, detail=detail)
             return message

@@ -1,10 +1,17 @@
 """Request and response bodies of the JSON API (pydantic validates; errors become 422 JSON)."""
 
-from typing import Any, Dict, List, Literal, Optional
+import math
+from typing import Annotated, Any, Dict, List, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from wgattn import live, wire
+from wgattn.cases import MAX_ELEMENTS
+
+# A name the client chooses (a config field, an input): every real one is a short identifier.
+Name = Annotated[str, StringConstraints(max_length=64)]
+# The base64 of the largest tensor a case may have (MAX_ELEMENTS 4-byte values).
+MAX_DATA_CHARS = 4 * math.ceil(4 * MAX_ELEMENTS / 3)
 
 _CONFIG_DOC = (
     "The seeded configuration, by the kernel's interface (wgattn.live; unknown fields and fields "
@@ -18,8 +25,8 @@ class Tensor(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     dtype: Literal["float32", "int32", "bool"]
-    shape: List[int]
-    data: str
+    shape: List[int] = Field(max_length=8)
+    data: str = Field(max_length=MAX_DATA_CHARS)
 
     def array(self, name: str):
         return wire.decode(self.model_dump(), name)
@@ -30,9 +37,10 @@ class RunRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     kernel: str = Field("sdpa_arena.seed", max_length=200, description="a registered kernel id (GET /api/kernels)")
-    config: Dict[str, Any] = Field(default_factory=dict, description=_CONFIG_DOC)
-    inputs: Optional[Dict[str, Tensor]] = Field(
+    config: Dict[Name, Any] = Field(default_factory=dict, max_length=32, description=_CONFIG_DOC)
+    inputs: Optional[Dict[Name, Tensor]] = Field(
         None,
+        max_length=8,
         description="the float tensors the configuration draws, in its shapes (sdpa_arena: q, k, v "
         "and mask for padding; varlen: q, k, v, dout; probs: q, k_hist); default: seeded",
     )

@@ -1,16 +1,22 @@
 """The FastAPI application: the page, its static files, the WGSL files as they are, Pyodide, the
-wgattn wheel the page installs with micropip, and the JSON API; with the limits, error handlers and
-security headers of docs/reliability.md."""
+wgattn wheel the page installs with micropip, and the JSON API; with the limits, error handlers,
+security headers and connection bounds of docs/reliability.md."""
 
+import os
 from contextlib import asynccontextmanager
 
-import anyio.to_thread
+import anyio
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from . import errors, limits
 from .api import router
+from .connections import adopt_server
+from .middleware import AbandonedLog, HeadAsGet
+from .native_service import NativeService
 from .paths import PYODIDE, ROOT, SHADERS, STATIC, TESTS, WHEELS
 from .security import SecurityHeaders
 
@@ -38,19 +44,35 @@ def _relative(path) -> str:
         return path.name
 
 
+class App(FastAPI):
+    """FastAPI that, as it starts under uvicorn, gives uvicorn the connection bounds of
+    app/connections.py: its lifespan's first call is the one moment the app holds uvicorn's
+    `receive`, before FastAPI wraps it."""
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "lifespan":
+            adopt_server(receive)
+        await super().__call__(scope, receive, send)
+
+
 @asynccontextmanager
 async def _lifespan(app: FastAPI):
-    # Room in the thread pool for every admitted native run on top of the default (limits.py).
-    limiter = anyio.to_thread.current_default_thread_limiter()
-    limiter.total_tokens = max(limiter.total_tokens, limits.THREADS)
     yield
+    # Bounded: queued runs are dropped, a running one is asked to stop (native_service).
+    await run_in_threadpool(app.state.native.close)
 
 
 def create_app() -> FastAPI:
-    app = FastAPI(title="wgattn", summary="WGSL attention kernels, checked across runtimes", lifespan=_lifespan)
+    app = App(title="wgattn", summary="WGSL attention kernels, checked across runtimes", lifespan=_lifespan)
+    app.state.native = NativeService()
+    app.state.drawing = anyio.CapacityLimiter(os.cpu_count() or 1)  # api._prepared
     errors.install(app)
+    # Outermost last: the security headers go on every response, the Host check's included.
     app.add_middleware(limits.BodyLimit)
-    app.add_middleware(SecurityHeaders)  # added last: outermost, so on every response
+    app.add_middleware(HeadAsGet)
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=limits.ALLOWED_HOSTS)
+    app.add_middleware(AbandonedLog)
+    app.add_middleware(SecurityHeaders)
     app.include_router(router)
 
     @app.get("/", include_in_schema=False)

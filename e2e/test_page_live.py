@@ -21,6 +21,7 @@ FLASH = (
     "kernel=flash_fwd.tiled&batch=3&heads=4&heads_kv=2&seq_q=40&seq_k=48&head_dim=32&causal=true"
     "&causal_align=bottom_right&window_left=12&window_right=-1&softcap=0&padding=true&seed=5"
 )
+OBJECT_KEYS = "constructor=1&toString=2&hasOwnProperty=3&__proto__=4&valueOf=5"
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,8 @@ def live(browser, server):
     errors = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
-    page.goto(f"{server}/?{FLASH}&head=1")
+    # Keys named like Object's members are no config fields: the page once took them for some.
+    page.goto(f"{server}/?{FLASH}&head=1&{OBJECT_KEYS}")
     assert wait_for_status(page) == "done", page.inner_text("#message")
     yield page, errors
     context.close()
@@ -109,6 +111,15 @@ def test_every_kernel_live_in_the_browser(live):
         )
         assert drawn[0] > 0 and drawn[1:] == [0] * (len(drawn) - 1), (r["kernel"], drawn)
     assert errors == []
+
+
+def test_url_keys_named_like_object_members_are_not_config_fields(live):
+    """The fixture's URL carries constructor=, toString=, ...: the run went ahead (the fixture
+    waited for "done") with none of them in its configuration."""
+    page, _ = live
+    config = page.evaluate("window.wgattn.results.runs[0].config")
+    assert not {"constructor", "toString", "hasOwnProperty", "__proto__", "valueOf"} & set(config)
+    assert config["heads_kv"] == 2 and config["seed"] == 5
 
 
 def test_shared_url_reproduces_its_run(live, browser, server):

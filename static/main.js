@@ -235,17 +235,18 @@ function requestFromForm() {
 }
 
 /** The request a URL's query describes (config fields of any interface go to Python, which says
- * which do not apply); the default kernel when the URL names none.
+ * which do not apply); the default kernel when the URL names none. Keys are looked up in a Map:
+ * in a plain object `constructor` or `toString` from the URL would find Object's own members.
  * @param {URLSearchParams} params
  * @returns {LiveRequest} */
 function requestFromParams(params) {
   const kernel = params.get("kernel") || "sdpa_arena.seed";
   const all = Object.values(ready().schema).flat();
-  const types = Object.fromEntries(all.map((f) => [f.name, f.type]));
+  const types = new Map(all.map((f) => [f.name, f.type]));
   /** @type {Config} */
   const config = {};
   for (const [k, v] of params) {
-    const t = types[k];
+    const t = types.get(k);
     if (!t) continue;
     if (t === "bool") config[k] = ["1", "true", "on"].includes(v);
     else if ((t === "int" || t === "float") && v.trim() !== "" && Number.isFinite(Number(v))) config[k] = Number(v);

@@ -6,7 +6,11 @@ from typing import List, Mapping
 
 import pytest
 
-__all__ = ["needs_features", "failures", "browser_stand_in"]
+__all__ = ["LOCAL", "needs_features", "failures", "browser_stand_in"]
+
+# TestClient's base URL: a Host the app serves by default (TestClient's own "testserver" is refused
+# by the Host check, app/limits.py ALLOWED_HOSTS).
+LOCAL = "http://localhost"
 
 
 def needs_features(runtime, kernel) -> None:

@@ -5,10 +5,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app import main
+from helpers import LOCAL
 from wgattn import tolerance, wire
 from wgattn.cases import SdpaCase, digest
 
-client = TestClient(main)
+client = TestClient(main, base_url=LOCAL)
 SMALL = {"batch": 1, "heads": 2, "seq_q": 9, "seq_k": 13, "head_dim": 5, "mask": "causal", "seed": 4}
 
 

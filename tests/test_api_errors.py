@@ -12,10 +12,11 @@ from fastapi.testclient import TestClient
 
 from app import create_app, limits, main, security
 from app.paths import ROOT
+from helpers import LOCAL
 from wgattn import tolerance, wire
 from wgattn.cases import SdpaCase
 
-client = TestClient(main)
+client = TestClient(main, base_url=LOCAL)
 SMALL = {"batch": 1, "heads": 2, "seq_q": 7, "seq_k": 11, "head_dim": 6, "mask": "causal", "seed": 2}
 JSON = {"content-type": "application/json"}
 
@@ -235,7 +236,7 @@ def test_a_chunked_body_over_the_limit_is_refused_before_parsing(monkeypatch):
         for _ in range(64):  # 64 x 16 KiB = 1 MiB offered
             yield b"[" + b"1," * 8191 + b"1]"
 
-    r = TestClient(create_app()).post("/api/run", content=chunks(), headers=JSON)
+    r = TestClient(create_app(), base_url=LOCAL).post("/api/run", content=chunks(), headers=JSON)
     check_error(r, 413, "Content Too Large")
     assert "content-length" not in r.request.headers
     assert not parsed
@@ -290,7 +291,7 @@ def test_unexpected_exception_is_a_bare_500(monkeypatch):
         raise RuntimeError(f"secret detail in {ROOT}/py/wgattn/registry.py")
 
     monkeypatch.setattr(api.registry, "load", boom)
-    r = TestClient(main, raise_server_exceptions=False).get("/api/kernels")
+    r = TestClient(main, base_url=LOCAL, raise_server_exceptions=False).get("/api/kernels")
     check_error(r, 500, "internal server error")
     assert "secret" not in r.text and r.headers["x-content-type-options"] == "nosniff"
 
@@ -299,7 +300,7 @@ def test_missing_pyodide_is_a_503_without_paths(monkeypatch):
     from app import server
 
     monkeypatch.setattr(server, "PYODIDE", server.ROOT / ".cache" / "pyodide" / "0.0.0-missing")
-    r = TestClient(server.create_app()).get("/pyodide/pyodide.js")
+    r = TestClient(server.create_app(), base_url=LOCAL).get("/pyodide/pyodide.js")
     check_error(r, 503, "Pyodide 0.0.0-missing is not installed in .cache/pyodide/0.0.0-missing", "make setup")
 
 

@@ -27,12 +27,13 @@ from hypothesis.extra.numpy import arrays
 from pydantic import BaseModel
 
 from app import main
+from helpers import LOCAL
 from wgattn import registry, tolerance, wire
 from wgattn.cases import SdpaCase
 from wgattn.interfaces.sdpa_arena import MASK_KINDS
 from wgattn.reference import LAYOUTS
 
-client = TestClient(main)
+client = TestClient(main, base_url=LOCAL)
 SPEC = main.openapi()
 SCHEMAS = SPEC["components"]["schemas"]
 SCALE = int(os.environ.get("WGATTN_FUZZ_SCALE", "1"))

@@ -10,12 +10,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app import main
-from helpers import needs_features
+from helpers import LOCAL, needs_features
 from wgattn import live, pictures, registry
 from wgattn.interfaces import module
 from wgattn.page import PageSession
 
-client = TestClient(main)
+client = TestClient(main, base_url=LOCAL)
 page = PageSession()  # as the page's JS holds one (each test uses its own runs)
 REG = registry.load()
 # Small configurations with every knob of each family turned (GQA, windows, softcap, ragged lengths)

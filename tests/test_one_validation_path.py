@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app import main
+from helpers import LOCAL
 from wgattn import reference, registry
 from wgattn.interfaces import Case, attn_probs, attn_probs_batched, flash_fwd, sdpa_arena, varlen_bwd, varlen_fwd
 
@@ -143,7 +144,7 @@ def test_scale_rule_is_the_same_for_sdpa_and_probs():
 
 
 def test_api_refuses_subnormal_scale_and_integer_causal():
-    client = TestClient(main)
+    client = TestClient(main, base_url=LOCAL)
     r = client.post(
         "/api/run",
         json={

@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pytest
 
+from helpers import LOCAL
 from wgattn import precision
 from wgattn.registry import shader_dir
 
@@ -91,7 +92,7 @@ def test_api_adapter_carries_the_probe(native_runtime):
 
     from app import main
 
-    r = TestClient(main).get("/api/adapter")
+    r = TestClient(main, base_url=LOCAL).get("/api/adapter")
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["runtime"] == "native"

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app import limits, main, native_service
+from app import create_app, limits, native_service
+from helpers import LOCAL
 from wgattn import native, tolerance, wire
 from wgattn.cases import SdpaCase
 
@@ -17,19 +18,20 @@ SMALL = {"batch": 1, "heads": 2, "seq_q": 6, "seq_k": 9, "head_dim": 4, "mask": 
 
 
 @pytest.fixture
-def service(monkeypatch):
-    """native_service from a clean slate (no runtime yet, no remembered error, its own worker);
-    the process-wide runtime and state come back afterwards."""
-    for name, value in {"_runtime": None, "_error": None, "_fresh": False, "_executor": None, "_admitted": 0}.items():
-        monkeypatch.setattr(native_service, name, value)
-    yield native_service
-    if native_service._executor is not None:
-        native_service._executor.shutdown(wait=False)
+def app():
+    """A fresh app: its own NativeService (no runtime yet, no remembered error, its own worker)."""
+    return create_app()
 
 
 @pytest.fixture
-def client():
-    with TestClient(main) as c:  # runs the lifespan: the thread pool sized for the queue
+def service(app):
+    yield app.state.native
+    app.state.native.close(grace=1)
+
+
+@pytest.fixture
+def client(app):
+    with TestClient(app, base_url=LOCAL) as c:  # runs the lifespan: its end closes the service
         yield c
 
 
@@ -43,11 +45,16 @@ def run_ok(client, config=SMALL):
     assert tolerance.max_abs_err(wire.decode(r.json()["outputs"]["out"]), ref) <= tolerance.allowance(naive, ref)
 
 
+def call(service, fn, timeout=60):
+    """fn(runtime) on the service's worker, from a test thread."""
+    return service.submit(lambda rt, stop: fn(rt)).future.result(timeout)
+
+
 def patch_run(monkeypatch, service, fake):
     """Make the service's runtime (created now) run `fake(real_run, plan)` instead of run(plan)."""
-    rt = service.run_locked(lambda rt: rt)
+    rt = call(service, lambda rt: rt)
     real = rt.run
-    monkeypatch.setattr(rt, "run", lambda plan: fake(real, plan))
+    monkeypatch.setattr(rt, "run", lambda plan, between=None: fake(real, plan))
     return rt
 
 
@@ -73,13 +80,14 @@ def test_no_adapter_server_serves_the_rest_and_says_why(service, client, monkeyp
     assert client.get("/py/wheel.json").status_code == 200  # set-up built the wheel
 
 
-def test_no_adapter_is_probed_again_later(service, client, monkeypatch, native_runtime):
+def test_no_adapter_is_probed_again_later(app, client, monkeypatch, native_runtime):
+    app.state.native = native_service.NativeService(adapter_retry_s=0.5)
     with pytest.MonkeyPatch.context() as no_driver:
         no_driver.setattr(native, "runtime", lambda: (_ for _ in ()).throw(native.AdapterError("none yet")))
         assert client.get("/api/adapter").status_code == 503
     # the driver is back
-    assert client.get("/api/adapter").status_code == 503  # remembered for ADAPTER_RETRY_S
-    service._error_at -= service.ADAPTER_RETRY_S
+    assert client.get("/api/adapter").status_code == 503  # remembered for adapter_retry_s
+    time.sleep(0.6)
     assert client.get("/api/adapter").status_code == 200
     run_ok(client)
 
@@ -94,8 +102,8 @@ def test_device_lost_mid_run_recreates_the_runtime(service, client, monkeypatch,
     assert "device failed during the run (RuntimeError)" in r.json()["detail"]
     assert "recreated" in r.json()["detail"]
     run_ok(client)  # the next works, on a new device
-    assert service._runtime is not None and service._runtime is not lost
-    assert service._runtime.device is not lost.device
+    assert service.runtime is not None and service.runtime is not lost
+    assert service.runtime.device is not lost.device
 
 
 def test_a_kernel_that_runs_too_long_is_cut_off(service, client, monkeypatch, native_runtime):
@@ -127,7 +135,7 @@ def test_a_kernel_that_runs_too_long_is_cut_off(service, client, monkeypatch, na
     assert behind["r"].status_code == 503 and "retry" in behind["r"].json()["detail"]
     t0 = time.monotonic()
     run_ok(client)
-    assert time.monotonic() - t0 < 5 and service._runtime is not stuck
+    assert time.monotonic() - t0 < 5 and service.runtime is not stuck
     release.set()
 
 
@@ -145,7 +153,7 @@ def test_a_full_queue_is_503_with_retry_after(service, client, monkeypatch, nati
     for t in threads:
         t.start()
     deadline = time.monotonic() + 10
-    while service._admitted < 3 and time.monotonic() < deadline:
+    while service.stats()["queue"]["admitted"] < 3 and time.monotonic() < deadline:
         time.sleep(0.01)
     r = client.post("/api/run", json={"config": SMALL})
     assert r.status_code == 503 and r.headers["retry-after"] == str(limits.RETRY_AFTER_S)
@@ -156,7 +164,7 @@ def test_a_full_queue_is_503_with_retry_after(service, client, monkeypatch, nati
     for t in threads:
         t.join(10)
     assert [x.status_code for x in results] == [200, 200, 200]
-    assert service._admitted == 0
+    assert service.stats()["queue"]["admitted"] == 0
     run_ok(client)
 
 
@@ -167,4 +175,4 @@ def test_a_bad_plan_is_the_callers_error_and_keeps_the_runtime(service, client, 
     rt = patch_run(monkeypatch, service, does_not_fit)
     r = client.post("/api/run", json={"config": SMALL})
     assert r.status_code == 422 and "128 MiB" in r.json()["detail"]
-    assert service._runtime is rt  # not a device fault: nothing recreated
+    assert service.runtime is rt  # not a device fault: nothing recreated

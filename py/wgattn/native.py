@@ -1,7 +1,7 @@
 """The native runtime: executes a `Plan` with wgpu-py (CPython only).
 
-One device per process (`runtime()`), pipelines cached by (source, entry point, constants),
-sizes checked against the adapter's limits before anything is dispatched. On first use the
+One device per process (`runtime()`), compiled pipelines kept in a bounded cache
+(`PipelineCache`), sizes checked against the adapter's limits before anything is dispatched. On first use the
 adapter is probed with a loop that counts past 65535: a driver that truncates long loops (Debian
 12's stock lavapipe) is refused with instructions rather than trusted to return wrong numbers.
 """
@@ -13,8 +13,9 @@ import os
 import re
 import struct
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from .registry import Kernel, load, set_target_limits, shader_dir
 __all__ = [
     "AdapterError",
     "NativeRuntime",
+    "PipelineCache",
     "RunResult",
     "runtime",
     "implementations",
@@ -98,6 +100,53 @@ class AdapterError(RuntimeError):
     """No usable adapter: none found, or one that computes wrong answers."""
 
 
+class PipelineCache:
+    """Compiled compute pipelines by what they are compiled from, the least recently used
+    dropped past `size` entries (WGATTN_PIPELINE_CACHE, default 64).
+
+    Every distinct source, entry point, set of override constants (kernels specialise on
+    head_dim, tile sizes, ...) and layout is a pipeline of its own, and each holds 1 to 5 MiB
+    of host memory on lavapipe (its compiled code): unbounded, a server that sees many shapes
+    grows without end. Counted by entries rather than bytes because wgpu reports no pipeline's
+    size; 64 covers every kernel of the registry at a few shapes each."""
+
+    def __init__(self, size: Optional[int] = None):
+        if size is None:
+            size = int(os.environ.get("WGATTN_PIPELINE_CACHE", "64"))
+        if size < 1:
+            raise ValueError(f"the pipeline cache holds at least 1 pipeline, got {size}")
+        self.size = size
+        self.hits = self.misses = self.evictions = 0
+        self._items: "OrderedDict[Tuple, wgpu.GPUComputePipeline]" = OrderedDict()
+
+    def get(self, key: Tuple, build: Callable[[], "wgpu.GPUComputePipeline"]) -> "wgpu.GPUComputePipeline":
+        """The pipeline of `key`, built (and cached) when missing."""
+        pipeline = self._items.get(key)
+        if pipeline is not None:
+            self.hits += 1
+            self._items.move_to_end(key)
+            return pipeline
+        self.misses += 1
+        pipeline = build()
+        self._items[key] = pipeline
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)  # wgpu-py releases it once nothing refers to it
+            self.evictions += 1
+        return pipeline
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def stats(self) -> Dict[str, int]:
+        return {
+            "entries": len(self._items),
+            "max_entries": self.size,
+            "hits": self.hits,
+            "misses": self.misses,
+            "evictions": self.evictions,
+        }
+
+
 @dataclass
 class RunResult:
     outputs: Dict[str, np.ndarray]
@@ -135,7 +184,7 @@ class NativeRuntime:
         self.device = adapter.request_device_sync(
             label="wgattn", required_features=list(self.features), required_limits=dict(self.limits)
         )
-        self._pipelines: Dict[Tuple, wgpu.GPUComputePipeline] = {}
+        self.pipelines = PipelineCache()
         self.trusted = trusted_default() if trusted is None else bool(trusted)
         set_target_limits(
             self.limits["max-compute-workgroup-storage-size"],
@@ -214,8 +263,8 @@ class NativeRuntime:
             tuple(map(tuple, layout or ())),
             trusted,
         )
-        pipeline = self._pipelines.get(key)
-        if pipeline is None:
+
+        def build():
             try:
                 if trusted:
                     module = _trusted_module(self.device, label, _for_naga(source))
@@ -230,13 +279,17 @@ class NativeRuntime:
                         ],
                     )
                     pl = self.device.create_pipeline_layout(label=label, bind_group_layouts=[bgl])
-                pipeline = self.device.create_compute_pipeline(
+                return self.device.create_compute_pipeline(
                     label=label, layout=pl, compute={"module": module, "entry_point": entry, "constants": dict(constants)}
                 )
             except wgpu.GPUError as exc:
                 raise CompileError(f"{label}: the WGSL does not compile or link: {exc}") from None
-            self._pipelines[key] = pipeline
-        return pipeline
+
+        return self.pipelines.get(key, build)
+
+    def pipeline_cache_stats(self) -> Dict[str, int]:
+        """Entries, bound, hits, misses and evictions of the compiled-pipeline cache."""
+        return self.pipelines.stats()
 
     def check_plan(self, plan: Plan) -> None:
         """Raise ValueError before dispatch when the plan exceeds this adapter's limits."""
@@ -283,16 +336,27 @@ class NativeRuntime:
         ]
         return buffers, pipelines, groups
 
-    def _submit(self, plan: Plan, pipelines, groups, timed: bool):
+    def _submit(self, plan: Plan, pipelines, groups, timed: bool, between: Optional[Callable[[], None]] = None):
         """Encode and submit every dispatch once; with `timed`, the query buffer of its
-        begin/end timestamps (two per pass)."""
+        begin/end timestamps (two per pass). With `between`, the dispatches are submitted one
+        at a time and between() is called once each has run, before the next: it stops the run
+        by raising (a dispatch itself cannot be stopped half way)."""
         dev = self.device
         n = len(plan.dispatches)
         if timed:
             qset = dev.create_query_set(type="timestamp", count=2 * n)
             qbuf = dev.create_buffer(size=16 * n, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+        if between is not None and n > 1:
+            fence = dev.create_buffer(label="between.fence", size=4, usage=wgpu.BufferUsage.COPY_SRC)
         enc = dev.create_command_encoder()
         for i, (d, pipeline, group) in enumerate(zip(plan.dispatches, pipelines, groups)):
+            if between is not None and i:
+                dev.queue.submit([enc.finish()])
+                # Reading a buffer waits for the work submitted before it (wgpu-py 0.32's
+                # on_submitted_work_done_sync fails on this wgpu-native: a callback type mismatch).
+                dev.queue.read_buffer(fence)
+                between()
+                enc = dev.create_command_encoder()
             ts = (
                 {"query_set": qset, "beginning_of_pass_write_index": 2 * i, "end_of_pass_write_index": 2 * i + 1}
                 if timed
@@ -312,12 +376,14 @@ class NativeRuntime:
         stamps = struct.unpack(f"<{2 * n}Q", bytes(self.device.queue.read_buffer(qbuf)))
         return sum(e - s for s, e in zip(stamps[::2], stamps[1::2])) / 1e6
 
-    def run(self, plan: Plan) -> RunResult:
-        """Upload, dispatch everything in order in one submission, read back, unpack."""
+    def run(self, plan: Plan, between: Optional[Callable[[], None]] = None) -> RunResult:
+        """Upload, dispatch everything in order in one submission, read back, unpack.
+        `between` (e.g. a server's "has the client gone?") is called between dispatches and
+        stops the run by raising; they are then submitted one at a time (`_submit`)."""
         t0 = time.perf_counter()
         buffers, pipelines, groups = self._upload(plan)
         timed = "timestamp-query" in self.features
-        qbuf = self._submit(plan, pipelines, groups, timed)
+        qbuf = self._submit(plan, pipelines, groups, timed, between)
         raw = {b.name: bytes(self.device.queue.read_buffer(buffers[b.name])) for b in plan.buffers if b.read}
         timings = {"wall_ms": (time.perf_counter() - t0) * 1e3}
         if timed:

@@ -1,0 +1,74 @@
+"""Request-level middleware the routes do not see: HEAD on every GET route, and a log line for
+each request whose client left before its answer."""
+
+import logging
+import time
+
+__all__ = ["HeadAsGet", "AbandonedLog"]
+
+# Given uvicorn's handlers when the app starts under uvicorn (connections.apply).
+access = logging.getLogger("wgattn.access")
+
+
+class HeadAsGet:
+    """HEAD is GET without the body (RFC 9110, 9.3.2), on every route: FastAPI's routes answer
+    only the methods they declare (Starlette's own Route adds HEAD to GET, FastAPI's APIRoute
+    does not). The app sees a GET; uvicorn sends the headers without the body, since the
+    request it parsed is a HEAD. A HEAD on a POST-only path is still a 405."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["method"] == "HEAD":
+            scope = dict(scope, method="GET")
+        await self.app(scope, receive, send)
+
+
+class AbandonedLog:
+    """One line per request whose client left before the response started: uvicorn logs a
+    request when its response starts and drops a response to a client that has gone, so such a
+    request (a stall's likeliest trace) left none. The line reads like an access line with
+    status 499 (nginx's "client closed request"), the seconds from the request head to when the
+    app saw the client gone (it looks while a request waits: every 50 ms while a run is queued),
+    and what became of its run (the route's `request.state.abandoned`)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        t0 = time.monotonic()
+        left = None
+        started = False
+
+        async def watched_receive():
+            nonlocal left
+            message = await receive()
+            if message["type"] == "http.disconnect" and not started and left is None:
+                left = time.monotonic()
+            return message
+
+        async def watched_send(message):
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, watched_receive, watched_send)
+        finally:
+            if left is not None:
+                client = scope.get("client") or ("-", 0)
+                what = (scope.get("state") or {}).get("abandoned")
+                access.info(
+                    '%s:%s - "%s %s HTTP/%s" 499 client gone, seen %.3f s after the request%s',
+                    client[0],
+                    client[1],
+                    scope["method"],
+                    scope["path"],
+                    scope.get("http_version", "1.1"),
+                    left - t0,
+                    f"; {what}" if what else "",
+                )
