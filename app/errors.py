@@ -70,7 +70,10 @@ RESPONSES = {
     413: _doc(f"the body is over the limit ({limits.MAX_BODY_BYTES} bytes), refused before parsing"),
     415: _doc("the body is not application/json"),
     422: _doc("the body is not valid JSON, or fails validation (a list of items) or the kernel's checks"),
-    503: _doc("no usable native adapter, the run queue is full, or the device failed (Retry-After says when to retry)"),
+    503: _doc(
+        "no usable native adapter, the run queue is full, the device failed, or the server is shutting down "
+        "(Retry-After says when to retry)"
+    ),
     504: _doc(f"the run took longer than the per-request limit ({limits.RUN_TIMEOUT_S:g} s)"),
 }
 

@@ -77,7 +77,9 @@ RUN_QUEUE = _env("WGATTN_RUN_QUEUE", 64)
 RUN_TIMEOUT_S = _env("WGATTN_RUN_TIMEOUT_S", 120.0, float, minimum=0.001)
 RETRY_AFTER_S = 1
 MAX_CONNECTIONS = _env("WGATTN_MAX_CONNECTIONS", 1000)
-FD_RESERVE = 64  # descriptors kept for everything but client sockets: files served, the driver, logs
+# Descriptors kept for all but counted connections: asyncio accepts up to uvicorn's backlog (2048)
+# sockets in one event-loop turn before any is counted, plus files served, the driver, logs.
+FD_RESERVE = 2048 + 64
 HEAD_TIMEOUT_S = _env("WGATTN_HEAD_TIMEOUT_S", 10.0, float, minimum=0.01)
 BODY_TIMEOUT_S = _env("WGATTN_BODY_TIMEOUT_S", 30.0, float, minimum=0.01)
 SHUTDOWN_S = _env("WGATTN_SHUTDOWN_S", 10.0, float, minimum=0.01)

@@ -1,10 +1,15 @@
-"""Request-level middleware the routes do not see: HEAD on every GET route, and a log line for
-each request whose client left before its answer."""
+"""Request-level middleware the routes do not see: HEAD on every GET route, a log line for each
+request whose client left before its answer, and a JSON 503 for a request cancelled by shutdown."""
 
+import asyncio
 import logging
 import time
 
-__all__ = ["HeadAsGet", "AbandonedLog"]
+from starlette.responses import JSONResponse
+
+from . import limits
+
+__all__ = ["HeadAsGet", "AbandonedLog", "ShutdownAnswer"]
 
 # Given uvicorn's handlers when the app starts under uvicorn (connections.apply).
 access = logging.getLogger("wgattn.access")
@@ -72,3 +77,38 @@ class AbandonedLog:
                     left - t0,
                     f"; {what}" if what else "",
                 )
+
+
+class ShutdownAnswer:
+    """A request that uvicorn cancels because its graceful shutdown ran out of time
+    (`limits.SHUTDOWN_S`) gets a JSON 503 with Retry-After saying so, instead of uvicorn's
+    plain-text 500 and a traceback in the log; what it waited for is cancelled with it (a native
+    run: native_service)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def watched_send(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched_send)
+        except asyncio.CancelledError:
+            if started:
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()  # the cancellation is answered here; the task ends normally
+            answer = JSONResponse(
+                {"detail": "the server is shutting down and cancelled this request; retry (another instance may answer)"},
+                status_code=503,
+                headers={"Retry-After": str(limits.RETRY_AFTER_S), "Connection": "close"},
+            )
+            await answer(scope, receive, send)

@@ -199,10 +199,7 @@ class NativeService:
             while True:
                 done, _ = await asyncio.wait({waiting}, timeout=POLL_S)
                 if done:
-                    try:
-                        return waiting.result()
-                    except asyncio.CancelledError:  # cancelled by close(): the server is stopping
-                        raise DeviceFault("the server is shutting down; retry") from None
+                    return waiting.result()
                 if gone is not None and await gone():
                     raise Abandoned(job.cancel())
                 started = job.started_at

@@ -15,7 +15,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from . import errors, limits
 from .api import router
 from .connections import adopt_server
-from .middleware import AbandonedLog, HeadAsGet
+from .middleware import AbandonedLog, HeadAsGet, ShutdownAnswer
 from .native_service import NativeService
 from .paths import PYODIDE, ROOT, SHADERS, STATIC, TESTS, WHEELS
 from .security import SecurityHeaders
@@ -72,6 +72,7 @@ def create_app() -> FastAPI:
     app.add_middleware(HeadAsGet)
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=limits.ALLOWED_HOSTS)
     app.add_middleware(AbandonedLog)
+    app.add_middleware(ShutdownAnswer)
     app.add_middleware(SecurityHeaders)
     app.include_router(router)
 

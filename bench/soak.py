@@ -4,10 +4,12 @@ the server's resident memory is sampled every `--every` seconds. A measurement, 
 
     .venv/bin/python bench/soak.py --minutes 30 --warmup 3 [--clients 2] [--json soak.json]
 
-Each kernel runs a small seeded configuration of its interface, a new seed per request (the
-inputs change, the shapes and so the compiled pipelines do not: bench/pipeline_shapes.py covers
-distinct shapes). Prints one line per sample and a summary: RSS after warm-up, at the end, the
-difference, the slope after warm-up (least squares, MiB/min), requests by status.
+Each kernel runs a small seeded configuration of its interface, a new seed per request, at one of
+`--shapes` head_dims in turn (kernels specialised per head_dim compile a pipeline for each; all of
+them fit the pipeline cache, so after warm-up nothing new is compiled: bench/pipeline_shapes.py
+covers more shapes than the cache holds). Prints one line per sample and a summary: RSS after
+warm-up, at the end, the difference, the slope after warm-up (least squares, MiB/min), requests
+by status, and the server's pipeline cache (GET /api/health).
 """
 
 from __future__ import annotations
@@ -51,7 +53,10 @@ def runnable(url: str) -> list:
     return ok
 
 
-def soak(minutes: float, warmup: float, clients: int, every: float, log_dir: Path, root=None) -> dict:
+HEAD_DIMS = (16, 24, 32, 8, 40, 48, 56, 64)
+
+
+def soak(minutes: float, warmup: float, clients: int, every: float, log_dir: Path, root=None, shapes: int = 4) -> dict:
     with start(log_dir, name="soak", root=root) as server:
         kernels = runnable(server.url)
         statuses: collections.Counter = collections.Counter()
@@ -62,10 +67,9 @@ def soak(minutes: float, warmup: float, clients: int, every: float, log_dir: Pat
             while not stop.is_set():
                 i = next(counter)
                 kid, interface = kernels[i % len(kernels)]
+                config = dict(SMALL[interface], seed=i % 100_000, head_dim=HEAD_DIMS[(i // len(kernels)) % shapes])
                 try:
-                    status, _, _ = post(
-                        server.url, {"kernel": kid, "config": dict(SMALL[interface], seed=i % 100_000)}, timeout=300
-                    )
+                    status, _, _ = post(server.url, {"kernel": kid, "config": config}, timeout=300)
                 except OSError as exc:
                     status = type(exc).__name__
                 statuses[status] += 1
@@ -87,6 +91,8 @@ def soak(minutes: float, warmup: float, clients: int, every: float, log_dir: Pat
         stop.set()
         for t in threads:
             t.join(300)
+        code, body, _ = get(server.url, "/api/health")
+        cache = json.loads(body)["pipelines"] if code == 200 else None
     after = [r for r in samples if r["s"] >= warmup * 60]
     base, end = after[0]["rss_mib"], samples[-1]["rss_mib"]
     slope = float(np.polyfit([r["s"] / 60 for r in after], [r["rss_mib"] for r in after], 1)[0]) if len(after) > 1 else 0.0
@@ -101,6 +107,8 @@ def soak(minutes: float, warmup: float, clients: int, every: float, log_dir: Pat
         "max_after_warmup_mib": max(r["rss_mib"] for r in after),
         "slope_mib_per_min": round(slope, 3),
         "statuses": {str(k): v for k, v in statuses.items()},
+        "shapes_per_kernel": shapes,
+        "pipelines": cache,
         "samples": samples,
     }
 
@@ -110,12 +118,17 @@ def main(argv=None) -> int:
     ap.add_argument("--minutes", type=float, default=30)
     ap.add_argument("--warmup", type=float, default=3, help="minutes before the baseline sample")
     ap.add_argument("--clients", type=int, default=2)
+    ap.add_argument("--shapes", type=int, default=4, choices=range(1, 9), help="head_dims per kernel")
     ap.add_argument("--every", type=float, default=15, help="seconds between RSS samples")
     ap.add_argument("--json", type=Path, help="write the summary and samples here")
     ap.add_argument("--root", type=Path, help="serve another checkout (e.g. main, to compare)")
+    ap.add_argument("--log-dir", type=Path, help="keep the server's log here (default: a temporary folder)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        summary = soak(args.minutes, args.warmup, args.clients, args.every, Path(tmp), args.root)
+        if args.log_dir:
+            args.log_dir.mkdir(parents=True, exist_ok=True)
+        tmp = args.log_dir or tmp
+        summary = soak(args.minutes, args.warmup, args.clients, args.every, Path(tmp), args.root, args.shapes)
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1))
     print(json.dumps({k: v for k, v in summary.items() if k != "samples"}, indent=1))

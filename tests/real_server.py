@@ -15,7 +15,34 @@ import urllib.request
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["ROOT", "Server", "start", "post", "get", "rss_mib", "read_answer", "raw"]
+__all__ = [
+    "ROOT",
+    "SMALL_RUN",
+    "SLOW_RUN",
+    "Server",
+    "start",
+    "post",
+    "get",
+    "timed_small_run",
+    "abandon",
+    "rss_mib",
+    "open_fds",
+    "read_answer",
+    "parse_answer",
+    "raw",
+]
+
+# A valid run that takes milliseconds on lavapipe: what "the server still answers" means.
+SMALL_RUN = {
+    "kernel": "sdpa_arena.seed",
+    "config": {"batch": 1, "heads": 1, "seq_q": 8, "seq_k": 8, "head_dim": 8, "mask": "none"},
+}
+# One dispatch at the score limit (wgattn.cases.MAX_SCORES): seconds on lavapipe, and a dispatch
+# cannot be stopped half way.
+SLOW_RUN = {
+    "kernel": "sdpa_arena.seed",
+    "config": {"batch": 1, "heads": 16, "seq_q": 1024, "seq_k": 1024, "head_dim": 64, "mask": "none"},
+}
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -93,6 +120,8 @@ def start(
         try:
             urllib.request.urlopen(url + "/api/kernels", timeout=2)
             return Server(proc, url, log_path)
+        except urllib.error.HTTPError:  # it answers (its Host check may refuse 127.0.0.1)
+            return Server(proc, url, log_path)
         except OSError:
             if proc.poll() is not None or time.time() > deadline:
                 proc.kill()
@@ -101,23 +130,49 @@ def start(
 
 
 def post(url: str, body: dict, timeout: float = 60, path: str = "/api/run"):
-    """(status, JSON body, headers) of a POST of `body` as JSON."""
+    """(status, JSON body, headers with lower-case names) of a POST of `body` as JSON."""
     req = urllib.request.Request(url + path, data=json.dumps(body).encode(), headers={"content-type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, json.loads(r.read()), dict(r.headers)
+            return r.status, json.loads(r.read()), {k.lower(): v for k, v in r.headers.items()}
     except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null"), dict(e.headers)
+        return e.code, json.loads(e.read() or b"null"), {k.lower(): v for k, v in e.headers.items()}
 
 
 def get(url: str, path: str, timeout: float = 30, method: str = "GET", headers: Optional[dict] = None):
-    """(status, body bytes, headers) of a GET (or `method`) of `path`."""
+    """(status, body bytes, headers with lower-case names) of a GET (or `method`) of `path`."""
     req = urllib.request.Request(url + path, method=method, headers=headers or {})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, r.read(), dict(r.headers)
+            return r.status, r.read(), {k.lower(): v for k, v in r.headers.items()}
     except urllib.error.HTTPError as e:
-        return e.code, e.read(), dict(e.headers)
+        return e.code, e.read(), {k.lower(): v for k, v in e.headers.items()}
+
+
+def timed_small_run(url: str, timeout: float = 30):
+    """(HTTP status or the client's error, seconds) of SMALL_RUN."""
+    t0 = time.monotonic()
+    try:
+        status = post(url, SMALL_RUN, timeout=timeout)[0]
+    except OSError as exc:
+        status = type(exc).__name__
+    return status, time.monotonic() - t0
+
+
+def abandon(server: Server, body: dict, runs: int, after: float) -> None:
+    """Send `runs` requests of `body` at once, then hang up on each `after` seconds later."""
+    request = raw(body)
+    socks = [server.connect() for _ in range(runs)]
+    for s in socks:
+        s.sendall(request)
+    time.sleep(after)
+    for s in socks:
+        s.close()
+
+
+def open_fds(pid: int) -> int:
+    """File descriptors process `pid` has open (Linux)."""
+    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def rss_mib(pid: int) -> float:
@@ -159,3 +214,11 @@ def read_answer(sock: socket.socket, timeout: float = 10):
         if sep and lengths and len(body) >= lengths[0]:
             break
     return time.monotonic() - t0, got
+
+
+def parse_answer(data: bytes):
+    """(status, headers with lower-case names, body bytes) of one HTTP/1.1 response."""
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
+    return int(lines[0].split()[1]), {k.lower(): v for k, v in headers.items()}, body

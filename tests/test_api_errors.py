@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app import create_app, limits, main, security
+from app import create_app, errors, limits, main, security
 from app.paths import ROOT
 from helpers import LOCAL
 from wgattn import tolerance, wire
@@ -19,6 +19,7 @@ from wgattn.cases import SdpaCase
 client = TestClient(main, base_url=LOCAL)
 SMALL = {"batch": 1, "heads": 2, "seq_q": 7, "seq_k": 11, "head_dim": 6, "mask": "causal", "seed": 2}
 JSON = {"content-type": "application/json"}
+HUGE = 20_000_000  # characters: under the body limit, far over anything an error may echo
 
 
 def tensors(config=SMALL, **replace):
@@ -179,6 +180,31 @@ BAD_INPUTS = {
         422,
         ["at most 200 characters"],
     ),
+    "a mask string of 20 MB (echoed cut short)": (
+        lambda: client.post("/api/run", json={"config": dict(SMALL, mask="m" * HUGE)}),
+        422,
+        ["mask must be one of", "characters cut"],
+    ),
+    "a config field name of 20 MB": (
+        lambda: client.post("/api/run", json={"config": {"b" * HUGE: 1}}),
+        422,
+        ["String should have at most 64 characters", "characters cut"],
+    ),
+    "an input name of 20 MB": (
+        lambda: client.post("/api/run", json={"config": SMALL, "inputs": {"q" * HUGE: tensors()["q"]}}),
+        422,
+        ["String should have at most 64 characters", "characters cut"],
+    ),
+    "a shape whose size overflows 64 bits": (
+        lambda: _inputs(q={"dtype": "float32", "shape": [2**40] * 3, "data": ""}),
+        422,
+        [f"needs {4 * 2**120} bytes, got 0"],
+    ),
+    "a shape of more than 8 dimensions": (
+        lambda: _inputs(q={"dtype": "float32", "shape": [1] * 9, "data": ""}),
+        422,
+        ["List should have at most 8 items"],
+    ),
     "not JSON": (lambda: _raw(b"{not json"), 422, ["JSON decode error"]),
     "bytes that are not UTF-8": (lambda: _raw(b'{"kernel": "\xff"}'), 422, ["JSON decode error"]),
     "JSON that is not an object": (lambda: _raw(b"[1, 2]"), 422, ["valid dictionary"]),
@@ -240,6 +266,30 @@ def test_a_chunked_body_over_the_limit_is_refused_before_parsing(monkeypatch):
     check_error(r, 413, "Content Too Large")
     assert "content-length" not in r.request.headers
     assert not parsed
+
+
+def test_clip_keeps_both_ends_of_a_long_text():
+    text = "unknown config field(s) ['" + "x" * 100_000 + "']; its fields: [batch, heads]"
+    clipped = errors.clip(text)
+    assert len(clipped) <= errors.MAX_ECHO
+    assert clipped.startswith("unknown config field(s) ['xxx") and clipped.endswith("its fields: [batch, heads]")
+    assert f"[{len(text) - errors.MAX_ECHO} characters cut]" in clipped
+    assert errors.clip("short") == "short"
+
+
+def test_names_and_strings_have_bounds_in_the_schema():
+    """What a client can send is bounded in the OpenAPI document, not only by the server's checks."""
+    spec = client.get("/openapi.json").json()["components"]["schemas"]
+    run, tensor = spec["RunRequest"]["properties"], spec["Tensor"]["properties"]
+    assert run["kernel"]["maxLength"] == 200
+    assert run["config"]["propertyNames"]["maxLength"] == 64 and run["config"]["maxProperties"] == 32
+    names = run["inputs"]["anyOf"][0]
+    assert names["propertyNames"]["maxLength"] == 64 and names["maxProperties"] == 8
+    assert tensor["shape"]["maxItems"] == 8
+    from wgattn.cases import MAX_ELEMENTS
+
+    largest = len(base64.b64encode(bytes(4 * MAX_ELEMENTS)))  # a float32 tensor at the element limit
+    assert largest <= tensor["data"]["maxLength"] <= limits.MAX_BODY_BYTES
 
 
 def test_the_default_body_limit_fits_the_largest_valid_request():

@@ -2,6 +2,7 @@
 kernel that runs too long, a full run queue. Each: the client is told clearly, nothing hangs,
 and the next request works (docs/reliability.md)."""
 
+import asyncio
 import threading
 import time
 
@@ -176,3 +177,71 @@ def test_a_bad_plan_is_the_callers_error_and_keeps_the_runtime(service, client, 
     r = client.post("/api/run", json={"config": SMALL})
     assert r.status_code == 422 and "128 MiB" in r.json()["detail"]
     assert service.runtime is rt  # not a device fault: nothing recreated
+
+
+def test_a_queued_run_whose_client_left_is_dropped_and_frees_its_place(service, monkeypatch, native_runtime):
+    """Runs wait behind one held on the device; their clients leave: each is dropped without
+    running, its place in the queue is free at once, and the held run is not disturbed."""
+    monkeypatch.setattr(limits, "RUN_QUEUE", 3)
+    entered, release = threading.Event(), threading.Event()
+    ran = []
+
+    def held(rt, stop):
+        entered.set()
+        release.wait(10)
+        return "held"
+
+    first = service.submit(held)
+    assert entered.wait(10)
+
+    async def abandoned():
+        async def gone():
+            return True
+
+        with pytest.raises(native_service.Abandoned, match="dropped before it started"):
+            await service.run(lambda rt, stop: ran.append(1), gone)
+
+    for _ in range(5):  # more than the queue holds: each gave its place back
+        asyncio.run(abandoned())
+    second = service.submit(lambda rt, stop: ran.append(2) or "after")
+    assert service.stats()["queue"]["admitted"] == 2
+    release.set()
+    assert first.future.result(10) == "held" and second.future.result(10) == "after"
+    assert ran == [2]
+
+
+def test_a_running_run_stops_at_its_next_dispatch_when_its_client_leaves(service, native_runtime):
+    entered, release = threading.Event(), threading.Event()
+    dispatched = []
+
+    def two_dispatches(rt, stop):
+        dispatched.append("first")
+        entered.set()
+        release.wait(10)
+        stop()  # what NativeRuntime.run calls between dispatches
+        dispatched.append("second")
+
+    job = service.submit(two_dispatches)
+    assert entered.wait(10)
+    assert job.cancel() == "the run was told to stop at its next dispatch boundary"
+    release.set()
+    with pytest.raises(native_service.RunCancelled):
+        job.future.result(10)
+    assert dispatched == ["first"]
+    assert service.stats()["runs"]["stopped"] == 1
+    assert service.runtime is not None  # the caller's cancellation is no device fault
+
+
+def test_shutdown_drops_queued_runs_and_does_not_wait_for_a_stuck_one(service, native_runtime):
+    entered, release = threading.Event(), threading.Event()
+    stuck = service.submit(lambda rt, stop: entered.set() or release.wait(30))
+    assert entered.wait(10)
+    queued = service.submit(lambda rt, stop: "never")
+    t0 = time.monotonic()
+    service.close(grace=0.3)
+    assert time.monotonic() - t0 < 3
+    with pytest.raises(native_service.DeviceFault, match="shutting down"):
+        queued.future.result(1)
+    assert not stuck.future.done()
+    release.set()
+    assert stuck.future.result(10) is True

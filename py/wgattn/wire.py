@@ -37,7 +37,7 @@ def decode(obj: Dict[str, object], name: str = "tensor") -> np.ndarray:
     except Exception:
         raise ValueError(f"{name}: data must be base64") from None
     itemsize = np.dtype(dtype).itemsize
-    count = int(np.prod(shape)) if shape else 1
+    count = math.prod(shape)  # Python integers: NumPy's int64 product wraps ([2**40] * 3 gave 0)
     if len(raw) != count * itemsize:
         raise ValueError(f"{name}: shape {list(shape)} of {dtype} needs {count * itemsize} bytes, got {len(raw)}")
     return np.frombuffer(raw, dtype=np.dtype(dtype).newbyteorder("<")).astype(dtype).reshape(shape)
