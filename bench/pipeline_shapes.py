@@ -3,6 +3,10 @@ POST /api/run, each a shape not seen before (kernels in turn; head_dim, seq_q an
 so that kernels specialised per shape compile pipelines the cache has not seen.
 
     .venv/bin/python bench/pipeline_shapes.py --shapes 1000 [--every 100] [--root ../main]
+    .venv/bin/python bench/pipeline_shapes.py --shapes 1000 --kernels flash_fwd.tiled --cache 4
+
+The second keeps fewer pipelines than the shapes need, so that most requests evict one and
+compile another: the server's memory must level off all the same.
 
 Prints one line per `--every` requests (the server's RSS and GET /api/health's pipeline cache:
 entries, bound, hits, misses, evictions) and a JSON summary. A measurement, not a test:
@@ -38,9 +42,11 @@ def shape(i: int, kernels: list) -> dict:
     return {"kernel": kid, "config": config}
 
 
-def measure(shapes: int, every: int, log_dir: Path, root=None) -> dict:
-    with start(log_dir, name="shapes", root=root) as server:
+def measure(shapes: int, every: int, log_dir: Path, root=None, only=None, cache=None) -> dict:
+    env = {"WGATTN_PIPELINE_CACHE": str(cache)} if cache else None
+    with start(log_dir, env, name="shapes", root=root) as server:
         kernels = [(k["id"], k["interface"]) for k in json.loads(get(server.url, "/api/kernels")[1])["kernels"]]
+        kernels = [k for k in kernels if not only or k[0] in only]
         statuses: Counter = Counter()
         rows = []
         t0 = time.monotonic()
@@ -74,6 +80,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", type=int, default=1000)
     ap.add_argument("--every", type=int, default=100)
+    ap.add_argument("--kernels", help="comma-separated kernel ids (default: every registered kernel)")
+    ap.add_argument("--cache", type=int, help="the server's WGATTN_PIPELINE_CACHE (default: its own, 64)")
     ap.add_argument("--json", type=Path, help="write the summary here")
     ap.add_argument("--root", type=Path, help="serve another checkout (e.g. main, to compare)")
     ap.add_argument("--log-dir", type=Path, help="keep the server's log here (default: a temporary folder)")
@@ -82,7 +90,8 @@ def main(argv=None) -> int:
         if args.log_dir:
             args.log_dir.mkdir(parents=True, exist_ok=True)
         tmp = args.log_dir or tmp
-        summary = measure(args.shapes, args.every, Path(tmp), args.root)
+        only = args.kernels.split(",") if args.kernels else None
+        summary = measure(args.shapes, args.every, Path(tmp), args.root, only, args.cache)
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1))
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))

@@ -47,6 +47,12 @@ SLOW_RUN = {
 ROOT = Path(__file__).resolve().parent.parent
 
 
+_WITH_NOFILE = (
+    "import os, resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, ({0}, {0})); "
+    "os.execv(sys.executable, [sys.executable] + sys.argv[1:])"
+)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -99,19 +105,15 @@ def start(
     log_path = Path(log_dir) / f"{name}-server.log"
     log = open(log_path, "w")
 
-    def limit_fds():
-        if nofile is not None:
-            import resource
-
-            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-
+    command = [sys.executable, "-m", "uvicorn", "app:main", "--host", "127.0.0.1", "--port", str(port)]
+    if nofile is not None:  # set in the child before it execs uvicorn (no preexec_fn: a fork of this process)
+        command[1:1] = ["-c", _WITH_NOFILE.format(nofile)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "app:main", "--host", "127.0.0.1", "--port", str(port)],
+        command,
         cwd=root or ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,
         env={**os.environ, **({"PYTHONPATH": str(Path(root) / "py")} if root else {}), **(env or {})},
-        preexec_fn=limit_fds if nofile is not None else None,
     )
     log.close()
     url = f"http://127.0.0.1:{port}"

@@ -36,6 +36,7 @@ from real_server import (
     timed_small_run,
 )
 
+from app import limits
 from wgattn import tolerance, wire
 from wgattn.cases import SdpaCase
 
@@ -124,7 +125,6 @@ def test_200_in_sequence_10_in_flight_all_correct(server, out_dir):
 def test_a_chunked_body_over_the_limit_is_cut_off_while_it_arrives(server):
     """No Content-Length: uvicorn hands the chunks on as they come; the server answers 413 once
     the limit is passed, having read about the limit and not the megabytes still to come."""
-    from app import limits
 
     host, port = server.removeprefix("http://").split(":")
     chunk = b"[" + b"1," * 32767 + b"1]"  # 64 KiB
@@ -352,13 +352,15 @@ def test_abandoned_slow_runs_are_dropped_and_logged_with_their_time(bounded):
     its inputs were drawn or before it started; at most one already on the device runs its one
     dispatch out), each leaves a 499 line with its time, and the next run is answered."""
     before = health(bounded.url)["runs"]
+    logged = len(bounded.log_text())  # lines from here on
     abandon(bounded, SLOW_RUN, 10, 0.05)
     status, took = timed_small_run(bounded.url, timeout=120)
     assert status == 200
     deadline = time.monotonic() + 10
-    while bounded.log_text().count('" 499 client gone') < 10 and time.monotonic() < deadline:
+    while bounded.log_text()[logged:].count('" 499 client gone') < 10 and time.monotonic() < deadline:
         time.sleep(0.1)
-    lines = [line for line in bounded.log_text().splitlines() if '"POST /api/run HTTP/1.1" 499 client gone, seen' in line]
+    log = bounded.log_text()[logged:]
+    lines = [line for line in log.splitlines() if '"POST /api/run HTTP/1.1" 499 client gone, seen' in line]
     reasons = [line.split(" s after the request; ", 1)[1] for line in lines]
     assert len(reasons) == 10, lines
     allowed = {
@@ -412,6 +414,9 @@ def test_a_socket_flood_under_a_small_descriptor_limit_is_served_and_logged_brie
     opening 3,000 idle sockets: a valid run is answered, and the log stays short. (The server
     used to run out of descriptors, answer nothing, and log "Too many open files" in a loop.)"""
     with start(out_dir, name="fd-limit", nofile=2400) as s:
+        proc_limits = Path(f"/proc/{s.proc.pid}/limits").read_text()
+        assert [line.split()[3:5] for line in proc_limits.splitlines() if line.startswith("Max open files")] == [["2400", "2400"]]
+        assert health(s.url)["connections"]["max"] == 2400 - limits.FD_RESERVE  # the cap follows the limit
         timed_small_run(s.url)
         socks = []
         for _ in range(3000):
