@@ -11,7 +11,9 @@ connections would make every real request a 503, and its 503 has no Retry-After.
   with a deadline for each request head (`limits.HEAD_TIMEOUT_S`: 408 and closed) and a cap on
   open connections (`limits.MAX_CONNECTIONS`): over it, the connection idle longest is closed to
   make room, as nginx reclaims idle keep-alive connections; only when every connection has a
-  request in progress is the new one refused with a JSON 503 and Retry-After. The answers it
+  request in progress is the new one refused with a JSON 503 and Retry-After. uvicorn's listen
+  backlog (how many sockets asyncio accepts per event-loop turn) becomes a quarter of the cap,
+  so that a burst of newcomers cannot close a connection whose request is about to be read. The answers it
   writes itself (400 for a malformed request, 408, 503) carry the security headers and a JSON
   `detail`, like the app's.
 - `RateLimitedLog`, a logging filter: a message repeated within `LOG_WINDOW_S` is logged once,
@@ -31,6 +33,7 @@ connections would make every real request a 503, and its 503 has no Retry-After.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import resource
@@ -50,6 +53,8 @@ __all__ = [
     "adopt_server",
     "apply",
     "bound_logging",
+    "cap_for",
+    "accept_batch",
     "connection_cap",
     "open_connections",
 ]
@@ -62,12 +67,30 @@ _APP_LOGGERS = ("wgattn.app", "wgattn.access")
 _FLOOD_LOGGERS = ("asyncio", "uvicorn.error", "wgattn.app")
 
 
+MIN_BACKLOG = 64  # below, the kernel drops the SYNs of a modest burst (clients retry after 1 s)
+
+
+def accept_batch(cap: int) -> int:
+    """uvicorn's listen backlog, which is also how many sockets asyncio accepts per event-loop
+    turn: a quarter of the cap (at least MIN_BACKLOG), so that one turn's newcomers cannot close,
+    to make room, a connection whose request head has arrived but is not read yet (its read
+    comes a turn or two later); uvicorn's default is 2,048."""
+    return max(MIN_BACKLOG, cap // 4)
+
+
+def cap_for(fd_limit: int) -> int:
+    """The connection cap under a file-descriptor limit: limits.MAX_CONNECTIONS, or fewer so
+    that the connections, the ones asyncio accepts in one event-loop turn before any is counted
+    (`accept_batch`) and the as many closed to make room (their descriptors are released a turn
+    later) fit with `limits.FD_RESERVE` to spare."""
+    room = fd_limit - limits.FD_RESERVE
+    return max(1, min(limits.MAX_CONNECTIONS, room * 2 // 3, room - 2 * MIN_BACKLOG))
+
+
 def connection_cap() -> int:
-    """limits.MAX_CONNECTIONS, or fewer where the process's file-descriptor limit is lower."""
+    """`cap_for` this process's file-descriptor limit."""
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    if soft == resource.RLIM_INFINITY:
-        return limits.MAX_CONNECTIONS
-    return max(1, min(limits.MAX_CONNECTIONS, soft - limits.FD_RESERVE))
+    return limits.MAX_CONNECTIONS if soft == resource.RLIM_INFINITY else cap_for(soft)
 
 
 _server_state: list = []  # uvicorn's ServerState, once a BoundedH11Protocol has seen a connection
@@ -81,6 +104,7 @@ def open_connections() -> Optional[dict]:
     return {"open": len(state.connections), "idle": len(getattr(state, "wgattn_idle", ())), "max": connection_cap()}
 
 
+@functools.lru_cache(maxsize=32)  # a flood closes thousands of connections with the same few answers
 def _answer(status: int, detail: str, retry_after: Optional[int] = None) -> bytes:
     """A whole HTTP/1.1 response that closes the connection: JSON detail and security headers."""
     body = json.dumps({"detail": detail}).encode()
@@ -222,8 +246,8 @@ def bound_logging() -> None:
 
 
 def apply(config: Config) -> None:
-    """Give a uvicorn Config (before it creates its server) the bounded protocol and shutdown;
-    settings given on uvicorn's command line are kept."""
+    """Give a uvicorn Config (before it creates its server) the bounded protocol, backlog and
+    shutdown; settings given on uvicorn's command line are kept (a --backlog only if smaller)."""
     if getattr(config, "wgattn_applied", False):
         return
     config.wgattn_applied = True
@@ -246,6 +270,7 @@ def apply(config: Config) -> None:
             ours.setLevel(logging.INFO)
             ours.propagate = False
     cap = connection_cap()
+    config.backlog = min(config.backlog, accept_batch(cap))
     if cap < limits.MAX_CONNECTIONS:
         log.warning("at most %d connections (WGATTN_MAX_CONNECTIONS %d): the file-descriptor limit", cap, limits.MAX_CONNECTIONS)
 

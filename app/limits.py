@@ -14,10 +14,11 @@
   the client gets 504; the runtime is replaced so that the next run does not wait behind it.
 
 Connections (app/connections.py applies these to uvicorn's HTTP protocol):
-- WGATTN_MAX_CONNECTIONS: connections held open at once (at most the process's file-descriptor
-  limit less `FD_RESERVE`). A new connection over it closes the one idle longest (no request in
-  progress: nothing sent yet, half a request head, or kept alive after a response); when every
-  connection has a request in progress, the new one gets 503 + Retry-After and is closed.
+- WGATTN_MAX_CONNECTIONS: connections held open at once (fewer where the process's file-descriptor
+  limit is low: `connections.cap_for`). A new connection over it closes the one idle longest (no
+  request in progress: nothing sent yet, half a request head, or kept alive after a response);
+  when every connection has a request in progress, the new one gets 503 + Retry-After and is
+  closed.
 - WGATTN_HEAD_TIMEOUT_S: a connection must deliver a whole request head this soon after it
   opens (or after its previous response); else 408 (when it sent part of one) and closed.
   uvicorn's keep-alive timeout (5 s) closes a silent kept-alive connection sooner.
@@ -77,9 +78,7 @@ RUN_QUEUE = _env("WGATTN_RUN_QUEUE", 64)
 RUN_TIMEOUT_S = _env("WGATTN_RUN_TIMEOUT_S", 120.0, float, minimum=0.001)
 RETRY_AFTER_S = 1
 MAX_CONNECTIONS = _env("WGATTN_MAX_CONNECTIONS", 1000)
-# Descriptors kept for all but counted connections: asyncio accepts up to uvicorn's backlog (2048)
-# sockets in one event-loop turn before any is counted, plus files served, the driver, logs.
-FD_RESERVE = 2048 + 64
+FD_RESERVE = 64  # descriptors kept for files served, the driver, logs (app/connections.py)
 HEAD_TIMEOUT_S = _env("WGATTN_HEAD_TIMEOUT_S", 10.0, float, minimum=0.01)
 BODY_TIMEOUT_S = _env("WGATTN_BODY_TIMEOUT_S", 30.0, float, minimum=0.01)
 SHUTDOWN_S = _env("WGATTN_SHUTDOWN_S", 10.0, float, minimum=0.01)

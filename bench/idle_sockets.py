@@ -16,6 +16,7 @@ import argparse
 import json
 import select
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,7 +29,8 @@ from real_server import open_fds, start, timed_small_run  # noqa: E402
 
 
 def child(port: int, count: int, hold: float) -> None:
-    """Open `count` sockets to `port`, hold them `hold` seconds; print what the server did."""
+    """Open `count` sockets to `port`, hold them `hold` seconds once open; print what the server
+    did (how many it closed, and when, counted from the moment all were open)."""
     socks = []
     t0 = time.monotonic()
     for _ in range(count):
@@ -38,6 +40,7 @@ def child(port: int, count: int, hold: float) -> None:
             print(json.dumps({"error": f"{type(exc).__name__}: {exc}", "opened": len(socks)}), flush=True)
             break
     print(json.dumps({"opened": len(socks), "open_s": round(time.monotonic() - t0, 2)}), flush=True)
+    t0 = time.monotonic()  # held from here
     closed_at = []
     live = {s.fileno(): s for s in socks}
     poller = select.poll()
@@ -89,6 +92,7 @@ def measure(sockets: int, procs: int, hold: float, log_dir: Path, root=None) -> 
             "n": len(rows),
             "ok": sum(1 for status, _ in rows if status == 200),
             "statuses": sorted({str(status) for status, _ in rows}),
+            "median_ms": round(1e3 * statistics.median([t for _, t in rows]), 1) if rows else None,
             "max_ms": round(1e3 * max((t for _, t in rows), default=0), 1),
         }
 
