@@ -16,13 +16,12 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from real_server import SLOW_RUN, abandon, get, start, timed_small_run  # noqa: E402
+from real_server import SLOW_RUN, abandon, get, log_folder, server_arguments, start, timed_small_run  # noqa: E402
 
 SLOW = {
     "kernel": "sdpa_arena.seed",
@@ -60,14 +59,10 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--after", type=float, default=0.05, help="seconds before each client hangs up")
     ap.add_argument("--settle", type=float, default=2, help="seconds before reading the server's counters")
-    ap.add_argument("--root", type=Path, help="serve another checkout (e.g. main, to compare)")
-    ap.add_argument("--log-dir", type=Path, help="keep the server's log here (default: a temporary folder)")
+    server_arguments(ap)
     args = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        if args.log_dir:
-            args.log_dir.mkdir(parents=True, exist_ok=True)
-        tmp = args.log_dir or tmp
-        print(json.dumps(measure(args.runs, args.after, Path(tmp), args.root, args.settle), indent=1))
+    with log_folder(args.log_dir) as tmp:
+        print(json.dumps(measure(args.runs, args.after, tmp, args.root, args.settle), indent=1))
     return 0
 
 

@@ -19,13 +19,12 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from real_server import open_fds, start, timed_small_run  # noqa: E402
+from real_server import log_folder, open_fds, server_arguments, start, timed_small_run  # noqa: E402
 
 
 def child(port: int, count: int, hold: float) -> None:
@@ -120,14 +119,10 @@ def main(argv=None) -> int:
     ap.add_argument("--sockets", type=int, default=20000)
     ap.add_argument("--procs", type=int, default=2, help="client processes (each under the descriptor limit)")
     ap.add_argument("--hold", type=float, default=15, help="seconds each client holds its sockets")
-    ap.add_argument("--root", type=Path, help="serve another checkout (e.g. main, to compare)")
-    ap.add_argument("--log-dir", type=Path, help="keep the server's log here (default: a temporary folder)")
+    server_arguments(ap)
     args = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        if args.log_dir:
-            args.log_dir.mkdir(parents=True, exist_ok=True)
-        tmp = args.log_dir or tmp
-        print(json.dumps(measure(args.sockets, args.procs, args.hold, Path(tmp), args.root), indent=1))
+    with log_folder(args.log_dir) as tmp:
+        print(json.dumps(measure(args.sockets, args.procs, args.hold, tmp, args.root), indent=1))
     return 0
 
 

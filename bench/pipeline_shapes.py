@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -26,7 +25,7 @@ from pathlib import Path
 from soak import SMALL
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from real_server import get, post, start  # noqa: E402
+from real_server import get, log_folder, post, server_arguments, start  # noqa: E402
 
 
 def shape(i: int, kernels: list) -> dict:
@@ -83,15 +82,11 @@ def main(argv=None) -> int:
     ap.add_argument("--kernels", help="comma-separated kernel ids (default: every registered kernel)")
     ap.add_argument("--cache", type=int, help="the server's WGATTN_PIPELINE_CACHE (default: its own, 64)")
     ap.add_argument("--json", type=Path, help="write the summary here")
-    ap.add_argument("--root", type=Path, help="serve another checkout (e.g. main, to compare)")
-    ap.add_argument("--log-dir", type=Path, help="keep the server's log here (default: a temporary folder)")
+    server_arguments(ap)
     args = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        if args.log_dir:
-            args.log_dir.mkdir(parents=True, exist_ok=True)
-        tmp = args.log_dir or tmp
+    with log_folder(args.log_dir) as tmp:
         only = args.kernels.split(",") if args.kernels else None
-        summary = measure(args.shapes, args.every, Path(tmp), args.root, only, args.cache)
+        summary = measure(args.shapes, args.every, tmp, args.root, only, args.cache)
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1))
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))

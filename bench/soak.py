@@ -18,7 +18,6 @@ import argparse
 import collections
 import json
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from real_server import get, post, start  # noqa: E402
+from real_server import get, log_folder, post, server_arguments, start  # noqa: E402
 
 # A small configuration per interface: every kernel runs in milliseconds on lavapipe.
 SMALL = {
@@ -121,14 +120,10 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", type=int, default=4, choices=range(1, 9), help="head_dims per kernel")
     ap.add_argument("--every", type=float, default=15, help="seconds between RSS samples")
     ap.add_argument("--json", type=Path, help="write the summary and samples here")
-    ap.add_argument("--root", type=Path, help="serve another checkout (e.g. main, to compare)")
-    ap.add_argument("--log-dir", type=Path, help="keep the server's log here (default: a temporary folder)")
+    server_arguments(ap)
     args = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        if args.log_dir:
-            args.log_dir.mkdir(parents=True, exist_ok=True)
-        tmp = args.log_dir or tmp
-        summary = soak(args.minutes, args.warmup, args.clients, args.every, Path(tmp), args.root, args.shapes)
+    with log_folder(args.log_dir) as tmp:
+        summary = soak(args.minutes, args.warmup, args.clients, args.every, tmp, args.root, args.shapes)
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1))
     print(json.dumps({k: v for k, v in summary.items() if k != "samples"}, indent=1))

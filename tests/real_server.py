@@ -4,11 +4,14 @@ to a real server (the defects of connections live there, not in TestClient). Imp
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -30,6 +33,8 @@ __all__ = [
     "read_answer",
     "parse_answer",
     "raw",
+    "server_arguments",
+    "log_folder",
 ]
 
 # A valid run that takes milliseconds on lavapipe: what "the server still answers" means.
@@ -224,3 +229,20 @@ def parse_answer(data: bytes):
     lines = head.decode("latin-1").split("\r\n")
     headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
     return int(lines[0].split()[1]), {k.lower(): v for k, v in headers.items()}, body
+
+
+def server_arguments(ap: argparse.ArgumentParser) -> None:
+    """The bench scripts' --root (serve another checkout) and --log-dir (keep the server's log)."""
+    ap.add_argument("--root", type=Path, help="serve another checkout (e.g. main, to compare)")
+    ap.add_argument("--log-dir", type=Path, help="keep the server's log here (default: a temporary folder)")
+
+
+@contextlib.contextmanager
+def log_folder(path: Optional[Path]):
+    """`path` (created), or a temporary folder removed afterwards."""
+    if path is not None:
+        path.mkdir(parents=True, exist_ok=True)
+        yield path
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        yield Path(tmp)
