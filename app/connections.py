@@ -13,9 +13,9 @@ connections would make every real request a 503, and its 503 has no Retry-After.
   make room, as nginx reclaims idle keep-alive connections; only when every connection has a
   request in progress is the new one refused with a JSON 503 and Retry-After. uvicorn's listen
   backlog (how many sockets asyncio accepts per event-loop turn) becomes a quarter of the cap,
-  so that a burst of newcomers cannot close a connection whose request is about to be read. The answers it
-  writes itself (400 for a malformed request, 408, 503) carry the security headers and a JSON
-  `detail`, like the app's.
+  so that a burst of newcomers cannot close a connection whose request is about to be read.
+  The answers it writes itself (400 for a malformed request, 408, 503) carry the security
+  headers and a JSON `detail`, like the app's.
 - `RateLimitedLog`, a logging filter: a message repeated within `LOG_WINDOW_S` is logged once,
   then once more with the count of those left out. Out of file descriptors, asyncio's accept
   loop logs "Too many open files" with a traceback up to 2,048 times per event-loop turn; this
@@ -39,6 +39,7 @@ import logging
 import resource
 import time
 from collections import OrderedDict
+from http import HTTPStatus
 from typing import Optional
 
 import h11
@@ -87,6 +88,7 @@ def cap_for(fd_limit: int) -> int:
     return max(1, min(limits.MAX_CONNECTIONS, room * 2 // 3, room - 2 * MIN_BACKLOG))
 
 
+@functools.lru_cache(maxsize=1)  # read once: every new connection asks
 def connection_cap() -> int:
     """`cap_for` this process's file-descriptor limit."""
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
@@ -116,8 +118,7 @@ def _answer(status: int, detail: str, retry_after: Optional[int] = None) -> byte
     }
     if retry_after is not None:
         headers["retry-after"] = str(retry_after)
-    reason = {400: "Bad Request", 408: "Request Timeout", 503: "Service Unavailable"}[status]
-    head = f"HTTP/1.1 {status} {reason}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    head = f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
     return head.encode("latin-1") + b"\r\n" + body
 
 
@@ -126,13 +127,12 @@ class BoundedH11Protocol(H11Protocol):
 
     A connection is idle while no request of it is in progress: from when it opens, or its last
     response ends, until a whole request head has arrived. Idle connections are kept oldest
-    first (`_idle`, shared by the server's connections) so that the cap evicts in O(1)."""
+    first (`_idle_set`, shared by the server's connections) so that the cap evicts in O(1)."""
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._deadline = None
         self._partial = False  # bytes of a request head received (answer 408, not just close)
-        self._idle_set().pop(self, None)
         if len(self.connections) > connection_cap() and not self._evict_one():
             log.warning("connection refused: all %d connections have a request in progress", len(self.connections) - 1)
             self._close(503, "the server is at its connection limit with every connection busy; retry shortly")

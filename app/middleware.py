@@ -103,9 +103,9 @@ class ShutdownAnswer:
         except asyncio.CancelledError:
             if started:
                 raise
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()  # the cancellation is answered here; the task ends normally
+            uncancel = getattr(asyncio.current_task(), "uncancel", None)  # Python >= 3.11
+            if uncancel is not None:
+                uncancel()  # the cancellation is answered here; the task ends normally
             answer = JSONResponse(
                 {"detail": "the server is shutting down and cancelled this request; retry (another instance may answer)"},
                 status_code=503,
