@@ -40,7 +40,10 @@ interface WgattnPage {
   bench_start(request_json: string): string;
   bench_plan(bench_id: number, index: number, plan_index: number): string;
   bench_release(run: number): void;
-  bench_record(bench_id: number, index: number, samples_json: string, timer: string, adapter: string): string;
+  bench_schedule(bench_id: number, n_entries: number): string;
+  bench_warm(bench_id: number, state_json: string): string;
+  bench_calibrate(bench_id: number, state_json: string): string;
+  bench_record(bench_id: number, index: number, payload_json: string): string;
   bench_import(text: string): string;
   /** Free a run or job the page will not complete (false: already gone). */
   release(id: number): boolean;

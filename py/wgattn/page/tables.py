@@ -9,9 +9,11 @@ from typing import ClassVar, Dict, List, Optional, Set, Tuple, Union
 
 import numpy as np
 
+from ..bench import RunInfo
 from ..interfaces import Case, InterfaceModule
 from ..live import Live
 from ..plan import Plan
+from ..protocol import Protocol
 from ..registry import Kernel
 from ..tolerance import Pair
 
@@ -102,14 +104,19 @@ class BenchItem:
     flops: float
     dtype: str
     plans: int  # plans per timed run (attn_probs takes one position per plan)
+    config: str = ""  # the tile shape that ran, once its plans are built
 
 
 @dataclass
 class BenchJob:
-    """A benchmark's jobs; the plans of the job being timed are kept until it is recorded."""
+    """A benchmark's jobs, grouped in series (job indices timed together); the plans of the job
+    being handed to the page are kept until its last plan is."""
 
     items: List[BenchItem]
-    runs: int
+    protocol: Protocol
+    repeat: int  # each series timed this many times back to back
+    info: RunInfo  # what every record of this benchmark shares (runtime, browser, time)
+    series: List[List[int]]
     cache: Optional[Tuple[int, List[Plan]]] = None  # (job index, its plans)
     left: Set[int] = field(default_factory=set)  # jobs neither recorded nor skipped: none left frees it
 
