@@ -141,14 +141,19 @@ def driver_class(name: str):
 
 
 async def wait_for(page, expression: str, timeout: float) -> Any:
-    """Poll a JavaScript expression until it is truthy; its value, or TimeoutError."""
+    """Poll a JavaScript expression until it is truthy; its value, or TimeoutError. An error
+    while the page is being replaced (a navigation in progress) is polled past."""
     deadline = time.time() + timeout
+    error = None
     while time.time() < deadline:
-        value = await page.eval(expression, 30)
+        try:
+            value = await page.eval(expression, 30)
+        except RuntimeError as exc:
+            error, value = exc, None
         if value:
             return value
         await asyncio.sleep(0.5)
-    raise TimeoutError(f"waited {timeout:.0f} s for {expression}")
+    raise TimeoutError(f"waited {timeout:.0f} s for {expression}" + (f" (last error: {error})" if error else ""))
 
 
 LIVE_JS = """(async () => {
@@ -158,6 +163,23 @@ LIVE_JS = """(async () => {
     runtimes: Object.fromEntries(Object.entries(x.runtimes)
       .map(([k, v]) => [k, v.ok ? "ok" : (v.skipped || v.error || "not ok")])) })) };
 })()"""
+
+
+class NoAdapter(RuntimeError):
+    """The browser offered the page no WebGPU adapter."""
+
+
+def use_fallback_vulkan(chromium: str) -> Optional[str]:
+    """Put the fallback Vulkan loader (WGATTN_VULKAN_FALLBACK: Debian's, which the first H100 run
+    of Chromium used) beside the Chromium binary, where ANGLE and Dawn load it; its path, or None
+    when there is none to try."""
+    fallback = os.environ.get("WGATTN_VULKAN_FALLBACK")
+    beside = Path(chromium).parent / "libvulkan.so.1"
+    if not fallback or not Path(fallback).exists() or beside.resolve() == Path(fallback).resolve():
+        return None
+    shutil.copy2(beside, beside.with_name("libvulkan.so.1.chromium"))
+    shutil.copy2(fallback, beside)
+    return fallback
 
 
 async def browser_pass(
@@ -183,12 +205,13 @@ async def browser_pass(
         log(f"[chromium {name}] {browser.version}; flags: {' '.join(flags)}")
         t0 = time.time()
         await browser.goto(base + SMALL_FIRST_RUN)
-        status = await wait_for(
-            browser, "['done', 'error'].includes(document.body.dataset.status) && document.body.dataset.status", 300
-        )
+        done = "document.body && ['done', 'error'].includes(document.body.dataset.status) && document.body.dataset.status"
+        status = await wait_for(browser, done, 300)
         report["page"] = {"status": status, "load_s": round(time.time() - t0, 1)}
         report["adapter"] = await browser.eval("window.wgattn.results.adapter")
         log(f"[chromium {name}] page {status} in {report['page']['load_s']} s; adapter {json.dumps(report['adapter'])[:300]}")
+        if report["adapter"] is None:
+            raise NoAdapter(await browser.eval("document.getElementById('message').textContent"))
         if status != "done":
             message = await browser.eval("document.getElementById('message').textContent")
             raise RuntimeError(f"the page stopped: {message}")
@@ -289,7 +312,7 @@ def parse_args(argv: Optional[Sequence[str]] = None):
     ap.add_argument("--driver", choices=("auto", "playwright", "cdp"), default="auto")
     ap.add_argument("--out", default=str(ROOT / ".cache" / "bench"), help="where records.json, report.json, table.txt go")
     ap.add_argument("--history", default=str(ROOT / "bench" / "history"), help="the committed history to compare with")
-    ap.add_argument("--deadline-s", type=float, default=520.0, help="start no browser benchmark after this many seconds")
+    ap.add_argument("--deadline-s", type=float, default=420.0, help="start no browser benchmark after this many seconds")
     return ap.parse_args(argv)
 
 
@@ -347,10 +370,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raise SystemExit("suite: the page needs Pyodide in .cache/pyodide: run `make setup` (bench/devcarry.py carries it)")
         with serve(out / "server.log", env) as base:
             for i, (name, toggles) in enumerate(passes):
+                run_pass = lambda: browser_pass(  # noqa: E731
+                    args, name, toggles, base, requests, out, args.live and i == 0, t_start + args.deadline_s
+                )
                 try:
-                    rep = asyncio.run(
-                        browser_pass(args, name, toggles, base, requests, out, args.live and i == 0, t_start + args.deadline_s)
-                    )
+                    try:
+                        rep = asyncio.run(run_pass())
+                    except NoAdapter as exc:
+                        loader = use_fallback_vulkan(args.chromium)
+                        if loader is None:
+                            raise
+                        log(f"[chromium {name}] no WebGPU adapter ({exc}); again with the Vulkan loader {loader}")
+                        report["vulkan_loader"] = loader
+                        rep = asyncio.run(run_pass())
                 except Exception as exc:
                     log(f"[chromium {name}] failed: {type(exc).__name__}: {exc}")
                     rep = {"error": f"{type(exc).__name__}: {exc}", "records": []}

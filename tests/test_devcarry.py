@@ -1,0 +1,99 @@
+"""The lent-GPU-machine path of the benchmark suite, end to end on this machine: pack what travels
+into parts (bench/devcarry.py), "stash" them into a folder standing in for the device's /tmp from
+a copy of the working tree (what a device call sees), unpack and run bench/suite.py with a bare
+Python 3.12 (the device's version), the carried wheels, the carried Chromium on SwiftShader and
+lavapipe, tiny shapes and few rounds. Records come back for every runtime; PyTorch is skipped with
+its reason (no CUDA here)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PY312 = Path.home() / ".pyenv" / "versions" / "3.12.1" / "bin" / "python3"
+KERNELS = ["flash_fwd.tiled", "flash_fwd.blocked", "varlen_bwd.tiled"]
+
+pytestmark = pytest.mark.slow
+
+
+def _needs():
+    if not PY312.exists():
+        pytest.skip(f"no bare Python 3.12 at {PY312} (the device's version) to run the carried path with")
+    for tool in ("zstd", "dpkg", "apt-get"):
+        if not shutil.which(tool):
+            pytest.skip(f"{tool} is not installed here")
+    if not Path("/usr/lib/chromium/chromium").exists():
+        pytest.skip("Debian's chromium is not installed (make setup)")
+    try:
+        urllib.request.urlopen("https://pypi.org/simple/pip/", timeout=10)
+    except OSError as exc:
+        pytest.skip(f"PyPI is not reachable for the 3.12 wheels: {exc}")
+
+
+def _working_tree_copy(dest: Path) -> None:
+    """What a device call sees: tracked files and untracked ones git does not ignore."""
+    files = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    for name in filter(None, files):
+        src = ROOT / name.decode()
+        if src.is_file():
+            (dest / name.decode()).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name.decode())
+
+
+def test_pack_stash_unpack_and_run_the_suite(tmp_path):
+    _needs()
+    parts_dir, repo, device_tmp, out = tmp_path / "devcarry", tmp_path / "repo", tmp_path / "device-tmp", tmp_path / "out"
+    pack = [sys.executable, "bench/devcarry.py", "pack", "--dest", str(parts_dir), "--part-mib", "40", "--level", "3"]
+    packed = subprocess.run([*pack, "--extra", "numpy,aiohttp"], cwd=ROOT, capture_output=True, text=True)
+    assert packed.returncode == 0, packed.stdout[-3000:] + packed.stderr[-3000:]
+    parts = sorted(parts_dir.glob("p*"), key=lambda p: int(p.name[1:]))
+    assert len(parts) >= 3  # Chromium alone is over 100 MiB compressed: several calls
+    assert all(sum(f.stat().st_size for f in p.rglob("*")) <= 40 * 2**20 + 2 * 2**20 for p in parts)
+    # The printed calls name each part in the carry list, the last runs the suite.
+    assert f"carry=['{parts[0]}']" in packed.stdout and "bench/suite.py --out $OUT" in packed.stdout
+    manifest = json.loads((parts[-1] / "manifest.json").read_text())
+    wheels = " ".join(manifest["wheels"])
+    for name in ("wgpu-", "cffi-", "fastapi-", "starlette-", "pydantic_core-", "uvicorn-", "h11-", "anyio-", "numpy-"):
+        assert name in wheels, name
+
+    repo.mkdir()
+    _working_tree_copy(repo)
+    assert not (repo / ".cache").exists()  # the device gets no set-up: Pyodide and the wheel travel
+    device = [str(PY312), "bench/devcarry.py"]
+    for part in parts[:-1]:
+        stashed = subprocess.run([*device, "stash", str(part), "--root", str(device_tmp)], cwd=repo, capture_output=True, text=True)
+        assert stashed.returncode == 0, stashed.stdout + stashed.stderr
+    # Without every part the last call refuses, saying why.
+    suite = [str(PY312), "bench/suite.py", "--kernels", ",".join(KERNELS), "--shapes", "1,2,64,16", "--rounds", "5"]
+    suite += ["--warmup-s", "0.2", "--repeat", "2", "--out", str(out), "--driver", "cdp", "--history", str(tmp_path)]
+    run = [*device, "run", str(parts[-1]), "--root", str(device_tmp), "--repo", str(repo), "--", *suite]
+    missing = tmp_path / "device-tmp-missing"
+    (missing / "parts").mkdir(parents=True)
+    refused = subprocess.run([*run[:4], "--root", str(missing), *run[6:]], cwd=repo, capture_output=True, text=True)
+    assert refused.returncode != 0 and f"1 of {len(parts)} parts" in refused.stderr + refused.stdout
+
+    done = subprocess.run(run, cwd=repo, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-3000:]
+    records = json.loads((out / "records.json").read_text())
+    report = json.loads((out / "report.json").read_text())
+    got = {(r["runtime"], r["mode"], r["impl"], r["repeat"]) for r in records}
+    for impl in KERNELS:
+        for runtime, mode in (("native", "trusted"), ("native", "checked"), ("chromium", "checked"), ("chromium", "trusted")):
+            for repeat in (0, 1):
+                assert (runtime, mode, impl, repeat) in got, (runtime, mode, impl, repeat)
+    assert report["torch"] == "skipped: no PyTorch with CUDA here"
+    assert report["chromium_checked"]["version"] and all(r["pass"] for r in report["chromium_checked"]["live_check"]["results"])
+    trusted = [r for r in records if r["runtime"] == "chromium" and r["mode"] == "trusted"]
+    assert all("--enable-dawn-features=disable_robustness" in r["flags"] for r in trusted)
+    assert all(r["commit"] == manifest["commit"] and r["browser"].startswith("Chromium 1") for r in trusted)
+    assert all("swiftshader" in r["adapter"].lower() for r in records if r["runtime"] == "chromium")
+    assert "repeats agree within 5%" in (out / "table.txt").read_text()
