@@ -257,7 +257,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = ap.parse_args(argv)
     if args.verb == "docs":
         ok = docs(args.check)
-        print("docs/performance.md is up to date" if ok else "docs/performance.md is out of date: python bench/history.py docs")
+        if not args.check:
+            print(f"history: wrote the generated tables of {DOCS.relative_to(ROOT)} from {HISTORY.relative_to(ROOT)}")
+        else:
+            print(
+                "docs/performance.md is up to date" if ok else "docs/performance.md is out of date: python bench/history.py docs"
+            )
         return 0 if ok else 1
     if args.verb == "add":
         print(f"history: wrote {add(Path(args.run), args.machine)}")

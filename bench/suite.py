@@ -37,7 +37,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "py"), str(ROOT / "e2e"), str(ROOT / "bench")]
@@ -183,10 +183,19 @@ def use_fallback_vulkan(chromium: str) -> Optional[str]:
 
 
 async def browser_pass(
-    args, name: str, dawn: List[str], base: str, requests: List[Dict[str, Any]], out: Path, live: bool, deadline: float
+    args,
+    name: str,
+    dawn: List[str],
+    base: str,
+    requests: List[Dict[str, Any]],
+    out: Path,
+    live: bool,
+    deadline: float,
+    save: Callable[[List[Dict]], None],
 ) -> Dict[str, Any]:
     """One Chromium: the live check (if asked), then every benchmark request; its records are
-    relabelled with what the page cannot see (the flags, the mode they imply, the commit)."""
+    relabelled with what the page cannot see (the flags, the mode they imply, the commit) and
+    handed to `save` after each request (a run cut short keeps what it measured)."""
     flags = [*CHROMIUM_ARGS, *(NVIDIA_ARGS if args.gpu == "nvidia" else [])]
     if dawn:
         flags.append("--enable-dawn-features=" + ",".join(dawn))
@@ -196,7 +205,7 @@ async def browser_pass(
         env["LD_LIBRARY_PATH"] = os.environ["WGATTN_CHROMIUM_LIBS"] + ":" + env.get("LD_LIBRARY_PATH", "")
     cls, _ = driver_class(args.driver)
     browser = cls(args.chromium, flags, env, out / f"chromium-{name}.log")
-    report: Dict[str, Any] = {"flags": flags, "records": []}
+    report: Dict[str, Any] = {"flags": flags}
     mode = "trusted" if "disable_robustness" in dawn else "checked"
     commit = bench.git_commit()
     await browser.start()
@@ -236,9 +245,9 @@ async def browser_pass(
             )
             for r in recs:
                 r.update(mode=mode, flags=flags, commit=commit)
-                if browser.version:
-                    r["browser"] = browser.version.replace("HeadlessChrome/", "Chromium ").replace("Chrome/", "Chromium ")
-            report["records"] += recs
+                if browser.version:  # the full version ("HeadlessChrome/156.0.8078.79" or "156.0.8078.79")
+                    r["browser"] = "Chromium " + browser.version.split("/")[-1]
+            save(recs)
             log(f"[chromium {name}] {what}: {len(recs)} records in {time.time() - t0:.0f} s ({state['status']})")
             for s in state["skipped"]:
                 log(f"  skipped {s['impl']}: {s['reason']}")
@@ -307,7 +316,11 @@ def parse_args(argv: Optional[Sequence[str]] = None):
     ap.add_argument("--gpu", choices=("auto", "nvidia", "software"), default="auto", help="Chromium's GPU flags")
     ap.add_argument("--dawn", default="auto", help="Dawn toggles for both browser passes (auto: NVIDIA's f16 ones there)")
     ap.add_argument("--chromium-arg", action="append", default=[], help="one more Chromium flag (repeatable)")
-    ap.add_argument("--no-robustness-pass", dest="robustness_pass", action="store_false", help="skip the disable_robustness pass")
+    ap.add_argument(
+        "--passes",
+        default="checked,trusted",
+        help="Chromium passes: checked (robustness on, as shipped), trusted (disable_robustness); default: %(default)s",
+    )
     ap.add_argument("--no-live", dest="live", action="store_false", help="skip the page's live check")
     ap.add_argument("--driver", choices=("auto", "playwright", "cdp"), default="auto")
     ap.add_argument("--out", default=str(ROOT / ".cache" / "bench"), help="where records.json, report.json, table.txt go")
@@ -363,15 +376,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         report["torch"] = bench.torch_cuda() or "skipped: no PyTorch with CUDA here"
         write(out, records, report)
     if "chromium" in runtimes:
-        passes = [("checked", dawn)] + ([("trusted", dawn + ["disable_robustness"])] if args.robustness_pass else [])
+        dawn_of = {"checked": dawn, "trusted": dawn + ["disable_robustness"]}
+        names = [n.strip() for n in args.passes.split(",") if n.strip()]
+        if not names or not set(names) <= set(dawn_of):
+            raise SystemExit(f"suite: --passes takes checked and/or trusted, got {args.passes!r}")
+        passes = [(n, dawn_of[n]) for n in names]
         requests = page_requests(kernels, shapes, args.causal, proto, args.repeat)
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "py"), os.environ.get("PYTHONPATH", "")) if p))
         if not (ROOT / ".cache" / "pyodide").is_dir():
             raise SystemExit("suite: the page needs Pyodide in .cache/pyodide: run `make setup` (bench/devcarry.py carries it)")
+
+        def save(recs: List[Dict]) -> None:
+            records.extend(recs)
+            write(out, records, report)
+
         with serve(out / "server.log", env) as base:
             for i, (name, toggles) in enumerate(passes):
                 run_pass = lambda: browser_pass(  # noqa: E731
-                    args, name, toggles, base, requests, out, args.live and i == 0, t_start + args.deadline_s
+                    args, name, toggles, base, requests, out, args.live and i == 0, t_start + args.deadline_s, save
                 )
                 try:
                     try:
@@ -385,8 +407,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         rep = asyncio.run(run_pass())
                 except Exception as exc:
                     log(f"[chromium {name}] failed: {type(exc).__name__}: {exc}")
-                    rep = {"error": f"{type(exc).__name__}: {exc}", "records": []}
-                records += rep.pop("records")
+                    rep = {"error": f"{type(exc).__name__}: {exc}"}
                 report[f"chromium_{name}"] = rep
                 write(out, records, report)
     report["gpu_state_after"] = gpu_state()

@@ -154,6 +154,8 @@ async function timeSeries(ctx, executor, start, entries, adapter, say) {
   const order = JSON.parse(page.bench_schedule(bench, entries.length));
   /** @param {Entry} e @param {number} reps */
   const sample = async (e, reps) => { stopIfCancelled(); return executor.sample(e.timed, reps, e.timer); };
+  say(`priming (${entries[0].job.shape})`);
+  for (const e of entries) await sample(e, 1);  // untimed: a driver may compile a pipeline at its first dispatch
   for (let rep = 0; rep < start.repeat; rep++) {
     const what = `(${entries[0].job.shape})${start.repeat > 1 ? `, repeat ${rep + 1} of ${start.repeat}` : ""}`;
     say(`warming up at ${what}`);

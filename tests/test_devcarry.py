@@ -70,7 +70,9 @@ def test_pack_stash_unpack_and_run_the_suite(tmp_path):
     assert not (repo / ".cache").exists()  # the device gets no set-up: Pyodide and the wheel travel
     device = [str(PY312), "bench/devcarry.py"]
     for part in parts[:-1]:
-        stashed = subprocess.run([*device, "stash", str(part), "--root", str(device_tmp)], cwd=repo, capture_output=True, text=True)
+        stashed = subprocess.run(
+            [*device, "stash", str(part), "--root", str(device_tmp)], cwd=repo, capture_output=True, text=True
+        )
         assert stashed.returncode == 0, stashed.stdout + stashed.stderr
     # Without every part the last call refuses, saying why.
     suite = [str(PY312), "bench/suite.py", "--kernels", ",".join(KERNELS), "--shapes", "1,2,64,16", "--rounds", "5"]

@@ -7,6 +7,8 @@ Why: a GPU idles at low clocks and a short benchmark does not wake it. The same 
 and then 15.9 TFLOP/s minutes apart. So figures are taken per *series*, the implementations timed
 at one (op, shape, causal), like this:
 
+0. Priming: every entry runs once, untimed (a driver may compile a pipeline at its first dispatch:
+   lavapipe took 100 s for one, which no warm-up by time should count as GPU work).
 1. Warm-up, by time. Rounds of every entry once, until at least `warmup_s` seconds have passed
    AND the round times of the last `settle_s` seconds of GPU work (at least `settle_rounds`
    rounds) agree within `settle_tol` of each other, so that a clock still ramping up, even
@@ -244,6 +246,8 @@ def measure(
     stamps: List[List[int]] = [[] for _ in entries]
     per_run: List[List[float]] = [[] for _ in entries]
     rounds: List[float] = []
+    for e in entries:
+        e.sample(1)  # priming: compiled and touched before the warm-up's clock starts
     t0 = clock()
     while True:
         total = 0.0
