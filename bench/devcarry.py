@@ -1,6 +1,7 @@
 """Carry what the benchmark suite needs to a lent GPU machine that reaches no package registry,
 and run it there: bench/suite.py with Chromium on the GPU beside wgpu-py and PyTorch.
 
+    here:   python3 bench/devcarry.py fetch           # the 3.12 wheels and the .deb, into .cache/devcarry
     here:   python3 bench/devcarry.py pack            # .devcarry/p1 .. pN, and the calls to make
     there:  python3 bench/devcarry.py stash .devcarry/pK                     (one call per part but the last)
     there:  python3 bench/devcarry.py run .devcarry/pN -- python3 bench/suite.py --out $OUT
@@ -111,35 +112,65 @@ def wheel_closure(roots: Sequence[str], skip: Sequence[str] = ()) -> Dict[str, s
     return found
 
 
-def download_wheels(pins: Dict[str, str], extra: Sequence[str], dest: Path) -> List[Path]:
-    """The wheels for Python 3.12 on manylinux x86_64: `pins` exactly, `extra` with whatever
-    they need (pip resolves them), cached in .cache/devcarry."""
-    cache = CACHE / "wheels-cp312"
-    cache.mkdir(parents=True, exist_ok=True)
-    base = [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--python-version", PYTHON_THERE]
-    base += ["--implementation", "cp", "--abi", "cp312", "--abi", "abi3", "--abi", "none"]
+def _wheel_args() -> List[str]:
+    args = [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--python-version", PYTHON_THERE]
+    args += ["--implementation", "cp", "--abi", "cp312", "--abi", "abi3", "--abi", "none"]
     for p in PLATFORMS:
-        base += ["--platform", p]
-    wanted = [f"{n}=={v}" for n, v in pins.items()]
-    missing = [
-        w for w in wanted if not list(cache.glob(_canon(w.split("==")[0]).replace("-", "_") + "-" + w.split("==")[1] + "-*.whl"))
-    ]
-    if missing:
-        say(f"downloading {len(missing)} wheels for Python {PYTHON_THERE}")
-        subprocess.run([*base, "--no-deps", "-d", str(cache), *missing], check=True)
+        args += ["--platform", p]
+    return args
+
+
+def _cached(name: str, version: str) -> List[Path]:
+    return sorted((CACHE / "wheels-cp312").glob(_canon(name).replace("-", "_") + "-" + version + "-*.whl"))
+
+
+def _extra_dir(extra: Sequence[str]) -> Path:
+    return CACHE / "wheels-cp312" / ("extra-" + "-".join(sorted(extra)))
+
+
+def missing(extra: Sequence[str] = ()) -> List[str]:
+    """What `pack` would have to download first (nothing: it packs offline)."""
+    pins = wheel_closure(WHEEL_ROOTS, skip=sorted(THERE_ALREADY - {_canon(e) for e in extra}))
+    out = [f"{n}=={v}" for n, v in pins.items() if not _cached(n, v)]
+    if extra and not _extra_dir(extra).is_dir():
+        out.append("+".join(extra))
+    if not list(CACHE.glob("libvulkan1_*.deb")):
+        out.append("libvulkan1 (.deb)")
+    return out
+
+
+def fetch(extra: Sequence[str] = ()) -> None:
+    """Download into .cache/devcarry what travels and is not on this machine: the wheels for
+    Python 3.12 on manylinux x86_64 (the closure of the server's and wgpu-py's requirements at
+    .venv's versions, and `extra` with what they need) and libvulkan1's .deb (apt-get download)."""
+    (CACHE / "wheels-cp312").mkdir(parents=True, exist_ok=True)
+    pins = wheel_closure(WHEEL_ROOTS, skip=sorted(THERE_ALREADY - {_canon(e) for e in extra}))
+    need = [f"{n}=={v}" for n, v in pins.items() if not _cached(n, v)]
+    if need:
+        say(f"downloading {len(need)} wheels for Python {PYTHON_THERE}")
+        subprocess.run([*_wheel_args(), "--no-deps", "-d", str(CACHE / "wheels-cp312"), *need], check=True)
+    if extra and not _extra_dir(extra).is_dir():
+        subprocess.run([*_wheel_args(), "-d", str(_extra_dir(extra)), *extra], check=True)
+    if not list(CACHE.glob("libvulkan1_*.deb")):
+        subprocess.run(["apt-get", "download", "libvulkan1"], cwd=CACHE, check=True, capture_output=True)
+    left = missing(extra)
+    if left:
+        raise SystemExit(f"devcarry: still missing after the download: {left}")
+
+
+def wheels(extra: Sequence[str], dest: Path) -> List[Path]:
+    """Copy the fetched wheels into `dest`: the pinned closure, then `extra`'s (one version of
+    each: the closure's wins)."""
+    pins = wheel_closure(WHEEL_ROOTS, skip=sorted(THERE_ALREADY - {_canon(e) for e in extra}))
     out = []
-    for w in wanted:
-        name, version = w.split("==")
-        hits = sorted(cache.glob(_canon(name).replace("-", "_") + "-" + version + "-*.whl"))
+    for name, version in pins.items():
+        hits = _cached(name, version)
         if not hits:
-            raise SystemExit(f"devcarry: no wheel of {w} for Python {PYTHON_THERE} on manylinux x86_64")
+            raise SystemExit(f"devcarry: no wheel of {name}=={version} for Python {PYTHON_THERE}: run `bench/devcarry.py fetch`")
         out.append(hits[0])
     if extra:
-        extra_dir = cache / ("extra-" + "-".join(sorted(extra)))
-        if not extra_dir.is_dir():
-            subprocess.run([*base, "-d", str(extra_dir), *extra], check=True)
         have = {_canon(p.name.split("-")[0]) for p in out}
-        out += [p for p in sorted(extra_dir.glob("*.whl")) if _canon(p.name.split("-")[0]) not in have]
+        out += [p for p in sorted(_extra_dir(extra).glob("*.whl")) if _canon(p.name.split("-")[0]) not in have]
     dest.mkdir(parents=True, exist_ok=True)
     for p in out:
         shutil.copy2(p, dest / p.name)
@@ -147,12 +178,10 @@ def download_wheels(pins: Dict[str, str], extra: Sequence[str], dest: Path) -> L
 
 
 def libvulkan_deb() -> Path:
-    """libvulkan1's .deb from Debian's registry (apt-get download), cached."""
-    CACHE.mkdir(parents=True, exist_ok=True)
+    """libvulkan1's .deb, fetched."""
     debs = sorted(CACHE.glob("libvulkan1_*.deb"))
     if not debs:
-        subprocess.run(["apt-get", "download", "libvulkan1"], cwd=CACHE, check=True, capture_output=True)
-        debs = sorted(CACHE.glob("libvulkan1_*.deb"))
+        raise SystemExit("devcarry: no libvulkan1 .deb in .cache/devcarry: run `bench/devcarry.py fetch`")
     return debs[-1]
 
 
@@ -187,15 +216,15 @@ def stage(dest: Path, extra: Sequence[str]) -> Dict[str, object]:
     for font in FONTS:
         shutil.copy2(Path("/usr/share/fonts/truetype/dejavu") / font, dest / "fonts" / font)
     shutil.copy2(libvulkan_deb(), dest / "libvulkan1.deb")
-    pins = wheel_closure(WHEEL_ROOTS, skip=sorted(THERE_ALREADY - {_canon(e) for e in extra}))
-    carried = download_wheels(pins, extra, dest / "wheels")
+    carried = wheels(extra, dest / "wheels")
     shutil.copytree(pyodide, dest / "pyodide", ignore=shutil.ignore_patterns("*.tar.gz", "*.tgz"))
     shutil.copytree(wheels, dest / "wgattn-wheels")
     return {"wheels": sorted(p.name for p in carried), "chromium_libs": len(list((dest / "lib").iterdir()))}
 
 
 def pack(dest: Path, part_mib: float, level: int, extra: Sequence[str], suite_args: str) -> List[Path]:
-    """Stage, compress and split into dest/p1 .. dest/pN; print the calls that run it there."""
+    """Stage, compress and split into dest/p1 .. dest/pN; print the calls that run it there.
+    Offline: what must be downloaded is `fetch`'s (a test packs only what was fetched)."""
     from wgattn import bench
 
     zstd = shutil.which("zstd")
@@ -373,12 +402,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         argv, command = argv[:i], argv[i + 1 :]
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="verb", required=True)
+    f = sub.add_parser("fetch", help="download the 3.12 wheels and the libvulkan1 .deb into .cache/devcarry")
+    f.add_argument("--extra", default="", help="more wheels, with what they need (e.g. numpy,aiohttp)")
     p = sub.add_parser("pack", help="stage, compress and split what travels; print the device calls")
     p.add_argument("--dest", default=str(ROOT / ".devcarry"))
     p.add_argument("--part-mib", type=float, default=55.0, help="a part's size (a call carries at most 64 MiB with the repo)")
     p.add_argument("--level", type=int, default=19, help="zstd's level (19: small parts, about 3 minutes)")
     p.add_argument("--extra", default="", help="more wheels, with what they need (e.g. numpy,aiohttp)")
     p.add_argument("--suite-args", default="", help="arguments of bench/suite.py in the printed last call")
+    p.add_argument("--offline", action="store_true", help="pack only what was fetched (default: fetch what is missing first)")
     s = sub.add_parser("stash", help="copy a carried part into --root (on the device machine)")
     s.add_argument("part")
     r = sub.add_parser("run", help="stash the last part, unpack once, set up and run the command after --")
@@ -387,8 +419,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         q.add_argument("--root", default="/tmp/wgattn-carry", help="where parts and the unpacked tree live")
     r.add_argument("--repo", default=str(ROOT))
     args = ap.parse_args(argv)
+    if args.verb == "fetch":
+        fetch([e.strip() for e in args.extra.split(",") if e.strip()])
+        return 0
     if args.verb == "pack":
         extra = [e.strip() for e in args.extra.split(",") if e.strip()]
+        if not args.offline:
+            fetch(extra)
         pack(Path(args.dest), args.part_mib, args.level, extra, args.suite_args)
         return 0
     if args.verb == "stash":
