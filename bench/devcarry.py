@@ -158,7 +158,7 @@ def fetch(extra: Sequence[str] = ()) -> None:
         raise SystemExit(f"devcarry: still missing after the download: {left}")
 
 
-def wheels(extra: Sequence[str], dest: Path) -> List[Path]:
+def collect_wheels(extra: Sequence[str], dest: Path) -> List[Path]:
     """Copy the fetched wheels into `dest`: the pinned closure, then `extra`'s (one version of
     each: the closure's wins)."""
     pins = wheel_closure(WHEEL_ROOTS, skip=sorted(THERE_ALREADY - {_canon(e) for e in extra}))
@@ -216,7 +216,7 @@ def stage(dest: Path, extra: Sequence[str]) -> Dict[str, object]:
     for font in FONTS:
         shutil.copy2(Path("/usr/share/fonts/truetype/dejavu") / font, dest / "fonts" / font)
     shutil.copy2(libvulkan_deb(), dest / "libvulkan1.deb")
-    carried = wheels(extra, dest / "wheels")
+    carried = collect_wheels(extra, dest / "wheels")
     shutil.copytree(pyodide, dest / "pyodide", ignore=shutil.ignore_patterns("*.tar.gz", "*.tgz"))
     shutil.copytree(wheels, dest / "wgattn-wheels")
     return {"wheels": sorted(p.name for p in carried), "chromium_libs": len(list((dest / "lib").iterdir()))}
