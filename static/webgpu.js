@@ -114,13 +114,19 @@ export class Executor {
     const key = JSON.stringify([d.source, d.entry_point, d.constants, d.layout]);
     let cached = this.pipelines.get(key);
     if (!cached) {
+      // WGSL that does not compile is a validation error of createShaderModule too: captured
+      // here, it is reported once, as the CompileError below, and never as an uncaptured error
+      // racing that message to the page.
+      this.device.pushErrorScope("validation");
       const module = this.device.createShaderModule({ label: d.label, code: d.source });
       const info = await module.getCompilationInfo();
+      const invalid = await this.device.popErrorScope();
       const errors = info.messages.filter((m) => m.type === "error");
       if (errors.length) {
         throw new CompileError(`${d.label}: WGSL does not compile: ` +
           errors.map((m) => `line ${m.lineNum}:${m.linePos} ${m.message}`).join("; "));
       }
+      if (invalid) throw new CompileError(`${d.label}: the shader module is invalid: ${invalid.message}`);
       // Explicit layouts from the registry: a kernel may leave a binding of its interface unused.
       const bindGroupLayout = this.device.createBindGroupLayout({
         label: d.label,

@@ -25,7 +25,7 @@ KERNELS = ["flash_fwd.tiled", "flash_fwd.blocked", "varlen_bwd.tiled"]
 EXTRA = ["numpy", "aiohttp"]  # on the device's image, not in a bare Python 3.12
 
 
-def _needs():
+def _skip_unless_it_can_run_here():
     """Skip, saying why, where this machine cannot run the carried path (no test downloads:
     `bench/devcarry.py fetch` does, once)."""
     if not PY312.exists():
@@ -54,7 +54,7 @@ def _working_tree_copy(dest: Path) -> None:
 
 
 def test_pack_stash_unpack_and_run_the_suite(tmp_path):
-    _needs()
+    _skip_unless_it_can_run_here()
     parts_dir, repo, device_tmp, out = tmp_path / "devcarry", tmp_path / "repo", tmp_path / "device-tmp", tmp_path / "out"
     pack = [
         sys.executable,
