@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import shutil
 import subprocess
 import tempfile
 import time
@@ -89,11 +90,11 @@ class Chromium:
         self.proc: Optional[subprocess.Popen] = None
         self.version = ""
         self.session: Optional[aiohttp.ClientSession] = None
-        self.profile = tempfile.TemporaryDirectory(prefix="wgattn-chromium-")
+        self.profile = tempfile.mkdtemp(prefix="wgattn-chromium-")
 
     async def start(self, timeout: float = 60) -> None:
-        port_file = Path(self.profile.name) / "DevToolsActivePort"
-        cmd = [self.executable, "--headless=new", "--remote-debugging-port=0", f"--user-data-dir={self.profile.name}"]
+        port_file = Path(self.profile) / "DevToolsActivePort"
+        cmd = [self.executable, "--headless=new", "--remote-debugging-port=0", f"--user-data-dir={self.profile}"]
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen([*cmd, *self.args, "about:blank"], env=self.env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.time() + timeout
@@ -126,4 +127,5 @@ class Chromium:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-        self.profile.cleanup()
+        # Chromium's helper processes may still be writing the profile as the browser exits.
+        shutil.rmtree(self.profile, ignore_errors=True)

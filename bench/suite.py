@@ -256,7 +256,10 @@ async def browser_pass(
             report.setdefault("bench", []).append({"request": what, **state})
     finally:
         report["console_errors"] = list(browser.console)
-        await browser.close()
+        try:
+            await browser.close()
+        except Exception as exc:  # what it measured stands; say what the closing did
+            log(f"[chromium {name}] closing the browser: {type(exc).__name__}: {exc}")
     return report
 
 
