@@ -44,6 +44,12 @@
 // and a constant stride, so Dawn's robustness transform proves it in bounds and adds no
 // predicate to it; only the outer index gets a clamp (min), which keeps the address aligned.
 // Dawn zero-fills workgroup memory and wgpu does not: everything read is written first here.
+// Variants to measure (defines): KV_F16 reads K and V from f16 copies in storage (kh, vh:
+// [total_k + BC, heads_kv, DP], written by the entry point to_f16 in a pass before, zeros past
+// head_dim and past the last key): half the bytes of the f32 inputs each workgroup reads again.
+// KV_DIRECT (with KV_F16) loads the K and V fragments straight from those copies instead of
+// staging tiles in workgroup memory; keys past a row's band are masked in S, and their V rows
+// (another sequence's, or zeros) meet p = 0.
 // Reference: wgattn.reference.varlen_attention_fwd, keywords mapped in wgattn/interfaces/flash_fwd.py.
 enable f16;
 enable subgroups;
@@ -132,12 +138,19 @@ struct Params {
 #endif
 @group(0) @binding(6) var<storage, read_write> lse: array<f32>;      // [total_q, heads_q]
 @group(0) @binding(7) var<uniform> params: Params;
+#if KV_F16
+@group(0) @binding(8) var<storage, read_write> kh: array<vec4<f16>>;  // [total_k + BC, heads_kv, DP / 4]
+@group(0) @binding(9) var<storage, read_write> vh: array<vec4<f16>>;  // [total_k + BC, heads_kv, DP / 4]
+#endif
 
 // Fragment arrays: [fragment][row * stride + vec4 column]. Key tile fragment (n, c) holds keys
 // n*N.. and dims c*K.. (column-major Kᵀ: one key a row); V fragment (kk, c) keys kk*K.., dims
 // c*N..; S/P/Q fragment (s, n) the rows of row block s. Q is staged once through pf.
+#if KV_DIRECT
+#else
 var<workgroup> kf: array<array<vec4<f16>, SN * KP4>, SB * DK>;  // Kᵀ of the tile
 var<workgroup> vf: array<array<vec4<f16>, SK * NP4>, PB * DN>;  // V of the tile
+#endif
 var<workgroup> sf: array<array<vec4<f32>, SM * SP4>, RB * SB>;  // S of the tile; O on its way out
 var<workgroup> pf: array<array<vec4<f16>, SM * KP4>, RB * PB>;  // P of the tile (Q chunks at first)
 var<workgroup> rescale: atomic<u32>;  // 1: some row's max grew by more than TAU in this tile
@@ -281,34 +294,53 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     o[c] = AF();
   }
 
+#if KV_F16
+  let kv_stride = hkv * (DP / 4u);  // vec4 from one key to the next in kh, vh
+#endif
   for (var t0 = band.x; t0 < band.y; t0 += i32(BC)) {
+#if KV_F16
+    let kv0 = (u32(k_start + t0) * hkv + kvh) * (DP / 4u);  // the tile's first key in kh, vh
+#endif
+#if KV_DIRECT
+#else
     // Stage the tile's K and V as f16 fragments; zeros past the band and past head_dim.
     for (var f = 0u; f < KVPI; f++) {
       let e = lid + WG * f;
       if (e < BC * DP / 4u) {
         let j = e / (DP / 4u);
         let d = (e % (DP / 4u)) * 4u;
-        var kx = vec4<f32>(0.0);
-        var vx = vec4<f32>(0.0);
+        var kx = vec4<f16>(0.0);
+        var vx = vec4<f16>(0.0);
         if (t0 + i32(j) < band.y) {
+#if KV_F16
+          let at = kv0 + j * kv_stride + d / 4u;
+          kx = kh[at];
+          vx = vh[at];
+#else
           let row = u32(k_start + t0 + i32(j)) * hkv + kvh;
-          kx = load_kv(false, row, d / 4u, dim);
-          vx = load_kv(true, row, d / 4u, dim);
+          kx = vec4<f16>(load_kv(false, row, d / 4u, dim));
+          vx = vec4<f16>(load_kv(true, row, d / 4u, dim));
+#endif
         }
         let ka = frag_at(j, d, SN, SK, KP4, DK);
-        kf[ka.x][ka.y] = vec4<f16>(kx);
+        kf[ka.x][ka.y] = kx;
         let va = frag_at(j, d, SK, SN, NP4, DN);
-        vf[va.x][va.y] = vec4<f16>(vx);
+        vf[va.x][va.y] = vx;
       }
     }
-    workgroupBarrier();  // K and V staged; the last tile's P and S are no longer read
+    workgroupBarrier();  // K and V staged
+#endif
 
     // S = Q Kᵀ for this subgroup's rows, to workgroup memory.
     if (sg < RB) {
       for (var n = 0u; n < SB; n++) {
         var acc = AF();
         for (var c = 0u; c < DK; c++) {
+#if KV_DIRECT
+          let kt = subgroupMatrixLoad<RF, col_major>(&kh, kv0 + n * SN * kv_stride + c * (SK / 4u), kv_stride);
+#else
           let kt = subgroupMatrixLoad<RF, col_major>(&kf[n * DK + c], 0u, KP4);
+#endif
           acc = subgroupMatrixMultiplyAccumulate(qf[c], kt, acc);
         }
         subgroupMatrixStore<row_major>(&sf[sg * SB + n], 0u, acc, SP4);
@@ -393,12 +425,16 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
       for (var kk = 0u; kk < PB; kk++) {
         let p = subgroupMatrixLoad<LF, row_major>(&pf[sg * PB + kk], 0u, KP4);
         for (var c = 0u; c < DN; c++) {
+#if KV_DIRECT
+          let vt = subgroupMatrixLoad<RF, row_major>(&vh, kv0 + kk * SK * kv_stride + c * (SN / 4u), kv_stride);
+#else
           let vt = subgroupMatrixLoad<RF, row_major>(&vf[kk * DN + c], 0u, NP4);
+#endif
           o[c] = subgroupMatrixMultiplyAccumulate(p, vt, o[c]);
         }
       }
     }
-    workgroupBarrier();  // P and V are no longer read
+    workgroupBarrier();  // P, V and S are no longer read
   }
 
   // Row sums, then O / sum through sf in chunks of SB fragments (BC columns).
@@ -446,3 +482,19 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     lse[row] = select(neg_inf(), m + log(total), visible);
   }
 }
+
+#if KV_F16
+// kh, vh = f16(k), f16(v) with rows padded to DP (zeros): one vec4 an invocation, over
+// [total_k, heads_kv, DP / 4]. The rows past total_k stay as the buffer was created (zeros).
+@compute @workgroup_size(64)
+fn to_f16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let e = gid.x + gid.y * nwg.x * 64u;
+  if (e >= params.total_k * params.heads_kv * (DP / 4u)) {
+    return;
+  }
+  let row = e / (DP / 4u);
+  let c = e % (DP / 4u);
+  kh[e] = vec4<f16>(load_kv(false, row, c, params.head_dim));
+  vh[e] = vec4<f16>(load_kv(true, row, c, params.head_dim));
+}
+#endif

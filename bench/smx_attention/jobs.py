@@ -18,6 +18,7 @@ import argparse
 import base64
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -34,6 +35,7 @@ from wgattn.interfaces import Case  # noqa: E402
 from wgattn.interfaces import flash_fwd as ff  # noqa: E402
 from wgattn.interfaces._varlen import random_packed  # noqa: E402
 from wgattn.registry import set_target_limits  # noqa: E402
+from wgattn.wgsl import preprocess  # noqa: E402
 
 # Timed shapes (B, H, S, D), causal, as the issue's targets.
 TIMED: Tuple[Tuple[int, int, int, int], ...] = ((4, 16, 2048, 64), (2, 16, 4096, 128))
@@ -46,11 +48,16 @@ VARIANTS: Dict[str, Dict[str, Any]] = {
     "rb4bc64": {"tiles": [{"RB": 4, "BC": 64}]},
     "tau0": {"overrides": {"TAU": 0}},  # FlashAttention-2's eager rescale, for comparison
 }
+KINDS = smx_plan.KINDS  # the f16 copies' conversion pass is timed with the kinds that need it
 
 
 def parse_config(text: str) -> smx_plan.Config:
-    m, n, k = (int(x) for x in text.lower().split("x"))
+    m, n, k = (int(x) for x in text.lower().split("+")[0].split("x"))
     return (m, n, k)
+
+
+def parse_kind(tag: str) -> str:
+    return tag.split("+")[1] if "+" in tag else "staged"
 
 
 def _b64(data: bytes) -> str:
@@ -103,7 +110,12 @@ def correctness_cases(which: str = "all") -> List[Case]:
 
 
 def _plan_job(name: str, kern, case: Case, overrides: Optional[Mapping[str, float]], with_bytes: bool) -> Dict[str, Any]:
-    plan = ff.plan(kern, case, overrides=overrides)  # type: ignore[arg-type]
+    if kern.defines.get("KV_F16"):
+        if overrides:
+            kern = replace(kern, overrides={**kern.overrides, **overrides})
+        plan = smx_plan.f16_plan(kern, case)
+    else:
+        plan = ff.plan(kern, case, overrides=overrides)  # type: ignore[arg-type]
     js = plan.to_js()
     job: Dict[str, Any] = {"name": name, "plan": js, "outputs": [[o.name, o.buffer, list(o.shape)] for o in plan.outputs]}
     if with_bytes:
@@ -121,17 +133,42 @@ def timed_case(shape: Tuple[int, int, int, int]) -> Case:
     return ff.dense_case(z, z, z, causal=True, name="x".join(map(str, shape)))
 
 
+def gemm_job(cfg: smx_plan.Config, subgroup: int, size: int) -> Dict[str, Any]:
+    """The GEMM ceiling (gemm.wgsl) for `cfg`: C = A Bᵀ, size^3, 2 x 2 subgroups of 64 x 64."""
+    m, n, k = cfg
+    defines = {"SMX_M16": int(m == 16), "SMX_N16": int(n == 16), "SMX_K16": int(k == 16)}
+    src = preprocess((HERE / "gemm.wgsl").read_text(), defines, lambda path: "", "gemm.wgsl")
+    block = 2 * 64
+    return {
+        "name": f"gemm:{size}",
+        "source": src,
+        "constants": {"WG": 4 * subgroup, "SGR": 2, "SGC": 2},
+        "dims": [size, size, size],
+        "workgroups": [size // block, size // block, 1],
+        "flops": 2 * size**3,
+    }
+
+
 def build(
-    configs: Sequence[smx_plan.Config], subgroup: int, storage: int, which: str, timing: bool, variants: Sequence[str]
+    configs: Sequence[smx_plan.Config],
+    subgroup: int,
+    storage: int,
+    which: str,
+    timing: bool,
+    variants: Sequence[str],
+    gemm_size: int = 8192,
+    shapes: Sequence[Tuple[int, int, int, int]] = TIMED,
+    template: str = "",
+    kinds: Sequence[str] = KINDS,
 ) -> Dict[str, Any]:
     set_target_limits(storage, 1024)
-    jobs: Dict[str, Any] = {"configs": [], "subgroup": subgroup, "storage": storage, "timed": [list(s) for s in TIMED]}
+    jobs: Dict[str, Any] = {"configs": [], "subgroup": subgroup, "storage": storage, "timed": [list(s) for s in shapes]}
     cases = correctness_cases(which)
-    for cfg in configs:
-        tag = "x".join(map(str, cfg))
+    for cfg, kind in [(c, k) for c in configs for k in kinds]:
+        tag = "x".join(map(str, cfg)) + ("" if kind == "staged" else f"+{kind}")
         entry: Dict[str, Any] = {"config": {"M": cfg[0], "N": cfg[1], "K": cfg[2]}, "tag": tag, "correctness": [], "timing": []}
         try:
-            kern = smx_plan.kernel(cfg, subgroup)
+            kern = smx_plan.kernel(cfg, subgroup, template=template, kind=kind)
         except ValueError as e:
             entry["refused"] = str(e)
             jobs["configs"].append(entry)
@@ -142,12 +179,13 @@ def build(
                 entry["correctness"].append(_plan_job(case.name, kern, jc, None, True))
             except ValueError as e:  # a head dim or size this kernel refuses
                 entry["correctness"].append({"name": case.name, "refused": str(e)})
-        if timing:
-            for shape in TIMED:
+        if timing and kind == "staged":
+            entry["gemm"] = gemm_job(cfg, subgroup, gemm_size)
+            for shape in shapes:
                 case = timed_case(shape)
                 for vname in variants:
                     spec = VARIANTS[vname]
-                    k2 = smx_plan.kernel(cfg, subgroup, spec.get("tiles"))
+                    k2 = smx_plan.kernel(cfg, subgroup, spec.get("tiles"), template, kind)
                     try:
                         job = _plan_job(f"{vname}:{case.name}", k2, case, spec.get("overrides"), False)
                     except ValueError as e:
@@ -173,7 +211,7 @@ def judge_results(jobs_path: Path, results_path: Path) -> List[Dict[str, Any]]:
         if "refused" in entry or got_cfg.get("skipped"):
             rows.append({"config": tag, "case": "-", "skipped": entry.get("refused") or got_cfg.get("skipped")})
             continue
-        kern = smx_plan.kernel(parse_config(tag), jobs["subgroup"])
+        kern = smx_plan.kernel(parse_config(tag), jobs["subgroup"], kind=parse_kind(tag))
         for job in entry["correctness"]:
             name = job["name"]
             res = got_cfg.get("correctness", {}).get(name)
@@ -205,6 +243,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     b.add_argument("--cases", default="all", choices=("all", "quick"))
     b.add_argument("--timing", action="store_true")
     b.add_argument("--variants", default=",".join(VARIANTS))
+    b.add_argument("--gemm", type=int, default=8192, help="GEMM ceiling size (a multiple of 128)")
+    b.add_argument("--kinds", default=",".join(KINDS), help="staged, staged16, direct: where K and V come from")
+    b.add_argument("--template", default="", help="another WGSL file for the kernel: path without .wgsl, from shaders/")
+    b.add_argument("--shapes", default=";".join(",".join(map(str, s)) for s in TIMED), help="timed B,H,S,D;...")
     j = sub.add_parser("judge")
     j.add_argument("jobs")
     j.add_argument("results")
@@ -212,7 +254,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     a = ap.parse_args(argv)
     if a.cmd == "build":
         cfgs = [parse_config(c) for c in a.configs.split(",") if c]
-        jobs = build(cfgs, a.subgroup, a.storage, a.cases, a.timing, a.variants.split(","))
+        shapes = [tuple(int(x) for x in t.split(",")) for t in a.shapes.split(";") if t]
+        jobs = build(
+            cfgs, a.subgroup, a.storage, a.cases, a.timing, a.variants.split(","), a.gemm, shapes, a.template, a.kinds.split(",")
+        )  # type: ignore[arg-type]
         Path(a.out).write_text(json.dumps(jobs))
         n = sum(len(e.get("correctness", [])) for e in jobs["configs"])
         print(f"{a.out}: {len(jobs['configs'])} configurations, {n} correctness plans", file=sys.stderr)

@@ -130,7 +130,8 @@ function fillRandom(dev, buf, count, seed) {
   dev.queue.submit([enc.finish()]);
 }
 
-/** A timed thing: `run(n)` dispatches it n times in one pass and resolves to {gpu_ms, wall_ms} per dispatch.
+/** A timed thing: `run(n)` dispatches it (every pass of its plan) n times in one compute pass and
+ * resolves to {gpu_ms, wall_ms} per time.
  * @typedef {{ name: string, flops: number, run: (n: number) => Promise<{ gpu_ms: number | null, wall_ms: number }> }} Timed */
 
 /** @param {GPUDevice} dev
@@ -176,10 +177,13 @@ export async function prepareTimed(executor, jobs) {
   const usable = jobs.filter((j) => !j.refused);
   jobs.filter((j) => j.refused).forEach((j) => { errors[j.name] = j.refused; });
   if (!usable.length) return { timed: [], errors, free: () => {} };
+  // One set of buffers for every variant: the largest size any plan asks under each name.
+  /** @type {Record<string, any>} */
+  const spec = {};
+  for (const job of usable) for (const b of job.plan.buffers) if (!spec[b.name] || spec[b.name].size < b.size) spec[b.name] = b;
   /** @type {Record<string, GPUBuffer>} */
   const buffers = {};
-  const plan0 = usable[0].plan;
-  for (const b of plan0.buffers) {
+  for (const b of Object.values(spec)) {
     const usage = (b.usage === "uniform" ? GPUBufferUsage.UNIFORM : GPUBufferUsage.STORAGE) | GPUBufferUsage.COPY_DST;
     buffers[b.name] = dev.createBuffer({ label: `smx.${b.name}`, size: b.size, usage });
     if (usable[0].bytes[b.name]) dev.queue.writeBuffer(buffers[b.name], 0, fromB64(usable[0].bytes[b.name]));
@@ -192,10 +196,12 @@ export async function prepareTimed(executor, jobs) {
       const why = executor.check(job.plan);
       if (why) throw new Error(why);
       dev.pushErrorScope("validation");
-      const [pipe] = await executor.pipelinesOf(job.plan);
-      const [group] = executor.bindGroups(job.plan, [pipe], buffers);
-      const d = job.plan.dispatches[0];
-      const run = timer(dev, (pass) => { pass.setPipeline(pipe.pipeline); pass.setBindGroup(0, group); pass.dispatchWorkgroups(...d.workgroups); });
+      const pipes = await executor.pipelinesOf(job.plan);
+      const groups = executor.bindGroups(job.plan, pipes, buffers);
+      const ds = job.plan.dispatches;
+      const run = timer(dev, (pass) => ds.forEach((/** @type {any} */ d, /** @type {number} */ i) => {
+        pass.setPipeline(pipes[i].pipeline); pass.setBindGroup(0, groups[i]); pass.dispatchWorkgroups(...d.workgroups);
+      }));
       await run(1);
       const err = await dev.popErrorScope();
       if (err) throw new Error(err.message);
@@ -245,4 +251,153 @@ export async function timeRounds(timed, { warmMs = 1500, rounds = 5, targetMs = 
     };
   }
   return out;
+}
+
+const FILL_F16_WGSL = /* wgsl */ `
+// Exact f16 values k / 1024, k in [-1024, 1023], two to a word, from a hash of the element index
+// (gemmValue in smx.js computes the same numbers for the check).
+@group(0) @binding(0) var<storage, read_write> x: array<u32>;
+@group(0) @binding(1) var<uniform> p: vec4<u32>;  // words, seed
+fn value(i: u32) -> f32 {
+  var h = i * 747796405u + p.y * 2891336453u + 1u;
+  h = ((h >> ((h >> 28u) + 4u)) ^ h) * 277803737u;
+  h = (h >> 22u) ^ h;
+  return (f32(h >> 21u) - 1024.0) / 1024.0;
+}
+@compute @workgroup_size(256)
+fn fill(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {
+  let w = g.x + g.y * nw.x * 256u;
+  if (w >= p.x) { return; }
+  x[w] = pack2x16float(vec2<f32>(value(2u * w), value(2u * w + 1u)));
+}`;
+
+/** FILL_F16_WGSL's value of element i (seed `seed`), exactly.
+ * @param {number} i
+ * @param {number} seed */
+function gemmValue(i, seed) {
+  let h = (Math.imul(i, 747796405) + Math.imul(seed, -1403630843) + 1) >>> 0;
+  h = Math.imul(((h >>> ((h >>> 28) + 4)) ^ h) >>> 0, 277803737) >>> 0;
+  h = ((h >>> 22) ^ h) >>> 0;
+  return ((h >>> 21) - 1024) / 1024;
+}
+
+/** The GEMM ceiling of a job file entry (jobs.py gemm_job): A and B filled on the GPU, C checked
+ * on sampled entries against float64, then timed like the attention plans.
+ * @param {GPUDevice} dev
+ * @param {any} job {source, constants, dims: [rows, cols, depth], workgroups, flops, name} */
+export async function prepareGemm(dev, job) {
+  const [rows, cols, depth] = job.dims;
+  dev.pushErrorScope("validation");
+  const module = dev.createShaderModule({ label: "smx.gemm", code: job.source });
+  const info = await module.getCompilationInfo();
+  const errs = info.messages.filter((m) => m.type === "error").map((m) => `${m.lineNum}:${m.linePos} ${m.message}`);
+  if (errs.length) { await dev.popErrorScope(); throw new Error(`gemm does not compile: ${errs.join("; ")}`); }
+  const pipeline = await dev.createComputePipelineAsync({ label: "smx.gemm", layout: "auto", compute: { module, entryPoint: "gemm", constants: job.constants } });
+  const fillMod = dev.createShaderModule({ label: "smx.fill16", code: FILL_F16_WGSL });
+  const fill = dev.createComputePipeline({ label: "smx.fill16", layout: "auto", compute: { module: fillMod, entryPoint: "fill" } });
+  const a = dev.createBuffer({ size: rows * depth * 2, usage: GPUBufferUsage.STORAGE });
+  const b = dev.createBuffer({ size: cols * depth * 2, usage: GPUBufferUsage.STORAGE });
+  const c = dev.createBuffer({ size: rows * cols * 4, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC });
+  const d = dev.createBuffer({ size: 16, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+  dev.queue.writeBuffer(d, 0, new Uint32Array([rows, cols, depth, 0]));
+  for (const [buf, words, seed] of /** @type {Array<[GPUBuffer, number, number]>} */ ([[a, rows * depth / 2, 1], [b, cols * depth / 2, 2]])) {
+    const p = dev.createBuffer({ size: 16, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+    dev.queue.writeBuffer(p, 0, new Uint32Array([words, seed, 0, 0]));
+    const groups = Math.ceil(words / 256);
+    const enc = dev.createCommandEncoder();
+    const pass = enc.beginComputePass();
+    pass.setPipeline(fill);
+    pass.setBindGroup(0, dev.createBindGroup({ layout: fill.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: buf } }, { binding: 1, resource: { buffer: p } }] }));
+    pass.dispatchWorkgroups(Math.min(groups, 65535), Math.ceil(groups / 65535));
+    pass.end();
+    dev.queue.submit([enc.finish()]);
+  }
+  const group = dev.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: [a, b, c, d].map((buffer, binding) => ({ binding, resource: { buffer } })) });
+  const run = timer(dev, (pass) => { pass.setPipeline(pipeline); pass.setBindGroup(0, group); pass.dispatchWorkgroups(...job.workgroups); });
+  await run(1);
+  const err = await dev.popErrorScope();
+  if (err) throw new Error(`gemm: ${err.message}`);
+  // C on sampled entries against float64.
+  const read = dev.createBuffer({ size: rows * cols * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  const enc = dev.createCommandEncoder();
+  enc.copyBufferToBuffer(c, 0, read, 0, rows * cols * 4);
+  dev.queue.submit([enc.finish()]);
+  await read.mapAsync(GPUMapMode.READ);
+  const got = new Float32Array(read.getMappedRange().slice(0));
+  read.unmap();
+  read.destroy();
+  let worst = 0, s = 7;
+  for (let t = 0; t < 128; t++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0; const i = s % rows;
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0; const j = s % cols;
+    let ref = 0;
+    for (let k = 0; k < depth; k++) ref += gemmValue(i * depth + k, 1) * gemmValue(j * depth + k, 2);
+    worst = Math.max(worst, Math.abs(got[i * cols + j] - ref));
+  }
+  return { timed: { name: job.name, flops: job.flops, run }, max_abs_err: worst, free: () => [a, b, c, d].forEach((x) => x.destroy()) };
+}
+
+/**
+ * Everything a job file asks, on `adapter`: per configuration the adapter offers, the correctness
+ * plans, then (timing) the timing plans shape by shape and the GEMM ceiling. Fills `report`
+ * (adapter, no_smx, configs, timing, gemm, errors).
+ * @param {GPUAdapter} adapter
+ * @param {() => Promise<any>} getJobs the job file, fetched only when the adapter can run it
+ * @param {any} report
+ * @param {{ timing?: boolean, log?: (line: string) => void, status?: (text: string) => void,
+ *   timeOpts?: { warmMs?: number, rounds?: number, targetMs?: number } }} [opts]
+ */
+export async function runJobs(adapter, getJobs, report, { timing = true, log = () => {}, status = () => {}, timeOpts = {} } = {}) {
+  report.adapter = adapterReport(adapter);
+  log(`adapter ${JSON.stringify(report.adapter)}`);
+  const why = missing(report.adapter);
+  if (why) {
+    report.no_smx = why;
+    status(`flash_fwd.smx cannot run here: ${why}`);
+    log(`no subgroup-matrix: ${why}`);
+    return;
+  }
+  const jobs = await getJobs();
+  const { device, executor } = await openDevice(adapter);
+  device.lost.then((l) => report.errors.push(`device lost: ${l.message}`));
+  device.addEventListener("uncapturederror", (e) => report.errors.push(`uncaptured: ${/** @type {any} */ (e).error.message}`));
+  report.configs = {};
+  report.timing = {};
+  report.gemm = {};
+  for (const entry of jobs.configs) {
+    if (entry.refused) continue;
+    if (!offers(report.adapter, entry.config)) {
+      report.configs[entry.tag] = { skipped: `the adapter does not list f16 -> f32 ${entry.tag}` };
+      continue;
+    }
+    status(`${entry.tag}: correctness`);
+    const t0 = performance.now();
+    report.configs[entry.tag] = { correctness: await runCorrectness(executor, entry, log) };
+    log(`${entry.tag}: ${entry.correctness.length} correctness plans in ${((performance.now() - t0) / 1e3).toFixed(1)} s`);
+    if (!timing) continue;
+    for (const shape of jobs.timed) {
+      status(`${entry.tag}: timing ${shape.join("x")}`);
+      const same = entry.timing.filter((/** @type {any} */ j) => j.shape.join() === shape.join());
+      const prep = await prepareTimed(executor, same);
+      const rows = await timeRounds(prep.timed, timeOpts);
+      prep.free();
+      report.timing[`${entry.tag}:${shape.join("x")}`] = { errors: prep.errors, rows };
+      for (const [name, r] of Object.entries(rows)) log(`${entry.tag} ${name}: ${r.median_ms.toFixed(3)} ms ${r.tflops.toFixed(2)} TFLOP/s (${r.timer})`);
+      for (const [name, e] of Object.entries(prep.errors)) log(`${entry.tag} ${name}: ${e}`);
+    }
+    if (entry.gemm) {
+      status(`${entry.tag}: gemm`);
+      try {
+        const g = await prepareGemm(device, entry.gemm);
+        const rows = await timeRounds([g.timed], timeOpts);
+        g.free();
+        report.gemm[entry.tag] = { max_abs_err: g.max_abs_err, ...rows[entry.gemm.name] };
+        log(`${entry.tag} ${entry.gemm.name}: err ${g.max_abs_err.toExponential(2)} ${rows[entry.gemm.name].tflops.toFixed(2)} TFLOP/s`);
+      } catch (e) {
+        report.gemm[entry.tag] = { error: String(/** @type {any} */ (e).message || e) };
+        log(`${entry.tag} gemm: ${report.gemm[entry.tag].error}`);
+      }
+    }
+  }
+  status("done");
 }

@@ -9,13 +9,19 @@ reach the shader as the defines SMX_M16 / SMX_N16 / SMX_K16 (16 when set, else 8
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from wgattn.interfaces import flash_fwd as ff
+from wgattn.plan import Buffer, Plan
 from wgattn.registry import Kernel, load
 
-__all__ = ["PREFERRED", "Config", "choose_config", "kernel", "TILES", "STORAGE", "HEAD_DIM_MAX"]
+__all__ = ["PREFERRED", "Config", "choose_config", "kernel", "f16_plan", "KINDS", "TILES", "STORAGE", "HEAD_DIM_MAX"]
 
 Config = Tuple[int, int, int]  # (M, N, K)
+# Where K and V fragments come from: tiles staged in workgroup memory from the f32 inputs, tiles
+# staged from f16 copies (a pass before makes them), fragments loaded straight from those copies.
+KINDS = ("staged", "staged16", "direct")
 
 # f16 x f16 -> f32 configurations the kernel is written for, best first (fewest instructions per
 # multiply-add first; the benchmark measures each an adapter offers).
@@ -35,12 +41,9 @@ TILES: Tuple[Dict[str, int], ...] = (
 
 # Workgroup bytes of the shader's var<workgroup> arrays (kf, vf, sf, pf, the flag), in the
 # registry's expression language; KP4 = (K + 8) / 4, NP4 = (N + 8) / 4, SP4 = (N + 4) / 4.
-STORAGE = (
-    "BC // SN * (DP // SK) * SN * ((SK + 8) // 4) * 8"
-    " + BC // SK * (DP // SN) * SK * ((SN + 8) // 4) * 8"
-    " + RB * (BC // SN) * SM * ((SN + 4) // 4) * 16"
-    " + RB * (BC // SK) * SM * ((SK + 8) // 4) * 8 + 4"
-)
+_SP = " + RB * (BC // SN) * SM * ((SN + 4) // 4) * 16 + RB * (BC // SK) * SM * ((SK + 8) // 4) * 8 + 4"
+STORAGE = "BC // SN * (DP // SK) * SN * ((SK + 8) // 4) * 8 + BC // SK * (DP // SN) * SK * ((SN + 8) // 4) * 8" + _SP
+STORAGE_DIRECT = "0" + _SP  # sf, pf and the flag: K and V fragments come from storage
 
 
 def choose_config(offered: Iterable[Mapping[str, object]]) -> Config:
@@ -64,9 +67,21 @@ def choose_config(offered: Iterable[Mapping[str, object]]) -> Config:
     )
 
 
-def kernel(cfg: Config, subgroup_size: int, tiles: Optional[Sequence[Mapping[str, int]]] = None) -> Kernel:
+def kernel(
+    cfg: Config,
+    subgroup_size: int,
+    tiles: Optional[Sequence[Mapping[str, int]]] = None,
+    template: str = "",
+    kind: str = "staged",
+) -> Kernel:
     """flash_fwd.smx for configuration `cfg` on an adapter whose (largest) subgroup size is
-    `subgroup_size`; `tiles` replaces the candidates (one to measure a shape)."""
+    `subgroup_size`; `tiles` replaces the candidates (one to measure a shape); `template`, a path
+    without .wgsl relative to shaders/, replaces the kernel's file (an experiment, a planted bug);
+    `kind`: "staged" (K, V tiles staged from the f32 inputs), "staged16" (staged from f16
+    copies made by a pass before: KV_F16) or "direct" (fragments loaded from those copies:
+    KV_DIRECT); the last two are planned with f16_plan."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     m, n, k = cfg
     if any(x not in (8, 16) for x in cfg):
         raise ValueError(f"flash_fwd.smx supports M, N, K in {{8, 16}}, got {m}x{n}x{k}")
@@ -88,19 +103,55 @@ def kernel(cfg: Config, subgroup_size: int, tiles: Optional[Sequence[Mapping[str
     }
     return Kernel(
         id="flash_fwd.smx",
+        template=template,
         interface=iface,
         summary="FlashAttention-2 forward on subgroup matrices (f16 operands, f32 accumulation and softmax)",
         overrides=overrides,  # type: ignore[arg-type]
         requires=("shader-f16", "subgroups", "chromium-experimental-subgroup-matrix"),
         limits={"head_dim": HEAD_DIM_MAX},
         precision="f16",
-        defines={"SMX_M16": int(m == 16), "SMX_N16": int(n == 16), "SMX_K16": int(k == 16), "VEC4": "1 - min(1, head_dim % 4)"},
+        defines={
+            "SMX_M16": int(m == 16),
+            "SMX_N16": int(n == 16),
+            "SMX_K16": int(k == 16),
+            "VEC4": "1 - min(1, head_dim % 4)",
+            "KV_F16": int(kind != "staged"),
+            "KV_DIRECT": int(kind == "direct"),
+        },
         tiles=tuple(dict(t) for t in (tiles or TILES)),
-        storage=STORAGE,
+        storage=STORAGE_DIRECT if kind == "direct" else STORAGE,
         caps={"TPR": 4},
         constraints=("BC % 16", "BC // TPR % 4", "max(0, BC // TPR - 64)"),
         grids={"main": {"items": "ceil_div(max_seqlen_q, RB * SM) * batch_size * heads_q", "per_workgroup": "1"}},
     )
+
+
+def f16_plan(k: Kernel, case) -> Plan:
+    """flash_fwd.plan() for the KV_F16 variants, plus what the interface has no place for yet:
+    the f16 copies kh, vh (BC rows of zeros past the last key) and the pass to_f16 that fills
+    them, run before the attention pass."""
+    plan = ff.plan(k, case)
+    (main,) = plan.dispatches
+    q = case.inputs["k"]
+    total_k, hkv, d = q.shape
+    bc, dp = int(main.constants["BC"]), int(main.constants["DP"])
+    size = (total_k + bc) * hkv * dp * 2
+    plan.buffers += [Buffer("kh", size, "storage"), Buffer("vh", size, "storage")]
+    extra = {8: "kh", 9: "vh"}
+    main.bindings.update(extra)
+    main.layout = main.layout + [(8, "storage"), (9, "storage")]
+    groups = -(-total_k * hkv * (dp // 4) // 64)
+    wg = (min(groups, 65535), -(-groups // 65535), 1) if groups else (1, 1, 1)
+    conv = replace(
+        main,
+        label="flash_fwd.smx.to_f16",
+        entry_point="to_f16",
+        bindings={1: main.bindings[1], 2: main.bindings[2], 7: main.bindings[7], **extra},
+        layout=[(1, "read-only-storage"), (2, "read-only-storage"), (7, "uniform"), (8, "storage"), (9, "storage")],
+        workgroups=wg,
+    )
+    plan.dispatches = [conv, main]
+    return plan
 
 
 def describe(k: Kernel) -> List[str]:
