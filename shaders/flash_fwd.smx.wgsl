@@ -49,7 +49,8 @@
 // head_dim and past the last key): half the bytes of the f32 inputs each workgroup reads again.
 // KV_DIRECT (with KV_F16) loads the K and V fragments straight from those copies instead of
 // staging tiles in workgroup memory; keys past a row's band are masked in S, and their V rows
-// (another sequence's, or zeros) meet p = 0.
+// (another sequence's, or zeros) meet p = 0. PREFETCH (staged kinds) loads the next tile's K
+// and V into registers while this tile is computed (stored to workgroup memory at the next).
 // Reference: wgattn.reference.varlen_attention_fwd, keywords mapped in wgattn/interfaces/flash_fwd.py.
 enable f16;
 enable subgroups;
@@ -203,6 +204,60 @@ fn frag_at(row: u32, col: u32, h: u32, w: u32, p4: u32, per_row_block: u32) -> v
   return vec2<u32>((row / h) * per_row_block + col / w, (row % h) * p4 + (col % w) / 4u);
 }
 
+#if KV_DIRECT
+#else
+// This invocation's share of the K and V tile of BC keys from t0 (vec4 lid + WG * f of the tile
+// is key (lid + WG * f) / (DP / 4)): f16 (or, from the f32 inputs, f32 converted when stored, so
+// that a prefetch does not wait for its loads), zeros past `hi` and past head_dim.
+#if KV_F16
+alias KVT = vec4<f16>;
+#else
+alias KVT = vec4<f32>;
+#endif
+const MAX_KVPI: u32 = 32u;  // KVPI <= 32 (the plan checks)
+struct KVShare {
+  k: array<KVT, MAX_KVPI>,
+  v: array<KVT, MAX_KVPI>,
+}
+
+fn fetch_tile(t0: i32, hi: i32, k_start: i32, hkv: u32, kvh: u32, dim: u32, lid: u32) -> KVShare {
+  var r: KVShare;
+  for (var f = 0u; f < KVPI; f++) {
+    let e = lid + WG * f;
+    let j = e / (DP / 4u);
+    let c = e % (DP / 4u);
+    r.k[f] = KVT(0.0);
+    r.v[f] = KVT(0.0);
+    if (e < BC * DP / 4u && t0 + i32(j) < hi) {
+      let row = u32(k_start + t0 + i32(j)) * hkv + kvh;
+#if KV_F16
+      r.k[f] = kh[row * (DP / 4u) + c];
+      r.v[f] = vh[row * (DP / 4u) + c];
+#else
+      r.k[f] = load_kv(false, row, c, dim);
+      r.v[f] = load_kv(true, row, c, dim);
+#endif
+    }
+  }
+  return r;
+}
+
+// Stores a share fetched by fetch_tile into the fragments of kf and vf.
+fn store_tile(r: KVShare, lid: u32) {
+  for (var f = 0u; f < KVPI; f++) {
+    let e = lid + WG * f;
+    if (e < BC * DP / 4u) {
+      let j = e / (DP / 4u);
+      let d = (e % (DP / 4u)) * 4u;
+      let ka = frag_at(j, d, SN, SK, KP4, DK);
+      kf[ka.x][ka.y] = vec4<f16>(r.k[f]);
+      let va = frag_at(j, d, SK, SN, NP4, DN);
+      vf[va.x][va.y] = vec4<f16>(r.v[f]);
+    }
+  }
+}
+#endif
+
 @compute @workgroup_size(WG)
 fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
              @builtin(local_invocation_index) lid: u32, @builtin(subgroup_size) sg_size: u32) {
@@ -297,37 +352,19 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
 #if KV_F16
   let kv_stride = hkv * (DP / 4u);  // vec4 from one key to the next in kh, vh
 #endif
+#if PREFETCH
+  var next = fetch_tile(band.x, band.y, k_start, hkv, kvh, dim, lid);
+#endif
   for (var t0 = band.x; t0 < band.y; t0 += i32(BC)) {
-#if KV_F16
-    let kv0 = (u32(k_start + t0) * hkv + kvh) * (DP / 4u);  // the tile's first key in kh, vh
-#endif
 #if KV_DIRECT
+    let kv0 = (u32(k_start + t0) * hkv + kvh) * (DP / 4u);  // the tile's first key in kh, vh
 #else
-    // Stage the tile's K and V as f16 fragments; zeros past the band and past head_dim.
-    for (var f = 0u; f < KVPI; f++) {
-      let e = lid + WG * f;
-      if (e < BC * DP / 4u) {
-        let j = e / (DP / 4u);
-        let d = (e % (DP / 4u)) * 4u;
-        var kx = vec4<f16>(0.0);
-        var vx = vec4<f16>(0.0);
-        if (t0 + i32(j) < band.y) {
-#if KV_F16
-          let at = kv0 + j * kv_stride + d / 4u;
-          kx = kh[at];
-          vx = vh[at];
+#if PREFETCH
+    store_tile(next, lid);
+    next = fetch_tile(t0 + i32(BC), band.y, k_start, hkv, kvh, dim, lid);  // in flight until the next tile
 #else
-          let row = u32(k_start + t0 + i32(j)) * hkv + kvh;
-          kx = vec4<f16>(load_kv(false, row, d / 4u, dim));
-          vx = vec4<f16>(load_kv(true, row, d / 4u, dim));
+    store_tile(fetch_tile(t0, band.y, k_start, hkv, kvh, dim, lid), lid);
 #endif
-        }
-        let ka = frag_at(j, d, SN, SK, KP4, DK);
-        kf[ka.x][ka.y] = kx;
-        let va = frag_at(j, d, SK, SN, NP4, DN);
-        vf[va.x][va.y] = vx;
-      }
-    }
     workgroupBarrier();  // K and V staged
 #endif
 

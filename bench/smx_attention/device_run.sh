@@ -10,7 +10,8 @@
 # chromium/chrx, libvulkan1_*.deb and scripts/ (shared/scripts copied, chromium-gpu/ inside):
 #   bash bench/smx_attention/device_run.sh
 # Environment: SMX_MODES (default robust,off,range), SMX_CASES (all | quick), SMX_CONFIGS,
-# SMX_T (seconds a page may take, default 150), SMX_VARIANTS (jobs.py VARIANTS names).
+# SMX_T (seconds a page may take, default 150), SMX_VARIANTS (jobs.py VARIANTS names),
+# SMX_CHROMIUM (a Chromium binary: a local dry run without the carried one), PYTHON (python3).
 set -u
 export PYTHONUNBUFFERED=1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,12 +20,23 @@ out=${OUT:-/tmp/smx-out}
 mkdir -p "$out" "$here/out"
 t_start=$(date +%s)
 cd "$root"
-bash .devcarry/scripts/chromium-gpu/chromium-gpu.sh stash .devcarry/chromium/chr3 >/dev/null
-# shellcheck disable=SC1091
-source .devcarry/scripts/chromium-gpu/chromium-gpu.sh env .devcarry/chromium/chrx .devcarry/libvulkan1_*.deb || exit 1
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$out/nvidia-smi.txt" 2>&1
+if [ -n "${SMX_CHROMIUM:-}" ]; then  # a local dry run with this Chromium (no GPU: it reports so)
+  chromium_gpu_start() {
+    "$SMX_CHROMIUM" --headless=new --no-sandbox --remote-debugging-port=9222 --user-data-dir="$(mktemp -d)" \
+      --enable-unsafe-webgpu --disable-background-networking --disable-component-update --no-first-run \
+      "$@" about:blank > /tmp/chromium-gpu.log 2>&1 &
+    local pid=$!
+    for _ in $(seq 1 40); do python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9222/json/version', timeout=1)" 2>/dev/null && break; sleep 0.5; done
+    echo "$pid"
+  }
+else
+  bash .devcarry/scripts/chromium-gpu/chromium-gpu.sh stash .devcarry/chromium/chr3 >/dev/null
+  # shellcheck disable=SC1091
+  source .devcarry/scripts/chromium-gpu/chromium-gpu.sh env .devcarry/chromium/chrx .devcarry/libvulkan1_*.deb || exit 1
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$out/nvidia-smi.txt" 2>&1
+fi
 
-python3 "$here/jobs.py" build "$here/out/jobs.json" --configs "${SMX_CONFIGS:-16x16x16,16x8x16,16x8x8}" \
+"${PYTHON:-python3}" "$here/jobs.py" build "$here/out/jobs.json" --configs "${SMX_CONFIGS:-16x16x16,16x8x16,16x8x8}" \
   --subgroup 32 --storage 49152 --cases "${SMX_CASES:-all}" --timing \
   ${SMX_VARIANTS:+--variants "$SMX_VARIANTS"} 2>&1 | tail -1
 echo "jobs built at $(( $(date +%s) - t_start )) s"
@@ -33,16 +45,18 @@ echo "jobs built at $(( $(date +%s) - t_start )) s"
 base=--enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia
 args=()
 for mode in ${SMX_MODES:-robust off range}; do
+  # robust: every job; off: the quick correctness cases, every timing; range: quick cases, the
+  # "auto" variant of each kind.
   case $mode in
-    robust) flags=$base ;;
-    off) flags=$base,disable_robustness ;;
-    range) flags=$base,enable_integer_range_analysis_in_robustness ;;
+    robust) flags=$base; query="" ;;
+    off) flags=$base,disable_robustness; query="&quick=1" ;;
+    range) flags=$base,enable_integer_range_analysis_in_robustness; query="&quick=1&variants=auto" ;;
     *) echo "unknown mode $mode"; continue ;;
   esac
   pid=$(chromium_gpu_start "$flags")
   echo "== $mode: $flags (chromium $pid) at $(( $(date +%s) - t_start )) s"
-  timeout $(( ${SMX_T:-150} + 30 )) python3 "$here/cdp.py" 9222 \
-    "http://127.0.0.1:18991/bench/smx_attention/index.html?jobs=out/jobs.json&mode=$mode" \
+  timeout $(( ${SMX_T:-150} + 30 )) "${PYTHON:-python3}" "$here/cdp.py" 9222 \
+    "http://127.0.0.1:18991/bench/smx_attention/index.html?jobs=out/jobs.json&mode=$mode$query" \
     "$out/raw_$mode.json" "${SMX_T:-150}" | grep -vE "^page: .*(correctness plans|adapter)" | tail -60
   kill "$pid" 2>/dev/null; sleep 1; kill -9 "$pid" 2>/dev/null
   cp /tmp/chromium-gpu.log "$out/chromium_$mode.log" 2>/dev/null
@@ -50,6 +64,6 @@ for mode in ${SMX_MODES:-robust off range}; do
 done
 kill "$hs" 2>/dev/null
 echo "browsers done at $(( $(date +%s) - t_start )) s"
-(cd "$here" && python3 summary.py "$here/out/jobs.json" "$out" "${args[@]}")
+(cd "$here" && "${PYTHON:-python3}" summary.py "$here/out/jobs.json" "$out" "${args[@]}")
 rm -f "$out"/raw_*.json  # results_<mode>.json keep them without the output bytes
 echo "total $(( $(date +%s) - t_start )) s"

@@ -44,11 +44,12 @@ TIMED: Tuple[Tuple[int, int, int, int], ...] = ((4, 16, 2048, 64), (2, 16, 4096,
 VARIANTS: Dict[str, Dict[str, Any]] = {
     "auto": {},
     "rb4bc32": {"tiles": [{"RB": 4, "BC": 32}]},
-    "rb8bc32": {"tiles": [{"RB": 8, "BC": 32}]},
+    "rb8bc16": {"tiles": [{"RB": 8, "BC": 16}]},
     "rb4bc64": {"tiles": [{"RB": 4, "BC": 64}]},
     "tau0": {"overrides": {"TAU": 0}},  # FlashAttention-2's eager rescale, for comparison
 }
 KINDS = smx_plan.KINDS  # the f16 copies' conversion pass is timed with the kinds that need it
+OTHER_KINDS = ("staged", "staged16+pf", "direct")  # for the configurations after the first
 
 
 def parse_config(text: str) -> smx_plan.Config:
@@ -57,7 +58,8 @@ def parse_config(text: str) -> smx_plan.Config:
 
 
 def parse_kind(tag: str) -> str:
-    return tag.split("+")[1] if "+" in tag else "staged"
+    """ "16x16x16+staged16+pf" -> "staged16+pf"; a bare configuration is the staged kind."""
+    return tag.split("+", 1)[1] if "+" in tag else "staged"
 
 
 def _b64(data: bytes) -> str:
@@ -160,11 +162,18 @@ def build(
     shapes: Sequence[Tuple[int, int, int, int]] = TIMED,
     template: str = "",
     kinds: Sequence[str] = KINDS,
+    tpr: int = 0,
 ) -> Dict[str, Any]:
+    """Jobs for (configuration, kind) pairs: the first configuration with every kind, every
+    variant timed and, in its staged kind, `which` cases; the other configurations with
+    OTHER_KINDS, the "auto" variant and the quick cases (a page can narrow further: each
+    correctness job says whether it is "quick"). The staged kind carries the GEMM ceiling."""
     set_target_limits(storage, 1024)
     jobs: Dict[str, Any] = {"configs": [], "subgroup": subgroup, "storage": storage, "timed": [list(s) for s in shapes]}
-    cases = correctness_cases(which)
-    for cfg, kind in [(c, k) for c in configs for k in kinds]:
+    quick = {c.name for c in correctness_cases("quick")}
+    pairs = [(c, k) for c in configs for k in (kinds if c == configs[0] else [k for k in kinds if k in OTHER_KINDS])]
+    for cfg, kind in pairs:
+        first = cfg == configs[0]
         tag = "x".join(map(str, cfg)) + ("" if kind == "staged" else f"+{kind}")
         entry: Dict[str, Any] = {"config": {"M": cfg[0], "N": cfg[1], "K": cfg[2]}, "tag": tag, "correctness": [], "timing": []}
         try:
@@ -173,27 +182,32 @@ def build(
             entry["refused"] = str(e)
             jobs["configs"].append(entry)
             continue
-        for case in cases:
+        for case in correctness_cases(which if first and kind == "staged" else "quick"):
             jc = judged_case(kern, case)
             try:
-                entry["correctness"].append(_plan_job(case.name, kern, jc, None, True))
+                job = _plan_job(case.name, kern, jc, {"TPR": tpr} if tpr else None, True)
             except ValueError as e:  # a head dim or size this kernel refuses
-                entry["correctness"].append({"name": case.name, "refused": str(e)})
-        if timing and kind == "staged":
+                job = {"name": case.name, "refused": str(e)}
+            job["quick"] = case.name in quick
+            entry["correctness"].append(job)
+        if not timing:
+            jobs["configs"].append(entry)
+            continue
+        if kind == "staged":
             entry["gemm"] = gemm_job(cfg, subgroup, gemm_size)
-            for shape in shapes:
-                case = timed_case(shape)
-                for vname in variants:
-                    spec = VARIANTS[vname]
-                    k2 = smx_plan.kernel(cfg, subgroup, spec.get("tiles"), template, kind)
-                    try:
-                        job = _plan_job(f"{vname}:{case.name}", k2, case, spec.get("overrides"), False)
-                    except ValueError as e:
-                        job = {"name": f"{vname}:{case.name}", "refused": str(e)}
-                    job["variant"], job["shape"] = vname, list(shape)
-                    b_, h_, s_, d_ = shape
-                    job["flops"] = 4 * b_ * h_ * s_ * s_ * d_ // 2  # causal: half the scores
-                    entry["timing"].append(job)
+        for shape in shapes:
+            case = timed_case(shape)
+            for vname in variants if first else ["auto"]:
+                spec = VARIANTS[vname]
+                k2 = smx_plan.kernel(cfg, subgroup, spec.get("tiles"), template, kind)
+                try:
+                    job = _plan_job(f"{vname}:{case.name}", k2, case, spec.get("overrides"), False)
+                except ValueError as e:
+                    job = {"name": f"{vname}:{case.name}", "refused": str(e)}
+                job["variant"], job["shape"] = vname, list(shape)
+                b_, h_, s_, d_ = shape
+                job["flops"] = 4 * b_ * h_ * s_ * s_ * d_ // 2  # causal: half the scores
+                entry["timing"].append(job)
         jobs["configs"].append(entry)
     return jobs
 
@@ -218,6 +232,8 @@ def judge_results(jobs_path: Path, results_path: Path) -> List[Dict[str, Any]]:
             if "refused" in job:
                 rows.append({"config": tag, "case": name, "refused": job["refused"]})
                 continue
+            if res is None and not job.get("quick"):
+                continue  # a page asked for the quick cases only
             if res is None or "error" in res:
                 rows.append({"config": tag, "case": name, "error": (res or {}).get("error", "no result")})
                 continue
@@ -245,6 +261,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     b.add_argument("--variants", default=",".join(VARIANTS))
     b.add_argument("--gemm", type=int, default=8192, help="GEMM ceiling size (a multiple of 128)")
     b.add_argument("--kinds", default=",".join(KINDS), help="staged, staged16, direct: where K and V come from")
+    b.add_argument("--tpr", type=int, default=0, help="invocations per row in the softmax (default: subgroup size / M)")
     b.add_argument("--template", default="", help="another WGSL file for the kernel: path without .wgsl, from shaders/")
     b.add_argument("--shapes", default=";".join(",".join(map(str, s)) for s in TIMED), help="timed B,H,S,D;...")
     j = sub.add_parser("judge")
@@ -256,7 +273,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         cfgs = [parse_config(c) for c in a.configs.split(",") if c]
         shapes = [tuple(int(x) for x in t.split(",")) for t in a.shapes.split(";") if t]
         jobs = build(
-            cfgs, a.subgroup, a.storage, a.cases, a.timing, a.variants.split(","), a.gemm, shapes, a.template, a.kinds.split(",")
+            cfgs,
+            a.subgroup,
+            a.storage,
+            a.cases,
+            a.timing,
+            a.variants.split(","),
+            a.gemm,
+            shapes,
+            a.template,
+            a.kinds.split(","),
+            a.tpr,
         )  # type: ignore[arg-type]
         Path(a.out).write_text(json.dumps(jobs))
         n = sum(len(e.get("correctness", [])) for e in jobs["configs"])

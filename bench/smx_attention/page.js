@@ -1,7 +1,9 @@
 // @ts-check
 // The bench page: runs a job file (jobs.py build; ?jobs=URL, default out/jobs.json) in this
 // browser's WebGPU and leaves everything in window.__report (window.__done once finished) for
-// run.py to read over the DevTools protocol. Query: ?jobs=URL&timing=0 (correctness only)&mode=NAME.
+// cdp.py to read over the DevTools protocol. Query: jobs=URL, mode=NAME (a label), timing=0
+// (correctness only), quick=1 (the quick correctness cases), variants=a,b and tags=t,u (only
+// those timing variants and job entries), gemm=0 (no GEMM ceiling).
 import { runJobs } from "./smx.js";
 
 /** @type {any} */
@@ -28,7 +30,11 @@ async function main() {
   const adapter = await navigator.gpu.requestAdapter({ powerPreference: "high-performance" });
   if (!adapter) throw new Error("no WebGPU adapter");
   const getJobs = async () => (await fetch(q.get("jobs") || "out/jobs.json")).json();
-  await runJobs(adapter, getJobs, report, { timing: q.get("timing") !== "0", log, status });
+  const list = (/** @type {string} */ name) => (q.get(name) ? String(q.get(name)).split(",") : null);
+  await runJobs(adapter, getJobs, report, {
+    timing: q.get("timing") !== "0", quick: q.get("quick") === "1", variants: list("variants"), tags: list("tags"),
+    gemm: q.get("gemm") !== "0", log, status,
+  });
 }
 
 main().catch((e) => {

@@ -73,15 +73,17 @@ export function offers(rep, cfg) {
   return rep.configs.some((c) => c.componentType === "f16" && c.resultComponentType === "f32" && c.M === cfg.M && c.N === cfg.N && c.K === cfg.K);
 }
 
-/** Run every correctness plan of one configuration entry; {name: {raw: {buffer: base64}}} or {error}.
+/** Run the correctness plans of one configuration entry (`quick`: those marked quick);
+ * {name: {raw: {buffer: base64}}} or {error}.
  * @param {Executor} executor
  * @param {any} entry
- * @param {(line: string) => void} log */
-export async function runCorrectness(executor, entry, log) {
+ * @param {(line: string) => void} log
+ * @param {boolean} [quick] */
+export async function runCorrectness(executor, entry, log, quick = false) {
   /** @type {Record<string, any>} */
   const out = {};
   for (const job of entry.correctness) {
-    if (job.refused) continue;
+    if (job.refused || (quick && !job.quick)) continue;
     try {
       const why = executor.check(job.plan);
       if (why) throw new Error(why);
@@ -200,7 +202,7 @@ export async function prepareTimed(executor, jobs) {
       const groups = executor.bindGroups(job.plan, pipes, buffers);
       const ds = job.plan.dispatches;
       const run = timer(dev, (pass) => ds.forEach((/** @type {any} */ d, /** @type {number} */ i) => {
-        pass.setPipeline(pipes[i].pipeline); pass.setBindGroup(0, groups[i]); pass.dispatchWorkgroups(...d.workgroups);
+        pass.setPipeline(pipes[i].pipeline); pass.setBindGroup(0, groups[i]); const [x, y, z] = d.workgroups; pass.dispatchWorkgroups(x, y, z);
       }));
       await run(1);
       const err = await dev.popErrorScope();
@@ -214,11 +216,15 @@ export async function prepareTimed(executor, jobs) {
   return { timed, errors, free: () => Object.values(buffers).forEach((b) => b.destroy()) };
 }
 
-/** Time `timed` in interleaved rounds after warming the GPU by time; per name: every sample,
+let warmed = false;
+
+/** Time `timed` in interleaved rounds after warming the GPU by time (longer the first time); per name: every sample,
  * median and spread (min, max) in ms per dispatch and TFLOP/s at the median.
  * @param {Timed[]} timed
  * @param {{ warmMs?: number, rounds?: number, targetMs?: number }} [opts] */
-export async function timeRounds(timed, { warmMs = 1500, rounds = 5, targetMs = 40 } = {}) {
+export async function timeRounds(timed, { warmMs = 600, rounds = 5, targetMs = 40 } = {}) {
+  if (!warmed) warmMs = Math.max(warmMs, 2500);  // the first timing wakes the GPU: idle, it clocks low
+  warmed = true;
   /** @type {Record<string, number>} */
   const reps = {};
   const t0 = performance.now();
@@ -313,7 +319,7 @@ export async function prepareGemm(dev, job) {
     dev.queue.submit([enc.finish()]);
   }
   const group = dev.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: [a, b, c, d].map((buffer, binding) => ({ binding, resource: { buffer } })) });
-  const run = timer(dev, (pass) => { pass.setPipeline(pipeline); pass.setBindGroup(0, group); pass.dispatchWorkgroups(...job.workgroups); });
+  const run = timer(dev, (pass) => { pass.setPipeline(pipeline); pass.setBindGroup(0, group); pass.dispatchWorkgroups(job.workgroups[0], job.workgroups[1], job.workgroups[2]); });
   await run(1);
   const err = await dev.popErrorScope();
   if (err) throw new Error(`gemm: ${err.message}`);
@@ -345,9 +351,14 @@ export async function prepareGemm(dev, job) {
  * @param {() => Promise<any>} getJobs the job file, fetched only when the adapter can run it
  * @param {any} report
  * @param {{ timing?: boolean, log?: (line: string) => void, status?: (text: string) => void,
- *   timeOpts?: { warmMs?: number, rounds?: number, targetMs?: number } }} [opts]
+ *   timeOpts?: { warmMs?: number, rounds?: number, targetMs?: number },
+ *   quick?: boolean, variants?: string[] | null, tags?: string[] | null, gemm?: boolean }} [opts]
+ *   quick: only the correctness jobs marked quick; variants, tags: only those timing variants and
+ *   entries (null: all); gemm: time the GEMM ceiling.
  */
-export async function runJobs(adapter, getJobs, report, { timing = true, log = () => {}, status = () => {}, timeOpts = {} } = {}) {
+export async function runJobs(adapter, getJobs, report, {
+  timing = true, log = () => {}, status = () => {}, timeOpts = {}, quick = false, variants = null, tags = null, gemm = true,
+} = {}) {
   report.adapter = adapterReport(adapter);
   log(`adapter ${JSON.stringify(report.adapter)}`);
   const why = missing(report.adapter);
@@ -365,19 +376,20 @@ export async function runJobs(adapter, getJobs, report, { timing = true, log = (
   report.timing = {};
   report.gemm = {};
   for (const entry of jobs.configs) {
-    if (entry.refused) continue;
+    if (entry.refused || (tags && !tags.includes(entry.tag))) continue;
     if (!offers(report.adapter, entry.config)) {
       report.configs[entry.tag] = { skipped: `the adapter does not list f16 -> f32 ${entry.tag}` };
       continue;
     }
     status(`${entry.tag}: correctness`);
     const t0 = performance.now();
-    report.configs[entry.tag] = { correctness: await runCorrectness(executor, entry, log) };
+    report.configs[entry.tag] = { correctness: await runCorrectness(executor, entry, log, quick) };
     log(`${entry.tag}: ${entry.correctness.length} correctness plans in ${((performance.now() - t0) / 1e3).toFixed(1)} s`);
     if (!timing) continue;
     for (const shape of jobs.timed) {
       status(`${entry.tag}: timing ${shape.join("x")}`);
-      const same = entry.timing.filter((/** @type {any} */ j) => j.shape.join() === shape.join());
+      const same = entry.timing.filter((/** @type {any} */ j) => j.shape.join() === shape.join() && (!variants || variants.includes(j.variant)));
+      if (!same.length) continue;
       const prep = await prepareTimed(executor, same);
       const rows = await timeRounds(prep.timed, timeOpts);
       prep.free();
@@ -385,7 +397,7 @@ export async function runJobs(adapter, getJobs, report, { timing = true, log = (
       for (const [name, r] of Object.entries(rows)) log(`${entry.tag} ${name}: ${r.median_ms.toFixed(3)} ms ${r.tflops.toFixed(2)} TFLOP/s (${r.timer})`);
       for (const [name, e] of Object.entries(prep.errors)) log(`${entry.tag} ${name}: ${e}`);
     }
-    if (entry.gemm) {
+    if (entry.gemm && gemm) {
       status(`${entry.tag}: gemm`);
       try {
         const g = await prepareGemm(device, entry.gemm);

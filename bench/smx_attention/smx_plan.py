@@ -21,7 +21,8 @@ __all__ = ["PREFERRED", "Config", "choose_config", "kernel", "f16_plan", "KINDS"
 Config = Tuple[int, int, int]  # (M, N, K)
 # Where K and V fragments come from: tiles staged in workgroup memory from the f32 inputs, tiles
 # staged from f16 copies (a pass before makes them), fragments loaded straight from those copies.
-KINDS = ("staged", "staged16", "direct")
+# "+pf": the next tile's K and V are loaded into registers while this one is computed (PREFETCH).
+KINDS = ("staged", "staged+pf", "staged16", "staged16+pf", "direct")
 
 # f16 x f16 -> f32 configurations the kernel is written for, best first (fewest instructions per
 # multiply-add first; the benchmark measures each an adapter offers).
@@ -29,7 +30,8 @@ PREFERRED: Tuple[Config, ...] = ((16, 16, 16), (16, 8, 16), (16, 8, 8), (8, 16, 
 HEAD_DIM_MAX = 256
 
 # Tile candidates, best first (RB row blocks of M rows, BC keys a tile); the first whose workgroup
-# storage fits the adapter is taken. WG = RB * the subgroup size, so subgroup s < RB owns row block s.
+# storage fits the adapter is taken. WG = RB * the subgroup size (TPR = subgroup size / M), so
+# subgroup s < RB owns row block s.
 TILES: Tuple[Dict[str, int], ...] = (
     {"RB": 4, "BC": 64},
     {"RB": 8, "BC": 32},
@@ -79,7 +81,7 @@ def kernel(
     without .wgsl relative to shaders/, replaces the kernel's file (an experiment, a planted bug);
     `kind`: "staged" (K, V tiles staged from the f32 inputs), "staged16" (staged from f16
     copies made by a pass before: KV_F16) or "direct" (fragments loaded from those copies:
-    KV_DIRECT); the last two are planned with f16_plan."""
+    KV_DIRECT); the last two are planned with f16_plan; "+pf" adds PREFETCH to a staged kind."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     m, n, k = cfg
@@ -96,8 +98,10 @@ def kernel(
         "SN": n,
         "SK": k,
         "SG": subgroup_size,
-        "WG": "RB * SG",
+        # invocations per query row in the softmax: a subgroup per row block (more, e.g. to test
+        # the shuffles on an adapter whose subgroup holds one fragment row per invocation)
         "TPR": "SG // SM",
+        "WG": "RB * SM * TPR",
         # head_dim padded to a multiple of 16 (N and K divide it): zeros past head_dim
         "DP": "ceil_div(head_dim, 16) * 16",
     }
@@ -115,13 +119,16 @@ def kernel(
             "SMX_N16": int(n == 16),
             "SMX_K16": int(k == 16),
             "VEC4": "1 - min(1, head_dim % 4)",
-            "KV_F16": int(kind != "staged"),
+            "KV_F16": int(kind.startswith(("staged16", "direct"))),
             "KV_DIRECT": int(kind == "direct"),
+            "PREFETCH": int(kind.endswith("+pf")),
         },
         tiles=tuple(dict(t) for t in (tiles or TILES)),
         storage=STORAGE_DIRECT if kind == "direct" else STORAGE,
         caps={"TPR": 4},
-        constraints=("BC % 16", "BC // TPR % 4", "max(0, BC // TPR - 64)"),
+        # BC a multiple of 16 and of 4 * TPR; BC / TPR <= 64 and K/V vec4 per invocation <= 32
+        # (the WGSL's private arrays)
+        constraints=("BC % 16", "BC // TPR % 4", "max(0, BC // TPR - 64)", "max(0, ceil_div(BC * DP // 4, WG) - 32)"),
         grids={"main": {"items": "ceil_div(max_seqlen_q, RB * SM) * batch_size * heads_q", "per_workgroup": "1"}},
     )
 

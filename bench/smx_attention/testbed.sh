@@ -32,8 +32,9 @@ setup)
   echo "deb http://deb.debian.org/debian trixie-backports main" > "$root/etc/apt/sources.list.d/backports.list"
   cp /etc/resolv.conf "$root/etc/resolv.conf"
   in_root bash -c "apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q -t trixie-backports mesa-vulkan-drivers >/dev/null \
-    && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nodejs npm ca-certificates >/dev/null \
-    && mkdir -p /opt/dawn && cd /opt/dawn && npm init -y >/dev/null && npm install -q $WEBGPU_NPM >/dev/null"
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nodejs >/dev/null"
+  # npm here (it knows this machine's certificates); dawn.node itself runs in the root
+  mkdir -p "$root/opt/dawn" && npm install -q --no-save --prefix "$root/opt/dawn" "$WEBGPU_NPM" >/dev/null
   in_root bash -c 'dpkg-query -W mesa-vulkan-drivers nodejs; ls /opt/dawn/node_modules/webgpu/dist/linux-x64/dawn.node'
   ;;
 node)
