@@ -57,7 +57,7 @@ for mode in ${SMX_MODES:-robust off range}; do
   echo "== $mode: $flags (chromium $pid) at $(( $(date +%s) - t_start )) s"
   timeout $(( ${SMX_T:-150} + 30 )) "${PYTHON:-python3}" "$here/cdp.py" 9222 \
     "http://127.0.0.1:18991/bench/smx_attention/index.html?jobs=out/jobs.json&mode=$mode$query" \
-    "$out/raw_$mode.json" "${SMX_T:-150}" | grep -vE "^page: .*(correctness plans|adapter)" | tail -60
+    "$out/raw_$mode.json" "${SMX_T:-150}" | grep -vE "^page: (adapter |.*correctness plans in)" | tail -60
   kill "$pid" 2>/dev/null; sleep 1; kill -9 "$pid" 2>/dev/null
   cp /tmp/chromium-gpu.log "$out/chromium_$mode.log" 2>/dev/null
   args+=("$mode=$out/raw_$mode.json")
