@@ -10,7 +10,8 @@
 # chromium/chrx, libvulkan1_*.deb and scripts/ (shared/scripts copied, chromium-gpu/ inside):
 #   bash bench/smx_attention/device_run.sh
 # Environment: SMX_MODES (default robust,off,range), SMX_CASES (all | quick), SMX_CONFIGS,
-# SMX_T (seconds a page may take, default 150), SMX_VARIANTS (jobs.py VARIANTS names),
+# SMX_T_ROBUST / SMX_T_OFF / SMX_T_RANGE (seconds each page may take: 170, 130, 80),
+# SMX_VARIANTS (jobs.py VARIANTS names),
 # SMX_CHROMIUM (a Chromium binary: a local dry run without the carried one), PYTHON (python3).
 set -u
 export PYTHONUNBUFFERED=1
@@ -47,17 +48,20 @@ args=()
 for mode in ${SMX_MODES:-robust off range}; do
   # robust: every job; off: the quick correctness cases, every timing; range: quick cases, the
   # "auto" variant of each kind.
+  # Each page gets at most T seconds (what it finished by then is kept), so that the call ends
+  # in under 8 minutes.
   case $mode in
-    robust) flags=$base; query="" ;;
-    off) flags=$base,disable_robustness; query="&quick=1" ;;
-    range) flags=$base,enable_integer_range_analysis_in_robustness; query="&quick=1&variants=auto" ;;
+    robust) flags=$base; query=""; T=${SMX_T_ROBUST:-170} ;;
+    off) flags=$base,disable_robustness; query="&quick=1"; T=${SMX_T_OFF:-130} ;;
+    range) flags=$base,enable_integer_range_analysis_in_robustness; query="&quick=1&variants=auto"; T=${SMX_T_RANGE:-80} ;;
     *) echo "unknown mode $mode"; continue ;;
   esac
+  if [ $(( $(date +%s) - t_start )) -gt 400 ]; then echo "skipping $mode: out of time"; continue; fi
   pid=$(chromium_gpu_start "$flags")
   echo "== $mode: $flags (chromium $pid) at $(( $(date +%s) - t_start )) s"
-  timeout $(( ${SMX_T:-150} + 30 )) "${PYTHON:-python3}" "$here/cdp.py" 9222 \
+  timeout $(( T + 30 )) "${PYTHON:-python3}" "$here/cdp.py" 9222 \
     "http://127.0.0.1:18991/bench/smx_attention/index.html?jobs=out/jobs.json&mode=$mode$query" \
-    "$out/raw_$mode.json" "${SMX_T:-150}" | grep -vE "^page: (adapter |.*correctness plans in)" | tail -60
+    "$out/raw_$mode.json" "$T" | grep -vE "^page: (adapter |.*correctness plans in)" | tail -60
   kill "$pid" 2>/dev/null; sleep 1; kill -9 "$pid" 2>/dev/null
   cp /tmp/chromium-gpu.log "$out/chromium_$mode.log" 2>/dev/null
   args+=("$mode=$out/raw_$mode.json")

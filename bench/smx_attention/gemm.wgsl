@@ -2,6 +2,8 @@
 // same way (tiles staged in workgroup memory as arrays of padded fragments, every matrix load at
 // offset 0 with a constant stride, so Dawn's robustness adds no predicate to it).
 //   A [rows, depth] and B [cols, depth] row-major f16 (as vec4); C [rows, cols] f32.
+// FLAT (a contrast): the same memory layout in one flat array per operand, each load at a
+// dynamic offset into it, which Dawn's robustness must predicate (the usual way to write it).
 // Grid: one workgroup per (BM x BN) block of C, BM = SGR * TM * M, BN = SGC * TN * N; subgroup s
 // owns the TM x TN fragments at (s / SGC, s % SGC). depth % KC == 0, rows % BM == 0, cols % BN == 0.
 enable f16;
@@ -45,8 +47,15 @@ override BN: u32 = SGC * TN * SN;
 @group(0) @binding(2) var<storage, read_write> c: array<f32>;   // [rows, cols]
 @group(0) @binding(3) var<uniform> dims: vec4<u32>;             // rows, cols, depth
 
-var<workgroup> ta: array<array<vec4<f16>, SM * KP4>, SGR * TM * KF>;
-var<workgroup> tb: array<array<vec4<f16>, SN * KP4>, SGC * TN * KF>;
+const FA: u32 = SM * KP4;  // vec4 of one A fragment
+const FB: u32 = SN * KP4;
+#if FLAT
+var<workgroup> ta: array<vec4<f16>, SGR * TM * KF * FA>;
+var<workgroup> tb: array<vec4<f16>, SGC * TN * KF * FB>;
+#else
+var<workgroup> ta: array<array<vec4<f16>, FA>, SGR * TM * KF>;
+var<workgroup> tb: array<array<vec4<f16>, FB>, SGC * TN * KF>;
+#endif
 
 @compute @workgroup_size(WG)
 fn gemm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
@@ -69,7 +78,11 @@ fn gemm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       }
       let r = e / (KC / 4u);
       let col = (e % (KC / 4u)) * 4u;
+#if FLAT
+      ta[((r / SM) * KF + col / SK) * FA + (r % SM) * KP4 + (col % SK) / 4u] = a[(row0 + r) * d4 + (k0 + col) / 4u];
+#else
       ta[(r / SM) * KF + col / SK][(r % SM) * KP4 + (col % SK) / 4u] = a[(row0 + r) * d4 + (k0 + col) / 4u];
+#endif
     }
     for (var f = 0u; f < (BN * KC / 4u + WG - 1u) / WG; f++) {
       let e = lid + WG * f;
@@ -78,17 +91,29 @@ fn gemm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       }
       let r = e / (KC / 4u);
       let col = (e % (KC / 4u)) * 4u;
+#if FLAT
+      tb[((r / SN) * KF + col / SK) * FB + (r % SN) * KP4 + (col % SK) / 4u] = b[(col0 + r) * d4 + (k0 + col) / 4u];
+#else
       tb[(r / SN) * KF + col / SK][(r % SN) * KP4 + (col % SK) / 4u] = b[(col0 + r) * d4 + (k0 + col) / 4u];
+#endif
     }
     workgroupBarrier();
     if (sg < SGR * SGC) {
       for (var kk = 0u; kk < KF; kk++) {
         var lf: array<LF, TM>;
         for (var i = 0u; i < TM; i++) {
+#if FLAT
+          lf[i] = subgroupMatrixLoad<LF, row_major>(&ta, ((sr * TM + i) * KF + kk) * FA, KP4);
+#else
           lf[i] = subgroupMatrixLoad<LF, row_major>(&ta[(sr * TM + i) * KF + kk], 0u, KP4);
+#endif
         }
         for (var j = 0u; j < TN; j++) {
+#if FLAT
+          let rf = subgroupMatrixLoad<RF, col_major>(&tb, ((sc * TN + j) * KF + kk) * FB, KP4);
+#else
           let rf = subgroupMatrixLoad<RF, col_major>(&tb[(sc * TN + j) * KF + kk], 0u, KP4);
+#endif
           for (var i = 0u; i < TM; i++) {
             acc[i * TN + j] = subgroupMatrixMultiplyAccumulate(lf[i], rf, acc[i * TN + j]);
           }

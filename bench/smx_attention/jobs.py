@@ -135,14 +135,15 @@ def timed_case(shape: Tuple[int, int, int, int]) -> Case:
     return ff.dense_case(z, z, z, causal=True, name="x".join(map(str, shape)))
 
 
-def gemm_job(cfg: smx_plan.Config, subgroup: int, size: int) -> Dict[str, Any]:
-    """The GEMM ceiling (gemm.wgsl) for `cfg`: C = A Bᵀ, size^3, 2 x 2 subgroups of 64 x 64."""
+def gemm_job(cfg: smx_plan.Config, subgroup: int, size: int, flat: bool = False) -> Dict[str, Any]:
+    """The GEMM ceiling (gemm.wgsl) for `cfg`: C = A Bᵀ, size^3, 2 x 2 subgroups of 64 x 64;
+    `flat`: its FLAT contrast (dynamic offsets into flat workgroup arrays)."""
     m, n, k = cfg
-    defines = {"SMX_M16": int(m == 16), "SMX_N16": int(n == 16), "SMX_K16": int(k == 16)}
+    defines = {"SMX_M16": int(m == 16), "SMX_N16": int(n == 16), "SMX_K16": int(k == 16), "FLAT": int(flat)}
     src = preprocess((HERE / "gemm.wgsl").read_text(), defines, lambda path: "", "gemm.wgsl")
     block = 2 * 64
     return {
-        "name": f"gemm:{size}",
+        "name": f"gemm{'_flat' if flat else ''}:{size}",
         "source": src,
         "constants": {"WG": 4 * subgroup, "SGR": 2, "SGC": 2},
         "dims": [size, size, size],
@@ -194,7 +195,7 @@ def build(
             jobs["configs"].append(entry)
             continue
         if kind == "staged":
-            entry["gemm"] = gemm_job(cfg, subgroup, gemm_size)
+            entry["gemm"] = [gemm_job(cfg, subgroup, gemm_size)] + ([gemm_job(cfg, subgroup, gemm_size, True)] if first else [])
         for shape in shapes:
             case = timed_case(shape)
             for vname in variants if first else ["auto"]:

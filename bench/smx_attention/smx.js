@@ -9,7 +9,7 @@
 import { Executor } from "../../static/webgpu.js";
 
 const NEED = ["shader-f16", "subgroups", "chromium-experimental-subgroup-matrix"];
-const LIMITS = ["maxStorageBufferBindingSize", "maxBufferSize", "maxComputeWorkgroupStorageSize",
+const LIMITS = ["maxStorageBufferBindingSize", "maxBufferSize", "maxComputeWorkgroupStorageSize", "maxStorageBuffersPerShaderStage",
   "maxComputeInvocationsPerWorkgroup", "maxComputeWorkgroupSizeX", "maxComputeWorkgroupsPerDimension"];
 // What a Chromium on Linux/NVIDIA needs today for f16 subgroup matrices (Dawn keeps f16 off there).
 export const FLAGS_HINT = "--enable-unsafe-webgpu --enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia";
@@ -399,15 +399,17 @@ export async function runJobs(adapter, getJobs, report, {
     }
     if (entry.gemm && gemm) {
       status(`${entry.tag}: gemm`);
-      try {
-        const g = await prepareGemm(device, entry.gemm);
-        const rows = await timeRounds([g.timed], timeOpts);
-        g.free();
-        report.gemm[entry.tag] = { max_abs_err: g.max_abs_err, ...rows[entry.gemm.name] };
-        log(`${entry.tag} ${entry.gemm.name}: err ${g.max_abs_err.toExponential(2)} ${rows[entry.gemm.name].tflops.toFixed(2)} TFLOP/s`);
-      } catch (e) {
-        report.gemm[entry.tag] = { error: String(/** @type {any} */ (e).message || e) };
-        log(`${entry.tag} gemm: ${report.gemm[entry.tag].error}`);
+      for (const job of entry.gemm) {
+        try {
+          const g = await prepareGemm(device, job);
+          const rows = await timeRounds([g.timed], timeOpts);
+          g.free();
+          report.gemm[`${entry.tag}:${job.name}`] = { max_abs_err: g.max_abs_err, ...rows[job.name] };
+          log(`${entry.tag} ${job.name}: err ${g.max_abs_err.toExponential(2)} ${rows[job.name].tflops.toFixed(2)} TFLOP/s`);
+        } catch (e) {
+          report.gemm[`${entry.tag}:${job.name}`] = { error: String(/** @type {any} */ (e).message || e) };
+          log(`${entry.tag} ${job.name}: ${report.gemm[`${entry.tag}:${job.name}`].error}`);
+        }
       }
     }
   }

@@ -145,15 +145,17 @@ def f16_plan(k: Kernel, case) -> Plan:
     size = (total_k + bc) * hkv * dp * 2
     plan.buffers += [Buffer("kh", size, "storage"), Buffer("vh", size, "storage")]
     extra = {8: "kh", 9: "vh"}
-    main.bindings.update(extra)
-    main.layout = main.layout + [(8, "storage"), (9, "storage")]
+    k_v = {1: main.bindings[1], 2: main.bindings[2]}
+    # the attention pass reads kh, vh instead of k, v: 7 storage buffers (WebGPU's default is 8)
+    main.bindings = {**{i: b for i, b in main.bindings.items() if i not in k_v}, **extra}
+    main.layout = [(i, t) for i, t in main.layout if i not in k_v] + [(8, "storage"), (9, "storage")]
     groups = -(-total_k * hkv * (dp // 4) // 64)
     wg = (min(groups, 65535), -(-groups // 65535), 1) if groups else (1, 1, 1)
     conv = replace(
         main,
         label="flash_fwd.smx.to_f16",
         entry_point="to_f16",
-        bindings={1: main.bindings[1], 2: main.bindings[2], 7: main.bindings[7], **extra},
+        bindings={**k_v, 7: main.bindings[7], **extra},
         layout=[(1, "read-only-storage"), (2, "read-only-storage"), (7, "uniform"), (8, "storage"), (9, "storage")],
         workgroups=wg,
     )

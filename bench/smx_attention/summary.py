@@ -107,7 +107,7 @@ def main() -> int:
             k: {x: v.get(x) for x in ("median_ms", "tflops", "max_abs_err", "error")} for k, v in res.get("gemm", {}).items()
         }
         summary["modes"][mode] = info
-    gemm = next((e["gemm"]["dims"][0] for e in jobs["configs"] if e.get("gemm")), 8192)
+    gemm = next((e["gemm"][0]["dims"][0] for e in jobs["configs"] if e.get("gemm")), 8192)
     summary["torch"] = torch_rows(jobs["timed"], gemm)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
 
@@ -136,7 +136,7 @@ def main() -> int:
     for m in modes:
         for cfg, g in summary["modes"][m]["gemm"].items():
             t = f"{g['tflops']:.1f}" if g.get("tflops") else g.get("error")
-            print(f"gemm {cfg} {gemm}^3 ({m}): {t} TFLOP/s, max err {g.get('max_abs_err')}")
+            print(f"{cfg} ({m}): {t} TFLOP/s, max err {g.get('max_abs_err')}")
     for name, r in summary["torch"].items():
         print(f"torch {name}: {_fmt(r) if 'tflops' in r else r}")
     return 0
