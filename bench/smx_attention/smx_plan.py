@@ -22,7 +22,7 @@ Config = Tuple[int, int, int]  # (M, N, K)
 # Where K and V fragments come from: tiles staged in workgroup memory from the f32 inputs, tiles
 # staged from f16 copies (a pass before makes them), fragments loaded straight from those copies.
 # "+pf": the next tile's K and V are loaded into registers while this one is computed (PREFETCH).
-KINDS = ("staged", "staged+pf", "staged16", "staged16+pf", "direct")
+KINDS = ("staged", "staged16+pf", "direct", "staged+pf", "staged16")  # most telling first: a page may run out of time
 
 # f16 x f16 -> f32 configurations the kernel is written for, best first (fewest instructions per
 # multiply-add first; the benchmark measures each an adapter offers).
