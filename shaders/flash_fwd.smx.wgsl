@@ -214,6 +214,40 @@ alias KVT = vec4<f16>;
 #else
 alias KVT = vec4<f32>;
 #endif
+fn fetch_one(t0: i32, hi: i32, k_start: i32, hkv: u32, kvh: u32, dim: u32, e: u32, from_v: bool) -> KVT {
+  let j = e / (DP / 4u);
+  let c = e % (DP / 4u);
+  if (e >= BC * DP / 4u || t0 + i32(j) >= hi) {
+    return KVT(0.0);
+  }
+  let row = u32(k_start + t0 + i32(j)) * hkv + kvh;
+#if KV_F16
+  if (from_v) {
+    return vh[row * (DP / 4u) + c];
+  }
+  return kh[row * (DP / 4u) + c];
+#else
+  return load_kv(from_v, row, c, dim);
+#endif
+}
+
+// Stores vec4 e of the tile (fetched by fetch_one) into the fragments of kf or vf.
+fn store_one(e: u32, x: KVT, to_v: bool) {
+  if (e < BC * DP / 4u) {
+    let j = e / (DP / 4u);
+    let d = (e % (DP / 4u)) * 4u;
+    if (to_v) {
+      let va = frag_at(j, d, SK, SN, NP4, DN);
+      vf[va.x][va.y] = vec4<f16>(x);
+    } else {
+      let ka = frag_at(j, d, SN, SK, KP4, DK);
+      kf[ka.x][ka.y] = vec4<f16>(x);
+    }
+  }
+}
+
+#if PREFETCH
+// The next tile's share, held in registers while this tile is computed.
 const MAX_KVPI: u32 = 32u;  // KVPI <= 32 (the plan checks)
 struct KVShare {
   k: array<KVT, MAX_KVPI>,
@@ -223,39 +257,27 @@ struct KVShare {
 fn fetch_tile(t0: i32, hi: i32, k_start: i32, hkv: u32, kvh: u32, dim: u32, lid: u32) -> KVShare {
   var r: KVShare;
   for (var f = 0u; f < KVPI; f++) {
-    let e = lid + WG * f;
-    let j = e / (DP / 4u);
-    let c = e % (DP / 4u);
-    r.k[f] = KVT(0.0);
-    r.v[f] = KVT(0.0);
-    if (e < BC * DP / 4u && t0 + i32(j) < hi) {
-      let row = u32(k_start + t0 + i32(j)) * hkv + kvh;
-#if KV_F16
-      r.k[f] = kh[row * (DP / 4u) + c];
-      r.v[f] = vh[row * (DP / 4u) + c];
-#else
-      r.k[f] = load_kv(false, row, c, dim);
-      r.v[f] = load_kv(true, row, c, dim);
-#endif
-    }
+    r.k[f] = fetch_one(t0, hi, k_start, hkv, kvh, dim, lid + WG * f, false);
+    r.v[f] = fetch_one(t0, hi, k_start, hkv, kvh, dim, lid + WG * f, true);
   }
   return r;
 }
 
-// Stores a share fetched by fetch_tile into the fragments of kf and vf.
 fn store_tile(r: KVShare, lid: u32) {
   for (var f = 0u; f < KVPI; f++) {
-    let e = lid + WG * f;
-    if (e < BC * DP / 4u) {
-      let j = e / (DP / 4u);
-      let d = (e % (DP / 4u)) * 4u;
-      let ka = frag_at(j, d, SN, SK, KP4, DK);
-      kf[ka.x][ka.y] = vec4<f16>(r.k[f]);
-      let va = frag_at(j, d, SK, SN, NP4, DN);
-      vf[va.x][va.y] = vec4<f16>(r.v[f]);
-    }
+    store_one(lid + WG * f, r.k[f], false);
+    store_one(lid + WG * f, r.v[f], true);
   }
 }
+#else
+// Stages the tile (loads and stores one vec4 at a time: nothing held).
+fn stage_tile(t0: i32, hi: i32, k_start: i32, hkv: u32, kvh: u32, dim: u32, lid: u32) {
+  for (var f = 0u; f < KVPI; f++) {
+    store_one(lid + WG * f, fetch_one(t0, hi, k_start, hkv, kvh, dim, lid + WG * f, false), false);
+    store_one(lid + WG * f, fetch_one(t0, hi, k_start, hkv, kvh, dim, lid + WG * f, true), true);
+  }
+}
+#endif
 #endif
 
 @compute @workgroup_size(WG)
@@ -363,7 +385,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     store_tile(next, lid);
     next = fetch_tile(t0 + i32(BC), band.y, k_start, hkv, kvh, dim, lid);  // in flight until the next tile
 #else
-    store_tile(fetch_tile(t0, band.y, k_start, hkv, kvh, dim, lid), lid);
+    stage_tile(t0, band.y, k_start, hkv, kvh, dim, lid);
 #endif
     workgroupBarrier();  // K and V staged
 #endif

@@ -126,9 +126,10 @@ def kernel(
         tiles=tuple(dict(t) for t in (tiles or TILES)),
         storage=STORAGE_DIRECT if kind == "direct" else STORAGE,
         caps={"TPR": 4},
-        # BC a multiple of 16 and of 4 * TPR; BC / TPR <= 64 and K/V vec4 per invocation <= 32
-        # (the WGSL's private arrays)
-        constraints=("BC % 16", "BC // TPR % 4", "max(0, BC // TPR - 64)", "max(0, ceil_div(BC * DP // 4, WG) - 32)"),
+        # BC a multiple of 16 and of 4 * TPR; BC / TPR <= 64 and, prefetching, K/V vec4 per
+        # invocation <= 32 (the WGSL's private arrays)
+        constraints=("BC % 16", "BC // TPR % 4", "max(0, BC // TPR - 64)")
+        + (("max(0, ceil_div(BC * DP // 4, WG) - 32)",) if kind.endswith("+pf") else ()),
         grids={"main": {"items": "ceil_div(max_seqlen_q, RB * SM) * batch_size * heads_q", "per_workgroup": "1"}},
     )
 
