@@ -1,10 +1,11 @@
 """Carry what the benchmark suite needs to a lent GPU machine that reaches no package registry,
 and run it there: bench/suite.py with Chromium on the GPU beside wgpu-py and PyTorch.
 
-    here:   python3 bench/devcarry.py fetch           # the 3.12 wheels and the .deb, into .cache/devcarry
-    here:   python3 bench/devcarry.py pack            # .devcarry/p1 .. pN, and the calls to make
-    there:  python3 bench/devcarry.py stash .devcarry/pK                     (one call per part but the last)
-    there:  python3 bench/devcarry.py run .devcarry/pN -- python3 bench/suite.py --out $OUT
+    here:   python3 bench/devcarry.py pack            # fetch what is missing, pack .devcarry/p1..p3, print the calls
+    here:   python3 bench/devcarry.py calls           # print them again
+    there:  python3 bench/devcarry.py stash .devcarry/p1                     (calls 1, 2: a part each)
+    there:  python3 bench/devcarry.py run .devcarry/p3 -- python3 bench/suite.py <small>   (call 3: unpack, check)
+    there:  python3 bench/devcarry.py run -- python3 bench/suite.py --out $OUT             (call 4: the run)
 
 What travels (one tar, zstd-compressed, split into parts of at most --part-mib): Debian's Chromium
 with the libraries `ldd` finds for it, three fonts (Skia aborts without one), the libvulkan1 .deb
@@ -13,13 +14,15 @@ for Python 3.12 (the closure of wgpu, fastapi and uvicorn's requirements, at the
 installed in .venv; numpy and aiohttp are there already), the unpacked Pyodide and the wgattn
 wheel the page installs. zstd itself travels uncompressed in the last part (the machine has none).
 
-Why so: a call carries at most 64 MiB, its carried folders are gone in the next call, and /tmp
-survives only while the machine is warm (30 s after a call). So the parts are stashed into /tmp
-by short calls to one warm machine, made back to back, and the last call unpacks and runs.
-`run` unpacks once per machine, installs the wheels into its own folder (--root) and sets up the
-environment: the Vulkan loader, NVIDIA's ICD through libEGL_nvidia (the stock one needs a display),
-the carried Chromium (its own libvulkan.so.1 beside the binary: ANGLE and Dawn load it from there)
-with its libraries and the font configuration.
+Why so: a call carries at most 64 MiB with the working tree, its carried folders are gone in the
+next call, and /tmp survives only while the machine is warm (30 s after a call). So the parts are
+stashed into /tmp by short calls to one warm machine, made back to back. The call that brings the
+last part unpacks (once per machine), installs the wheels into its own folder and runs the suite
+small, every kernel in every runtime: a machine where something is missing says so in a minute.
+The last call carries nothing and has its whole ten minutes for the suite. `run` sets up the
+environment: the Vulkan loader, NVIDIA's ICD through libEGL_nvidia (the stock one needs a
+display), the carried Chromium (its own libvulkan.so.1 beside the binary: ANGLE and Dawn load it
+from there) with its libraries and the font configuration.
 `pack --extra numpy,aiohttp` adds wheels for a machine without them (the tests' bare Python 3.12).
 """
 
@@ -68,6 +71,12 @@ PLATFORMS = [
 ]
 CACHE = ROOT / ".cache" / "devcarry"
 ARCHIVE = "carry.tar.zst"
+CALL_MIB = 64  # what one device call may carry, the working tree included
+MOST_COMMAND = 2000  # characters in one device call's command
+DEVICE_ROOT = "/tmp/wgattn-carry"  # where the parts and the unpacked tree live there
+# Call 3's small run: every kernel in every runtime and both browser passes, at a shape that
+# takes seconds, so that a missing piece shows before the long call.
+SMOKE = "--shapes 1,4,256,64 --rounds 5 --warmup-s 0.3 --repeat 1 --no-live"
 
 
 def say(*parts: object) -> None:
@@ -222,6 +231,19 @@ def stage(dest: Path, extra: Sequence[str]) -> Dict[str, object]:
     return {"wheels": sorted(p.name for p in carried), "chromium_libs": len(list((dest / "lib").iterdir()))}
 
 
+def working_tree_mib(root: Path = ROOT) -> float:
+    """What a device call sends besides its carry: tracked files and untracked ones git does not
+    ignore (MiB)."""
+    names = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    return sum((root / n.decode()).stat().st_size for n in names if n and (root / n.decode()).is_file()) / 2**20
+
+
+def _mib(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20
+
+
 def pack(dest: Path, part_mib: float, level: int, extra: Sequence[str], suite_args: str) -> List[Path]:
     """Stage, compress and split into dest/p1 .. dest/pN; print the calls that run it there.
     Offline: what must be downloaded is `fetch`'s (a test packs only what was fetched)."""
@@ -238,10 +260,10 @@ def pack(dest: Path, part_mib: float, level: int, extra: Sequence[str], suite_ar
         staged.mkdir()
         summary = stage(staged, extra)
         archive = Path(tmp) / ARCHIVE
-        say(f"compressing {sum(f.stat().st_size for f in staged.rglob('*') if f.is_file()) / 2**20:.0f} MiB (zstd -{level})")
+        say(f"compressing {_mib(staged):.0f} MiB (zstd -{level} --long=27)")
         with open(archive, "wb") as fh:
             tar = subprocess.Popen(["tar", "cf", "-", "-C", str(staged), "."], stdout=subprocess.PIPE)
-            flags = [f"-{level}", "-T0", "-q"] + (["--ultra"] if level > 19 else [])
+            flags = [f"-{level}", "--long=27", "-T0", "-q"] + (["--ultra"] if level > 19 else [])
             subprocess.run([zstd, *flags], stdin=tar.stdout, stdout=fh, check=True)
             if tar.wait() != 0:
                 raise SystemExit("devcarry: tar failed")
@@ -267,26 +289,50 @@ def pack(dest: Path, part_mib: float, level: int, extra: Sequence[str], suite_ar
         "bytes": len(data),
         "commit": bench.git_commit(ROOT),
         "packed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "suite_args": suite_args,
         **summary,
     }
     (last / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    tree = working_tree_mib()
     say(f"{len(data) / 2**20:.1f} MiB in {len(parts)} parts of at most {part_mib:g} MiB, in {time.time() - t0:.0f} s:")
-    for p in parts:
-        mib = sum(f.stat().st_size for f in p.rglob("*")) / 2**20
-        say(f"  {p.relative_to(ROOT) if p.is_relative_to(ROOT) else p}: {mib:.1f} MiB")
-    print_calls(parts, suite_args)
+    for part in parts:
+        say(f"  {_rel(part)}: {_mib(part):.1f} MiB (+ {tree:.1f} MiB of working tree)")
+    over = [_rel(part) for part in parts if _mib(part) + tree > CALL_MIB]
+    if over:
+        raise SystemExit(f"devcarry: {over} with the working tree exceed a call's {CALL_MIB} MiB: pack with a smaller --part-mib")
+    print(calls(parts, suite_args))
     return parts
 
 
-def print_calls(parts: Sequence[Path], suite_args: str) -> None:
-    """The device calls, in order, to make back to back on one warm machine."""
-    rel = [str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p) for p in parts]
-    print("\nThe device calls, back to back (each within 30 s of the last; name only the part in carry):")
-    for n, part in enumerate(rel[:-1], 1):
-        print(f"  {n}. run(command='python3 bench/devcarry.py stash {part}', carry=['{part}'], timeout_s=120)")
-    cmd = f"PYTHONUNBUFFERED=1 python3 bench/devcarry.py run {rel[-1]} -- python3 bench/suite.py --out $OUT {suite_args}".strip()
-    print(f"  {len(rel)}. run(command={cmd!r}, carry=['{rel[-1]}'], timeout_s=600)")
-    print("Then: python3 bench/history.py add <files_at>/records.json --machine h100 && python3 bench/history.py docs")
+def _rel(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def calls(parts: Sequence[Path], suite_args: str = "") -> str:
+    """The device calls, in order, to make back to back on one warm machine, and the command that
+    takes the results in here."""
+    rel = [_rel(p) for p in parts]
+    stash_calls = [(f"python3 bench/devcarry.py stash {part}", [part], 120) for part in rel[:-1]]
+    runner = "PYTHONUNBUFFERED=1 python3 bench/devcarry.py run"
+    check = f"{runner} {rel[-1]} -- python3 bench/suite.py --out $OUT {SMOKE}"
+    full = f"{runner} -- python3 bench/suite.py --out $OUT {suite_args}".strip()
+    made = [*stash_calls, (check, [rel[-1]], 300), (full, [], 600)]
+    lines = [
+        "The device calls, from this checkout (the device gets its working tree), to one warm machine, each made",
+        "as soon as the last returns (a machine goes back 30 s after a call; then start again at 1):",
+    ]
+    if any(Path(r).is_absolute() for r in rel):
+        lines.append("  (the parts lie outside this checkout: a call carries only paths inside it; pack into .devcarry)")
+    for n, (command, carry, timeout) in enumerate(made, 1):
+        assert len(command) <= MOST_COMMAND, command
+        lines.append(f"  {n}. run(command={command!r}, carry={carry!r}, timeout_s={timeout})")
+    lines += [
+        f"Call {len(made) - 1} unpacks and runs every kernel small in every runtime (about a minute): read its output",
+        f"before call {len(made)}, the suite itself (native, PyTorch, Chromium robustness on and off, two repeats).",
+        "Then, here, with the folder its files landed in (files_at):",
+        "  .venv/bin/python bench/history.py add FILES_AT          # history file, docs tables, comparison",
+    ]
+    return "\n".join(lines)
 
 
 def stash(part: Path, root: Path) -> None:
@@ -303,7 +349,7 @@ def stash(part: Path, root: Path) -> None:
 
 def unpack(last: Path, root: Path) -> Dict[str, object]:
     """Join the parts (checked against the manifest), decompress and untar into root/unpacked,
-    once per machine; install the wheels into root/site."""
+    once per machine; install the wheels into root/site; keep the manifest as root/manifest.json."""
     manifest = json.loads((last / "manifest.json").read_text())
     done = root / "unpacked" / ".done"
     if done.exists() and done.read_text() == manifest["sha256"]:
@@ -327,14 +373,30 @@ def unpack(last: Path, root: Path) -> Dict[str, object]:
     tools = last / "tools"
     env = dict(os.environ, LD_LIBRARY_PATH=f"{tools}:{os.environ.get('LD_LIBRARY_PATH', '')}")
     cat = " ".join(shlex.quote(str(c)) for c in chunks)
-    cmd = f"cat {cat} | {shlex.quote(str(tools / 'zstd'))} -d -q | tar xf - -C {shlex.quote(str(root / 'unpacked'))}"
+    cmd = f"cat {cat} | {shlex.quote(str(tools / 'zstd'))} -d -q --long=27 | tar xf - -C {shlex.quote(str(root / 'unpacked'))}"
     subprocess.run(["bash", "-o", "pipefail", "-c", cmd], env=env, check=True)
     shutil.rmtree(root / "site", ignore_errors=True)
     wheels = sorted(str(p) for p in (root / "unpacked" / "wheels").glob("*.whl"))
     pip = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir"]
     subprocess.run([*pip, "--disable-pip-version-check", "--target", str(root / "site"), *wheels], check=True)
+    (root / "manifest.json").write_text(json.dumps(manifest))
     done.write_text(manifest["sha256"])
     say(f"unpacked {manifest['bytes'] / 2**20:.0f} MiB and installed {len(wheels)} wheels in {time.time() - t0:.0f} s")
+    return manifest
+
+
+def unpacked(root: Path) -> Dict[str, object]:
+    """The manifest of what an earlier call unpacked on this machine; SystemExit saying which
+    calls to make when nothing is."""
+    try:
+        manifest = json.loads((root / "manifest.json").read_text())
+    except FileNotFoundError:
+        raise SystemExit(
+            f"devcarry: nothing is unpacked in {root}: this machine is not the one the earlier calls went to (it was "
+            "given back between calls). Make every call again, from the first, back to back."
+        ) from None
+    if (root / "unpacked" / ".done").read_text() != manifest["sha256"]:
+        raise SystemExit(f"devcarry: {root / 'unpacked'} is not the pack of {root / 'manifest.json'}: make every call again")
     return manifest
 
 
@@ -385,10 +447,14 @@ def environment(root: Path, repo: Path, commit: str) -> Dict[str, str]:
     return env
 
 
-def run(last: Path, root: Path, command: Sequence[str], repo: Path) -> int:
-    """Stash the last part, unpack, set the environment up and run `command` in the repo."""
-    stash(last, root)
-    manifest = unpack(last, root)
+def run(last: Optional[Path], root: Path, command: Sequence[str], repo: Path) -> int:
+    """With the last part: stash it and unpack (once per machine); without: use what an earlier
+    call unpacked. Then set the environment up and run `command` in the repo."""
+    if last is not None:
+        stash(last, root)
+        manifest = unpack(last, root)
+    else:
+        manifest = unpacked(root)
     env = environment(root, repo, str(manifest.get("commit", "")))
     say(f"running in {repo}: {' '.join(command)}")
     return subprocess.run(list(command), cwd=repo, env=env).returncode
@@ -407,16 +473,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p = sub.add_parser("pack", help="stage, compress and split what travels; print the device calls")
     p.add_argument("--dest", default=str(ROOT / ".devcarry"))
     p.add_argument("--part-mib", type=float, default=55.0, help="a part's size (a call carries at most 64 MiB with the repo)")
-    p.add_argument("--level", type=int, default=19, help="zstd's level (19: small parts, about 3 minutes)")
+    p.add_argument("--level", type=int, default=12, help="zstd's level (12: about 150 MiB in 3 parts, 2 minutes)")
     p.add_argument("--extra", default="", help="more wheels, with what they need (e.g. numpy,aiohttp)")
     p.add_argument("--suite-args", default="", help="arguments of bench/suite.py in the printed last call")
     p.add_argument("--offline", action="store_true", help="pack only what was fetched (default: fetch what is missing first)")
+    c = sub.add_parser("calls", help="print the device calls of the last pack again")
+    c.add_argument("--dest", default=str(ROOT / ".devcarry"))
     s = sub.add_parser("stash", help="copy a carried part into --root (on the device machine)")
     s.add_argument("part")
-    r = sub.add_parser("run", help="stash the last part, unpack once, set up and run the command after --")
-    r.add_argument("part")
+    r = sub.add_parser("run", help="[with the last part: stash it, unpack once;] set up and run the command after --")
+    r.add_argument("part", nargs="?", help="the last part (omitted: use what an earlier call unpacked)")
     for q in (s, r):
-        q.add_argument("--root", default="/tmp/wgattn-carry", help="where parts and the unpacked tree live")
+        q.add_argument("--root", default=DEVICE_ROOT, help="where parts and the unpacked tree live")
     r.add_argument("--repo", default=str(ROOT))
     args = ap.parse_args(argv)
     if args.verb == "fetch":
@@ -428,12 +496,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             fetch(extra)
         pack(Path(args.dest), args.part_mib, args.level, extra, args.suite_args)
         return 0
+    if args.verb == "calls":
+        parts = sorted(Path(args.dest).glob("p[0-9]*"), key=lambda p: int(p.name[1:]))
+        if not parts or not (parts[-1] / "manifest.json").exists():
+            raise SystemExit(f"devcarry: no pack in {args.dest}: python3 bench/devcarry.py pack")
+        print(calls(parts, str(json.loads((parts[-1] / "manifest.json").read_text()).get("suite_args", ""))))
+        return 0
     if args.verb == "stash":
         stash(Path(args.part), Path(args.root))
         return 0
     if not command:
         ap.error("run needs a command after --, e.g. -- python3 bench/suite.py --out $OUT")
-    return run(Path(args.part), Path(args.root), command, Path(args.repo))
+    return run(Path(args.part) if args.part else None, Path(args.root), command, Path(args.repo))
 
 
 if __name__ == "__main__":

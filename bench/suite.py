@@ -13,7 +13,9 @@ interleaved, the median with its spread), each repeated back to back (--repeat):
    runtimes) and then its benchmark on the same kernels and shapes, once as shipped (Dawn's
    robustness on: mode "checked") and once with `--enable-dawn-features=disable_robustness`
    (mode "trusted": a measurement only, the page never asks for it). On NVIDIA both passes add
-   `vulkan_enable_f16_on_nvidia,allow_unsafe_apis` (else Dawn offers no shader-f16 there);
+   `vulkan_enable_f16_on_nvidia,allow_unsafe_apis` (else Dawn offers no shader-f16 there). The
+   two browsers are open together and take each request in turn, so robustness on and off are
+   timed minutes apart at most; a request that would end past --budget-s is skipped in both;
 3. OUT/records.json (every record, `wgattn bench --json`'s shape, written after each step),
    OUT/report.json (adapters, Chromium's version and flags, the live check, the timers'
    resolution, the GPU's clocks before and after), OUT/table.txt; then a table per (op, shape),
@@ -171,96 +173,173 @@ class NoAdapter(RuntimeError):
 
 def use_fallback_vulkan(chromium: str) -> Optional[str]:
     """Put the fallback Vulkan loader (WGATTN_VULKAN_FALLBACK: Debian's, which the first H100 run
-    of Chromium used) beside the Chromium binary, where ANGLE and Dawn load it; its path, or None
-    when there is none to try."""
+    of Chromium used) beside the Chromium binary, where ANGLE and Dawn load it, keeping Chromium's
+    own as libvulkan.so.1.chromium; its path, or None when there is none to try (or it is in place
+    already: a browser that finds no adapter with it has none)."""
     fallback = os.environ.get("WGATTN_VULKAN_FALLBACK")
     beside = Path(chromium).parent / "libvulkan.so.1"
-    if not fallback or not Path(fallback).exists() or beside.resolve() == Path(fallback).resolve():
+    kept = beside.with_name("libvulkan.so.1.chromium")
+    if not fallback or not Path(fallback).exists() or kept.exists() or not beside.exists():
         return None
-    shutil.copy2(beside, beside.with_name("libvulkan.so.1.chromium"))
+    shutil.copy2(beside, kept)
     shutil.copy2(fallback, beside)
     return fallback
 
 
-async def browser_pass(
-    args,
-    name: str,
-    dawn: List[str],
-    base: str,
-    requests: List[Dict[str, Any]],
-    out: Path,
-    live: bool,
-    deadline: float,
-    save: Callable[[List[Dict]], None],
-) -> Dict[str, Any]:
-    """One Chromium: the live check (if asked), then every benchmark request; its records are
-    relabelled with what the page cannot see (the flags, the mode they imply, the commit) and
-    handed to `save` after each request (a run cut short keeps what it measured)."""
-    flags = [*CHROMIUM_ARGS, *(NVIDIA_ARGS if args.gpu == "nvidia" else [])]
-    if dawn:
-        flags.append("--enable-dawn-features=" + ",".join(dawn))
-    flags += args.chromium_arg
-    env = dict(os.environ)
-    if os.environ.get("WGATTN_CHROMIUM_LIBS"):  # the carried Chromium's own libraries, for it alone
-        env["LD_LIBRARY_PATH"] = os.environ["WGATTN_CHROMIUM_LIBS"] + ":" + env.get("LD_LIBRARY_PATH", "")
-    cls, _ = driver_class(args.driver)
-    browser = cls(args.chromium, flags, env, out / f"chromium-{name}.log")
-    report: Dict[str, Any] = {"flags": flags}
-    mode = "trusted" if "disable_robustness" in dawn else "checked"
-    commit = bench.git_commit()
-    await browser.start()
-    try:
-        report["version"] = browser.version
-        log(f"[chromium {name}] {browser.version}; flags: {' '.join(flags)}")
+class BrowserPass:
+    """One Chromium of the run, with its Dawn toggles: the page opened on the GPU (its adapter
+    checked), then benchmark requests one at a time. Its records are relabelled with what the
+    page cannot see (the flags, the mode they imply, the commit)."""
+
+    def __init__(self, args, name: str, dawn: List[str], out: Path):
+        self.args, self.name, self.out = args, name, out
+        self.flags = [*CHROMIUM_ARGS, *(NVIDIA_ARGS if args.gpu == "nvidia" else [])]
+        if dawn:
+            self.flags.append("--enable-dawn-features=" + ",".join(dawn))
+        self.flags += args.chromium_arg
+        self.mode = "trusted" if "disable_robustness" in dawn else "checked"
+        self.report: Dict[str, Any] = {"flags": self.flags}
+        self.browser: Any = None
+
+    async def open(self, base: str) -> None:
+        """Start Chromium and load the page (a small first run); NoAdapter when the browser
+        offers no WebGPU adapter, RuntimeError when the page stops."""
+        env = dict(os.environ)
+        if os.environ.get("WGATTN_CHROMIUM_LIBS"):  # the carried Chromium's own libraries, for it alone
+            env["LD_LIBRARY_PATH"] = os.environ["WGATTN_CHROMIUM_LIBS"] + ":" + env.get("LD_LIBRARY_PATH", "")
+        cls, _ = driver_class(self.args.driver)
+        self.browser = browser = cls(self.args.chromium, self.flags, env, self.out / f"chromium-{self.name}.log")
+        await browser.start()
+        self.report["version"] = browser.version
+        log(f"[chromium {self.name}] {browser.version}; flags: {' '.join(self.flags)}")
         t0 = time.time()
         await browser.goto(base + SMALL_FIRST_RUN)
         done = "document.body && ['done', 'error'].includes(document.body.dataset.status) && document.body.dataset.status"
         status = await wait_for(browser, done, 300)
-        report["page"] = {"status": status, "load_s": round(time.time() - t0, 1)}
-        report["adapter"] = await browser.eval("window.wgattn.results.adapter")
-        log(f"[chromium {name}] page {status} in {report['page']['load_s']} s; adapter {json.dumps(report['adapter'])[:300]}")
-        if report["adapter"] is None:
+        self.report["page"] = {"status": status, "load_s": round(time.time() - t0, 1)}
+        self.report["adapter"] = await browser.eval("window.wgattn.results.adapter")
+        adapter = json.dumps(self.report["adapter"])[:300]
+        log(f"[chromium {self.name}] page {status} in {self.report['page']['load_s']} s; adapter {adapter}")
+        if self.report["adapter"] is None:
             raise NoAdapter(await browser.eval("document.getElementById('message').textContent"))
         if status != "done":
             message = await browser.eval("document.getElementById('message').textContent")
             raise RuntimeError(f"the page stopped: {message}")
-        if live:
-            t0 = time.time()
-            check = await browser.eval(LIVE_JS, 600)
-            bad = [r for r in check["results"] if not r["pass"]]
-            report["live_check"] = dict(check, wall_s=round(time.time() - t0, 1))
-            log(f"[chromium {name}] live check: {len(check['results']) - len(bad)} of {len(check['results'])} kernels pass")
-            for r in bad:
-                log(f"  FAIL {r['kernel']}: {r['failed'][:3]} {r['runtimes']}")
-        for req in requests:
-            what = f"{req['op']} {req['B']},{req['H']},{req['seq_lens']},{req['D']}"
-            if time.time() > deadline:
-                log(f"[chromium {name}] skip {what}: past the deadline (--deadline-s)")
-                report.setdefault("skipped", []).append(what)
-                continue
-            t0 = time.time()
-            recs = await browser.eval(f"window.wgattn.benchRun({json.dumps(req)})", max(60.0, deadline - time.time() + 120))
-            state = await browser.eval(
-                "({status: window.wgattn.bench.status, skipped: window.wgattn.bench.skipped, failed: window.wgattn.bench.failed})"
-            )
-            for r in recs:
-                r.update(mode=mode, flags=flags, commit=commit)
-                if browser.version:  # the full version ("HeadlessChrome/156.0.8078.79" or "156.0.8078.79")
-                    r["browser"] = "Chromium " + browser.version.split("/")[-1]
-            save(recs)
-            log(f"[chromium {name}] {what}: {len(recs)} records in {time.time() - t0:.0f} s ({state['status']})")
-            for s in state["skipped"]:
-                log(f"  skipped {s['impl']}: {s['reason']}")
-            for f in state["failed"]:
-                log(f"  FAILED {f}")
-            report.setdefault("bench", []).append({"request": what, **state})
-    finally:
-        report["console_errors"] = list(browser.console)
+
+    async def live_check(self) -> None:
+        """The page's live check: every kernel in the three runtimes."""
+        t0 = time.time()
+        check = await self.browser.eval(LIVE_JS, 600)
+        bad = [r for r in check["results"] if not r["pass"]]
+        self.report["live_check"] = dict(check, wall_s=round(time.time() - t0, 1))
+        log(f"[chromium {self.name}] live check: {len(check['results']) - len(bad)} of {len(check['results'])} kernels pass")
+        for r in bad:
+            log(f"  FAIL {r['kernel']}: {r['failed'][:3]} {r['runtimes']}")
+
+    async def bench(self, req: Dict[str, Any], timeout: float) -> List[Dict]:
+        """One benchmark request in the page: its records, relabelled."""
+        what = request_name(req)
+        t0 = time.time()
+        recs = await self.browser.eval(f"window.wgattn.benchRun({json.dumps(req)})", timeout)
+        state = await self.browser.eval(
+            "({status: window.wgattn.bench.status, skipped: window.wgattn.bench.skipped, failed: window.wgattn.bench.failed})"
+        )
+        commit = bench.git_commit()
+        for r in recs:
+            r.update(mode=self.mode, flags=self.flags, commit=commit)
+            if self.browser.version:  # the full version ("HeadlessChrome/156.0.8078.79" or "156.0.8078.79")
+                r["browser"] = "Chromium " + self.browser.version.split("/")[-1]
+        log(f"[chromium {self.name}] {what}: {len(recs)} records in {time.time() - t0:.0f} s ({state['status']})")
+        for s in state["skipped"]:
+            log(f"  skipped {s['impl']}: {s['reason']}")
+        for f in state["failed"]:
+            log(f"  FAILED {f}")
+        self.report.setdefault("bench", []).append({"request": what, "wall_s": round(time.time() - t0, 1), **state})
+        return recs
+
+    async def close(self) -> None:
+        if self.browser is None:
+            return
+        self.report["console_errors"] = list(getattr(self.browser, "console", []))
         try:
-            await browser.close()
+            await self.browser.close()
         except Exception as exc:  # what it measured stands; say what the closing did
-            log(f"[chromium {name}] closing the browser: {type(exc).__name__}: {exc}")
-    return report
+            log(f"[chromium {self.name}] closing the browser: {type(exc).__name__}: {exc}")
+        self.browser = None
+
+
+def request_name(req: Dict[str, Any]) -> str:
+    return f"{req['op']} {req['B']},{req['H']},{req['seq_lens']},{req['D']}"
+
+
+async def open_pass(p: BrowserPass, base: str, report: Dict[str, Any]) -> bool:
+    """Open a pass's browser; on no adapter, once more with the fallback Vulkan loader. Whether
+    it opened (else its report says why)."""
+    try:
+        try:
+            await p.open(base)
+        except NoAdapter as exc:
+            await p.close()
+            loader = use_fallback_vulkan(p.args.chromium)
+            if loader is None:
+                raise
+            log(f"[chromium {p.name}] no WebGPU adapter ({exc}); again with the Vulkan loader {loader}")
+            report["vulkan_loader"] = loader
+            await p.open(base)
+        return True
+    except Exception as exc:
+        log(f"[chromium {p.name}] failed: {type(exc).__name__}: {exc}")
+        p.report["error"] = f"{type(exc).__name__}: {exc}"
+        await p.close()
+        return False
+
+
+async def run_browsers(
+    passes: List[BrowserPass],
+    base: str,
+    requests: List[Dict[str, Any]],
+    live: bool,
+    end: float,
+    report: Dict[str, Any],
+    save: Callable[[List[Dict]], None],
+) -> None:
+    """Every pass's browser open at once; the live check in the first; then request by request,
+    every pass in turn (the order alternating), so that robustness on and off are timed minutes
+    apart at most and a run cut short by its time budget lacks the same rows in both. A request
+    starts only when the time it took in another pass (or the longest so far) still fits before
+    `end`; records are handed to `save` as they come."""
+    opened = [p for p in passes if await open_pass(p, base, report)]
+    try:
+        if live and opened:
+            try:
+                await opened[0].live_check()
+            except Exception as exc:
+                log(f"[chromium {opened[0].name}] live check failed: {type(exc).__name__}: {exc}")
+                opened[0].report["live_check"] = {"error": f"{type(exc).__name__}: {exc}"}
+        took: Dict[int, float] = {}
+        for i, req in enumerate(requests):
+            for p in opened if i % 2 == 0 else opened[::-1]:
+                if p.browser is None:
+                    continue  # failed earlier: its report says why
+                expected = took.get(i, max(took.values(), default=0.0))
+                if time.time() + expected > end:
+                    log(f"[chromium {p.name}] skip {request_name(req)}: {expected:.0f} s would end past the budget (--budget-s)")
+                    p.report.setdefault("skipped", []).append(request_name(req))
+                    continue
+                t0 = time.time()
+                try:
+                    save(await p.bench(req, max(60.0, end - time.time() + 30)))
+                except Exception as exc:
+                    why = f"{type(exc).__name__}: {exc}"
+                    log(f"[chromium {p.name}] {request_name(req)} failed: {why}")
+                    p.report.setdefault("failed_requests", []).append({"request": request_name(req), "error": why})
+                    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError)):
+                        p.report["error"] = why  # the page is busy or gone: this pass ends here
+                        await p.close()
+                took[i] = max(took.get(i, 0.0), time.time() - t0)
+    finally:
+        for p in passes:
+            await p.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,7 +407,12 @@ def parse_args(argv: Optional[Sequence[str]] = None):
     ap.add_argument("--driver", choices=("auto", "playwright", "cdp"), default="auto")
     ap.add_argument("--out", default=str(ROOT / ".cache" / "bench"), help="where records.json, report.json, table.txt go")
     ap.add_argument("--history", default=str(ROOT / "bench" / "history"), help="the committed history to compare with")
-    ap.add_argument("--deadline-s", type=float, default=420.0, help="start no browser benchmark after this many seconds")
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=540.0,
+        help="the run's time: a browser request starts only if it should end within it (default: %(default)s)",
+    )
     return ap.parse_args(argv)
 
 
@@ -381,9 +465,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if "chromium" in runtimes:
         dawn_of = {"checked": dawn, "trusted": dawn + ["disable_robustness"]}
         names = [n.strip() for n in args.passes.split(",") if n.strip()]
-        if not names or not set(names) <= set(dawn_of):
+        if not names or not set(names) <= set(dawn_of) or len(set(names)) != len(names):
             raise SystemExit(f"suite: --passes takes checked and/or trusted, got {args.passes!r}")
-        passes = [(n, dawn_of[n]) for n in names]
+        passes = [BrowserPass(args, n, dawn_of[n], out) for n in names]
         requests = page_requests(kernels, shapes, args.causal, proto, args.repeat)
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "py"), os.environ.get("PYTHONPATH", "")) if p))
         if not (ROOT / ".cache" / "pyodide").is_dir():
@@ -393,26 +477,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             records.extend(recs)
             write(out, records, report)
 
+        for p in passes:
+            report[f"chromium_{p.name}"] = p.report
+        if Path(args.chromium).with_name("libvulkan.so.1.chromium").exists():  # an earlier run put the fallback there
+            report["vulkan_loader"] = os.environ.get("WGATTN_VULKAN_FALLBACK", "the fallback")
         with serve(out / "server.log", env) as base:
-            for i, (name, toggles) in enumerate(passes):
-                run_pass = lambda: browser_pass(  # noqa: E731
-                    args, name, toggles, base, requests, out, args.live and i == 0, t_start + args.deadline_s, save
-                )
-                try:
-                    try:
-                        rep = asyncio.run(run_pass())
-                    except NoAdapter as exc:
-                        loader = use_fallback_vulkan(args.chromium)
-                        if loader is None:
-                            raise
-                        log(f"[chromium {name}] no WebGPU adapter ({exc}); again with the Vulkan loader {loader}")
-                        report["vulkan_loader"] = loader
-                        rep = asyncio.run(run_pass())
-                except Exception as exc:
-                    log(f"[chromium {name}] failed: {type(exc).__name__}: {exc}")
-                    rep = {"error": f"{type(exc).__name__}: {exc}"}
-                report[f"chromium_{name}"] = rep
-                write(out, records, report)
+            asyncio.run(run_browsers(passes, base, requests, args.live, t_start + args.budget_s, report, save))
+        write(out, records, report)
     report["gpu_state_after"] = gpu_state()
     report["timer_resolution_ns"] = {
         f"{r['runtime']} {r['mode']}".strip(): r["timer_resolution_ns"] for r in records if r["impl"] not in bench.ANCHORS

@@ -7,6 +7,7 @@ its reason (no CUDA here)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 import subprocess
@@ -74,7 +75,7 @@ def test_pack_stash_unpack_and_run_the_suite(tmp_path):
     assert len(parts) >= 3  # Chromium alone is over 100 MiB compressed: several calls
     assert all(sum(f.stat().st_size for f in p.rglob("*")) <= 40 * 2**20 + 2 * 2**20 for p in parts)
     # The printed calls name each part in the carry list, the last runs the suite.
-    assert f"carry=['{parts[0]}']" in packed.stdout and "bench/suite.py --out $OUT" in packed.stdout
+    assert packed.stdout.count("run(command=") == len(parts) + 1 and f"carry=['{parts[0]}']" in packed.stdout
     manifest = json.loads((parts[-1] / "manifest.json").read_text())
     wheels = " ".join(manifest["wheels"])
     for name in ("wgpu-", "cffi-", "fastapi-", "starlette-", "pydantic_core-", "uvicorn-", "h11-", "anyio-", "numpy-"):
@@ -89,15 +90,24 @@ def test_pack_stash_unpack_and_run_the_suite(tmp_path):
             [*device, "stash", str(part), "--root", str(device_tmp)], cwd=repo, capture_output=True, text=True
         )
         assert stashed.returncode == 0, stashed.stdout + stashed.stderr
-    # Without every part the last call refuses, saying why.
-    suite = [str(PY312), "bench/suite.py", "--kernels", ",".join(KERNELS), "--shapes", "1,2,64,16", "--rounds", "5"]
-    suite += ["--warmup-s", "0.2", "--repeat", "2", "--out", str(out), "--driver", "cdp", "--history", str(tmp_path)]
-    run = [*device, "run", str(parts[-1]), "--root", str(device_tmp), "--repo", str(repo), "--", *suite]
+    # Without every part the call bringing the last refuses, saying why.
+    check = [*device, "run", str(parts[-1]), "--root", str(device_tmp), "--repo", str(repo), "--"]
     missing = tmp_path / "device-tmp-missing"
     (missing / "parts").mkdir(parents=True)
-    refused = subprocess.run([*run[:4], "--root", str(missing), *run[6:]], cwd=repo, capture_output=True, text=True)
+    refused = subprocess.run([*check[:4], "--root", str(missing), *check[6:], "true"], cwd=repo, capture_output=True, text=True)
     assert refused.returncode != 0 and f"1 of {len(parts)} parts" in refused.stderr + refused.stdout
+    # With every part it unpacks, and what it runs finds the carried wheels.
+    imports = [str(PY312), "-c", "import wgpu, fastapi, uvicorn, aiohttp, numpy"]
+    unpacked = subprocess.run([*check, *imports], cwd=repo, capture_output=True, text=True, timeout=600)
+    assert unpacked.returncode == 0, unpacked.stdout[-3000:] + unpacked.stderr[-3000:]
 
+    # The last call carries no part: it runs in what the earlier calls unpacked (on another
+    # machine it says to start again).
+    suite = [str(PY312), "bench/suite.py", "--kernels", ",".join(KERNELS), "--shapes", "1,2,64,16", "--rounds", "5"]
+    suite += ["--warmup-s", "0.2", "--repeat", "2", "--out", str(out), "--driver", "cdp", "--history", str(tmp_path)]
+    elsewhere = subprocess.run([*device, "run", "--root", str(missing), "--", "true"], cwd=repo, capture_output=True, text=True)
+    assert elsewhere.returncode != 0 and "from the first" in elsewhere.stderr + elsewhere.stdout
+    run = [*device, "run", "--root", str(device_tmp), "--repo", str(repo), "--", *suite]
     done = subprocess.run(run, cwd=repo, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-3000:]
     records = json.loads((out / "records.json").read_text())
@@ -114,3 +124,23 @@ def test_pack_stash_unpack_and_run_the_suite(tmp_path):
     assert all(r["commit"] == manifest["commit"] and r["browser"].startswith("Chromium 1") for r in trusted)
     assert all("swiftshader" in r["adapter"].lower() for r in records if r["runtime"] == "chromium")
     assert "repeats agree within 5%" in (out / "table.txt").read_text()
+
+
+def test_the_printed_calls_fit_the_device_tool():
+    """Every printed call is one the device tool accepts (a command of at most 2000 characters,
+    at most 8 carried paths, at most 600 s); the parts go one a call, the last with the small
+    check of every runtime, and the long call carries nothing (it has its ten minutes to itself)."""
+    parts = [devcarry.ROOT / ".devcarry" / f"p{n}" for n in (1, 2, 3)]
+    text = devcarry.calls(parts, "--rounds 30")
+    made = [line.strip() for line in text.splitlines() if "run(command=" in line]
+    assert len(made) == 4
+    for n, line in enumerate(made[:2], 1):
+        assert f"stash .devcarry/p{n}'" in line and f"carry=['.devcarry/p{n}']" in line
+    assert "run .devcarry/p3 -- python3 bench/suite.py --out $OUT --shapes" in made[2] and "carry=['.devcarry/p3']" in made[2]
+    assert "run -- python3 bench/suite.py --out $OUT --rounds 30'" in made[3] and "carry=[]" in made[3]
+    assert made[3].endswith("timeout_s=600)")
+    for line in made:
+        command = line.split("command=", 1)[1].rsplit(", carry=", 1)[0]
+        assert len(ast.literal_eval(command)) <= 2000  # the printed repr of the command string
+        assert int(line.rsplit("timeout_s=", 1)[1].rstrip(")")) <= 600
+    assert "bench/history.py add" in text

@@ -83,3 +83,39 @@ def test_add_names_the_file_by_the_runs_date_and_machine(tmp_path):
     assert history.add(run, "h100", history=tmp_path).name == "2026-11-24-h100.json"
     with pytest.raises(SystemExit, match="machine name"):
         history.add(run, "H100 box", history=tmp_path)
+    with pytest.raises(SystemExit, match="name the machine"):  # "gpu A" names no expected machine
+        history.add(run, history=tmp_path)
+
+
+def test_a_device_run_is_taken_in_from_its_read_only_folder(tmp_path):
+    """What a device run sends back (the suite's --out folder, files read-only) becomes a history
+    file of the machine its adapters name, its report beside it, and docs tables that say how it
+    was measured and what Dawn's robustness cost against native trusted."""
+    landed = tmp_path / "files_at"
+    landed.mkdir()
+    h100 = "NVIDIA H100 80GB HBM3"
+    recs = [
+        _rec(median=2.0, adapter=h100),
+        _rec(median=2.02, adapter=h100, repeat=1),
+        _rec(median=2.5, runtime="chromium", mode="checked", adapter="nvidia"),
+        _rec(median=2.0, runtime="chromium", mode="trusted", adapter="nvidia"),
+        _rec("torch", "", 1.0, runtime="torch", adapter=h100),
+    ]
+    report = {"command": "bench/suite.py --out /tmp/out", "wall_s": 512.3, "gpu_state_before": "H100, 345 MHz"}
+    report["chromium_checked"] = {"live_check": {"results": [{"pass": True}, {"pass": True}, {"pass": False}]}}
+    (landed / "records.json").write_text(json.dumps(recs))
+    (landed / "report.json").write_text(json.dumps(report))
+    for f in landed.iterdir():
+        f.chmod(0o444)
+    landed.chmod(0o555)
+    hist = tmp_path / "history"
+    hist.mkdir()
+    dest = history.add(landed, history=hist)
+    assert dest.name == "2026-11-24-h100.json" and history.load(dest) == history.load(landed / "records.json")
+    assert history.report_of(dest) == report
+    text = history.generated(hist)
+    assert "### h100: `bench/history/2026-11-24-h100.json`" in text
+    assert "Command: `bench/suite.py --out /tmp/out` (512.3 s)" in text and "2 of 3 kernels pass" in text
+    row = next(line for line in text.splitlines() if line.startswith("| flash_fwd.blocked (f32)"))
+    assert row.endswith("| 1.25x | 0.80x |")  # robustness off / on; Chromium (on) / native trusted
+    assert "robustness off / on" in text and "| torch f32 (torch) |" in text
