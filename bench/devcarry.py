@@ -231,13 +231,17 @@ def stage(dest: Path, extra: Sequence[str]) -> Dict[str, object]:
     return {"wheels": sorted(p.name for p in carried), "chromium_libs": len(list((dest / "lib").iterdir()))}
 
 
-def working_tree_mib(root: Path = ROOT) -> float:
-    """What a device call sends besides its carry: tracked files and untracked ones git does not
-    ignore (MiB)."""
+def working_tree(root: Path = ROOT) -> List[str]:
+    """What a device call sends besides its carry: the tracked files and the untracked ones git
+    does not ignore (paths relative to `root`)."""
     names = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root, capture_output=True, check=True
     ).stdout.split(b"\0")
-    return sum((root / n.decode()).stat().st_size for n in names if n and (root / n.decode()).is_file()) / 2**20
+    return [n.decode() for n in names if n and (root / n.decode()).is_file()]
+
+
+def working_tree_mib(root: Path = ROOT) -> float:
+    return sum((root / name).stat().st_size for name in working_tree(root)) / 2**20
 
 
 def _mib(path: Path) -> float:

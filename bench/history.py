@@ -49,6 +49,7 @@ COLUMN_NAMES = {
     ("native", "checked"): "native checked",
 }
 
+AGREE = 0.05  # back-to-back repeats agree when their medians are this close
 Record = Dict[str, object]
 Key = Tuple
 
@@ -121,20 +122,30 @@ def compare(new: Sequence[Record], old: Sequence[Record]) -> str:
 
 
 def repeat_agreement(records: Sequence[Record], within: float) -> str:
-    """Whether the back-to-back repeats of each row agree within `within` (relative)."""
+    """Whether the back-to-back repeats of each row agree within `within` (relative); a row whose
+    repeats differ by more, but by less than its spread (the larger interquartile range), is
+    counted as noisy; one that differs by more than its spread is named."""
     rows: Dict[Key, List[Record]] = {}
     for r in records:
         rows.setdefault(key(r), []).append(r)
     pairs = {k: v for k, v in rows.items() if len(v) > 1}
     if not pairs:
         return "repeats: none (run with --repeat 2 to see two back-to-back runs agree)"
-    bad = []
+    bad, noisy = [], 0
     for k, v in sorted(pairs.items(), key=lambda kv: _name(kv[0])):
         meds = [float(r["median_ms"]) for r in v]  # type: ignore[arg-type]
-        if max(meds) / min(meds) - 1 > within:
-            spreads = "/".join(f"{100 * float(r['spread']):.1f}%" for r in v)  # type: ignore[arg-type]
-            bad.append(f"  DIFFER {_name(k)}: {' vs '.join(f'{m:.4g}' for m in meds)} ms (spreads {spreads})")
-    head = f"repeats agree within {100 * within:.0f}%: {len(pairs) - len(bad)} of {len(pairs)} rows"
+        if max(meds) / min(meds) - 1 <= within:
+            continue
+        if max(meds) - min(meds) <= max(_iqr(r) for r in v):
+            noisy += 1
+            continue
+        spreads = "/".join(f"{100 * float(r['spread']):.1f}%" for r in v)  # type: ignore[arg-type]
+        bad.append(f"  DIFFER {_name(k)}: {' vs '.join(f'{m:.4g}' for m in meds)} ms (spreads {spreads})")
+    head = f"repeats agree within {100 * within:.0f}%: {len(pairs) - len(bad) - noisy} of {len(pairs)} rows"
+    if noisy:
+        head += f"; {noisy} more differ by less than their spread"
+    if bad:
+        head += f"; {len(bad)} by more"
     return "\n".join([head, *bad])
 
 
@@ -249,7 +260,12 @@ def generated(history: Path = HISTORY) -> str:
             continue
         recs = load(files[machine])
         about = _about(recs, report_of(files[machine]))
-        parts += [f"### {machine}: `bench/history/{files[machine].name}`", "", about, "", tables(recs), ""]
+        agree = repeat_agreement(recs, AGREE).splitlines()  # the back-to-back repeats, row by row
+        agreement = [
+            agree[0][0].upper() + agree[0][1:] + ("." if len(agree) == 1 else ":"),
+            *(f"- {a.strip()}" for a in agree[1:]),
+        ]
+        parts += [f"### {machine}: `bench/history/{files[machine].name}`", "", about, "", tables(recs), "", *agreement, ""]
     parts.append(END)
     return "\n".join(parts)
 
@@ -330,7 +346,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         docs(check=False)
         print(f"history: wrote the generated tables of {DOCS.relative_to(ROOT)}")
         new = load(dest)
-        print(repeat_agreement(new, 0.05))
+        print(repeat_agreement(new, AGREE))
         previous = before.get(machine_of(dest))
         if previous is not None and previous != dest:
             print(f"against {previous.name}:\n{compare(new, load(previous))}")
@@ -341,7 +357,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("history: no committed run of this machine to compare with")
         return 0
     print(f"{args.new} against {against}:\n{compare(new, load(against))}")
-    print(repeat_agreement(new, 0.05))
+    print(repeat_agreement(new, AGREE))
     return 0
 
 

@@ -65,7 +65,6 @@ NVIDIA_ARGS = [
 ]
 NVIDIA_DAWN = ["vulkan_enable_f16_on_nvidia", "allow_unsafe_apis"]  # shader-f16 (and f16 subgroup matrices) on NVIDIA
 SMALL_FIRST_RUN = "/?heads=1&seq_q=8&seq_k=8&head_dim=4"  # the page's first live run, kept small
-AGREE = 0.05  # back-to-back repeats should agree within this
 
 
 def log(*parts: object) -> None:
@@ -490,7 +489,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     }
     report["wall_s"] = round(time.time() - t_start, 1)
     write(out, records, report)
-    table = history.render(records) + "\n\n" + history.repeat_agreement(records, AGREE)
+    table = history.render(records) + "\n\n" + history.repeat_agreement(records, history.AGREE)
     (out / "table.txt").write_text(table + "\n")
     log("\n" + table)
     log(f"timestamp resolution (ns): {report['timer_resolution_ns']}")

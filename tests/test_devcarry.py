@@ -44,14 +44,9 @@ def _skip_unless_it_can_run_here():
 
 def _working_tree_copy(dest: Path) -> None:
     """What a device call sees: tracked files and untracked ones git does not ignore."""
-    files = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, check=True
-    ).stdout.split(b"\0")
-    for name in filter(None, files):
-        src = ROOT / name.decode()
-        if src.is_file():
-            (dest / name.decode()).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name.decode())
+    for name in devcarry.working_tree(ROOT):
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, dest / name)
 
 
 def test_pack_stash_unpack_and_run_the_suite(tmp_path):

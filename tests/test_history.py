@@ -74,7 +74,11 @@ def test_repeats_must_agree_within_five_percent():
     recs = [_rec(median=2.0), _rec(median=2.04, repeat=1), _rec("flash_fwd.tiled", median=3.0)]
     recs.append(_rec("flash_fwd.tiled", median=3.3, repeat=1))
     text = history.repeat_agreement(recs, 0.05)
-    assert text.startswith("repeats agree within 5%: 1 of 2 rows") and "DIFFER" in text and "flash_fwd.tiled" in text
+    assert text.startswith("repeats agree within 5%: 1 of 2 rows; 1 by more") and "DIFFER" in text and "flash_fwd.tiled" in text
+    noisy = [_rec(median=2.0, iqr=0.5), _rec(median=2.3, iqr=0.5, repeat=1)]  # 15% apart, within the spread
+    assert (
+        history.repeat_agreement(noisy, 0.05) == "repeats agree within 5%: 0 of 1 rows; 1 more differ by less than their spread"
+    )
 
 
 def test_add_names_the_file_by_the_runs_date_and_machine(tmp_path):
