@@ -1,8 +1,8 @@
 """Carry what the benchmark suite needs to a lent GPU machine that reaches no package registry,
 and run it there: bench/suite.py with Chromium on the GPU beside wgpu-py and PyTorch.
 
-    here:   python3 bench/devcarry.py pack            # fetch what is missing, pack .devcarry/p1..p3, print the calls
-    here:   python3 bench/devcarry.py calls           # print them again
+    here:   .venv/bin/python bench/devcarry.py pack   # fetch what is missing, pack .devcarry/p1..p3, print the calls
+    here:   .venv/bin/python bench/devcarry.py calls  # print them again
     there:  python3 bench/devcarry.py stash .devcarry/p1                     (calls 1, 2: a part each)
     there:  python3 bench/devcarry.py run .devcarry/p3 -- python3 bench/suite.py <small>   (call 3: unpack, check)
     there:  python3 bench/devcarry.py run -- python3 bench/suite.py --out $OUT             (call 4: the run)
@@ -112,7 +112,9 @@ def wheel_closure(roots: Sequence[str], skip: Sequence[str] = ()) -> Dict[str, s
         try:
             dist = md.distribution(name)
         except md.PackageNotFoundError:
-            raise SystemExit(f"devcarry: {name} is needed but not installed here: run `make setup` first") from None
+            raise SystemExit(
+                f"devcarry: {name} is not installed in {sys.executable}: pack with .venv/bin/python (after `make setup`)"
+            ) from None
         found[name] = dist.version
         for text in dist.requires or []:
             req = Requirement(text)
@@ -503,7 +505,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.verb == "calls":
         parts = sorted(Path(args.dest).glob("p[0-9]*"), key=lambda p: int(p.name[1:]))
         if not parts or not (parts[-1] / "manifest.json").exists():
-            raise SystemExit(f"devcarry: no pack in {args.dest}: python3 bench/devcarry.py pack")
+            raise SystemExit(f"devcarry: no pack in {args.dest}: .venv/bin/python bench/devcarry.py pack")
         print(calls(parts, str(json.loads((parts[-1] / "manifest.json").read_text()).get("suite_args", ""))))
         return 0
     if args.verb == "stash":
