@@ -28,21 +28,7 @@ override WG: u32;            // invocations per workgroup (any value >= 1; need 
 const LOG2E: f32 = 1.4426950408889634;
 const LOWEST: f32 = -3.4028234663852886e38;  // finite "minus infinity": WGSL may assume no infinities
 
-struct Params {
-  head_dim: u32,      // D
-  n_heads: u32,       // Hq, query heads (the grid's workgroup count)
-  n_kv_heads: u32,    // Hkv, key heads; Hq = Hkv * heads_per_kv
-  heads_per_kv: u32,  // query heads sharing one key head: head h reads key head h / heads_per_kv
-  pos: u32,           // position of the current token, 0 <= pos < history_len
-  history_len: u32,   // keys in k_hist (and columns of probs)
-  window: u32,        // visible keys including the current one; 0 = unbounded
-  _pad: u32,          // pads Params to 32 bytes
-}
-
-@group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> q: array<f32>;             // [n_heads, head_dim]
-@group(0) @binding(2) var<storage, read> k_hist: array<f32>;        // [history_len, n_kv_heads, head_dim]
-@group(0) @binding(3) var<storage, read_write> probs: array<f32>;   // [n_heads, history_len]
+#include "interfaces/attn_probs.wgsl"
 
 var<workgroup> scratch: array<f32, WG>;  // one partial maximum (then sum) per invocation
 

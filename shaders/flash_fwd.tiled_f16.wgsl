@@ -18,29 +18,7 @@ const LOWEST: f32 = -3.4028234663852886e38;  // stands for -inf in the running m
 
 #include "lib/softcap.wgsl"
 
-struct Params {
-  total_q: u32,         // query tokens over all sequences
-  total_k: u32,         // key tokens over all sequences
-  heads_q: u32,         // query heads Hq
-  heads_kv: u32,        // key/value heads Hkv (Hq % Hkv == 0)
-  head_dim: u32,        // D
-  batch_size: u32,      // sequences; cu_seqlens_* hold batch_size + 1 entries
-  window_left: i32,     // keys j >= i + offset - window_left are visible; -1 unbounded
-  window_right: i32,    // keys j <= i + offset + window_right are visible; -1 unbounded (causal: 0)
-  align_top_left: u32,  // 1: offset 0 (top-left); 0: offset len_k - len_q (bottom-right)
-  softcap: f32,         // > 0: s = softcap * tanh(s0 / softcap); 0 off
-  scale: f32,           // score scale
-  max_seqlen_q: u32,    // the longest query sequence: the grid has ceil(max_seqlen_q / WG) row blocks
-}
-
-@group(0) @binding(0) var<storage, read> q: array<f32>;              // [total_q, heads_q, D]
-@group(0) @binding(1) var<storage, read> k: array<f32>;              // [total_k, heads_kv, D]
-@group(0) @binding(2) var<storage, read> v: array<f32>;              // [total_k, heads_kv, D]
-@group(0) @binding(3) var<storage, read> cu_seqlens_q: array<i32>;   // [batch_size + 1]
-@group(0) @binding(4) var<storage, read> cu_seqlens_k: array<i32>;   // [batch_size + 1]
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;      // [total_q, heads_q, D]
-@group(0) @binding(6) var<storage, read_write> lse: array<f32>;      // [total_q, heads_q]
-@group(0) @binding(7) var<uniform> params: Params;
+#include "interfaces/flash_fwd.wgsl"
 
 var<workgroup> k_tile: array<vec4<f16>, BC * D4>;
 var<workgroup> v_tile: array<vec4<f16>, BC * D4>;

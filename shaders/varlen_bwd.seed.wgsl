@@ -39,32 +39,7 @@ const LOG2E: f32 = 1.4426950408889634;
 
 #include "lib/softcap.wgsl"
 
-struct Params {
-  total_q: u32,         // query tokens over all sequences
-  total_k: u32,         // key tokens over all sequences
-  heads_q: u32,         // query heads Hq
-  heads_kv: u32,        // key/value heads Hkv (Hq % Hkv == 0)
-  head_dim: u32,        // D
-  batch_size: u32,      // sequences; cu_seqlens_* hold batch_size + 1 entries
-  window_left: i32,     // keys j >= i + offset - window_left are visible; -1 unbounded
-  window_right: i32,    // keys j <= i + offset + window_right are visible; -1 unbounded (causal: 0)
-  align_top_left: u32,  // 1: offset 0 (top-left); 0: offset len_k - len_q (bottom-right)
-  softcap: f32,         // > 0: s = softcap * tanh(s0 / softcap); 0 off
-  scale: f32,           // score scale
-  _pad: u32,
-}
-
-@group(0) @binding(0) var<storage, read> q: array<f32>;              // [total_q, heads_q, D]
-@group(0) @binding(1) var<storage, read> k: array<f32>;              // [total_k, heads_kv, D]
-@group(0) @binding(2) var<storage, read> v: array<f32>;              // [total_k, heads_kv, D]
-@group(0) @binding(3) var<storage, read> out: array<f32>;            // forward output [total_q, heads_q, D]
-@group(0) @binding(4) var<storage, read> dout: array<f32>;           // gradient into out [total_q, heads_q, D]
-@group(0) @binding(5) var<storage, read> cu_seqlens_q: array<i32>;   // query prefix sums [batch_size + 1]
-@group(0) @binding(6) var<storage, read> cu_seqlens_k: array<i32>;   // key prefix sums [batch_size + 1]
-@group(0) @binding(7) var<storage, read_write> stats: array<f32>;    // [2, total_q, heads_q]: lse, delta
-@group(0) @binding(8) var<storage, read_write> dq: array<f32>;       // [total_q, heads_q, D]
-@group(0) @binding(9) var<storage, read_write> dkv: array<f32>;      // [2, total_k, heads_kv, D]: dk, dv
-@group(0) @binding(10) var<uniform> params: Params;
+#include "interfaces/varlen_bwd.wgsl"
 
 // One (token, head) row per invocation, the workgroup grid unfolded from (x, y).
 fn row_index(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {

@@ -11,15 +11,10 @@ import { $, errorText, pyError, row, svgEl } from "./dom.js";
 import { adapterWords, planBytes } from "./webgpu.js";
 
 /**
- * The benchmark's shapes, as wgattn.page.bench_* writes them (records: `wgattn bench --json`'s).
+ * The benchmark's shapes that Python makes (BenchStart, BenchJob, BenchPlan, BenchRecord: `wgattn
+ * bench --json`'s records) are declared in wire.d.ts, generated from the Python.
  * @typedef {{ op: string, impls: string, B: string, H: string, D: string, seq_lens: string, causal: boolean,
  *   runs: string }} BenchRequest the form's fields, as typed: Python checks them
- * @typedef {{ index: number, op: string, impl: string, shape: number[], causal: boolean }} BenchJob
- * @typedef {{ bench: number, op: string, baseline: string, impls: string[], runs: number, warmup: number,
- *   jobs: BenchJob[], skipped: Array<{ impl: string, reason: string }> }} BenchStart
- * @typedef {{ op: string, impl: string, shape: number[], causal: boolean, dtype: string, adapter: string,
- *   median_ms: number, tflops: number, runs: number, timer: string }} BenchRecord
- * @typedef {{ skipped: string } | { run: number, plan: import("./webgpu.js").Plan, count: number, skipped?: undefined }} BenchPlan
  * @typedef {"idle" | "running" | "done" | "error" | "cancelled"} BenchStatus
  * @typedef {{ status: BenchStatus, records: BenchRecord[], skipped: Array<{ impl: string, shape: number[] | null, reason: string }>,
  *   failed: string[], error: string | null, request: BenchRequest | null, imported: BenchRecord[], cancel: boolean,
@@ -100,9 +95,9 @@ async function timeJob(ctx, executor, start, job) {
     for (let p = 0; p < count; p++) {
       /** @type {BenchPlan} */
       const prep = JSON.parse(page.bench_plan(start.bench, job.index, p));
-      if (prep.skipped !== undefined) return { skipped: prep.skipped };
+      if ("skipped" in prep) return { skipped: prep.skipped };
       count = prep.count;
-      const why = executor.check(prep.plan);
+      const why = prep.plan.unavailable;  // Python's answer for this device (wgattn.target)
       if (why) {
         page.bench_release(prep.run);
         return { skipped: why };
@@ -146,7 +141,7 @@ export async function runBench(ctx, request) {
   /** @type {BenchStart} */
   let start;
   try {
-    start = JSON.parse(page.bench_start(JSON.stringify({ ...request, features: info.features })));
+    start = JSON.parse(page.bench_start(JSON.stringify(request)));
   } catch (e) {
     setStatus("error", `Benchmark not started: ${pyError(e)}`);
     return benchState.records;
@@ -246,19 +241,21 @@ function redraw() {
   const op = start ? start.op : benchState.imported.length ? benchState.imported[0].op : undefined;
   /** @type {Series[]} */
   const series = [];
-  if (start) {
-    for (const impl of start.impls) {
-      const pts = benchState.records.filter((r) => r.impl === impl);
-      if (pts.length) series.push({ impl, source: "browser", label: `${impl} (${pts[0].dtype})`, points: pts });
+  /** One series per kernel, mode (trusted or checked) and adapter: a file of `wgattn bench` holds both
+   * modes of each kernel, and several adapters' files may be dropped; merged they would zig-zag.
+   * @param {BenchRecord[]} records
+   * @param {"browser" | "file"} source */
+  const add = (records, source) => {
+    const keys = [...new Set(records.map((r) => JSON.stringify([r.impl, r.mode, r.adapter])))];
+    for (const key of keys) {
+      const pts = records.filter((r) => JSON.stringify([r.impl, r.mode, r.adapter]) === key);
+      const r = pts[0];
+      const label = `${r.impl}${r.mode ? ` [${r.mode}]` : ""} (${r.dtype})` + (source === "file" ? ` · ${r.adapter}` : "");
+      series.push({ impl: r.impl, source, label, points: pts });
     }
-  }
-  const imported = benchState.imported.filter((r) => r.op === op);
-  const keys = [...new Set(imported.map((r) => `${r.impl}\u0000${r.adapter}`))];
-  for (const key of keys) {
-    const [impl, adapter] = key.split("\u0000");
-    const pts = imported.filter((r) => r.impl === impl && r.adapter === adapter);
-    series.push({ impl, source: "file", label: `${impl} (${pts[0].dtype}) · ${adapter}`, points: pts });
-  }
+  };
+  if (start) add(start.impls.flatMap((impl) => benchState.records.filter((r) => r.impl === impl)), "browser");
+  add(benchState.imported.filter((r) => r.op === op), "file");
   if (!series.length) {
     $("bench-chart").replaceChildren();
     return;

@@ -25,16 +25,25 @@ import re
 import sys
 from typing import Dict, List
 
-from wgattn import bench, live, registry
+from wgattn import bench, interfaces, live, registry
 from wgattn.conformance import judged_case
-from wgattn.interfaces import module
+from wgattn.target import WEBGPU_LIMITS, Target
 
-# name -> (max workgroup storage, max invocations, software adapter)
+# name -> (max workgroup storage, max invocations, software adapter); every feature the kernels use
 TARGETS = {
     "webgpu-default": (16384, 256, False),
     "gpu-48k": (49152, 1024, False),
     "cpu-32k": (32768, 1024, True),
 }
+
+
+def target(name: str) -> Target:
+    storage, invocations, software = TARGETS[name]
+    limits = dict(WEBGPU_LIMITS)
+    limits.update({"max-compute-workgroup-storage-size": storage, "max-compute-invocations-per-workgroup": invocations})
+    return Target(features=frozenset({"shader-f16", "subgroups", "timestamp-query"}), limits=limits, software=software, name=name)
+
+
 BENCH_SHAPES = [(1, 2, 64, 16), (2, 3, 100, 59)]
 
 _TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|\S")
@@ -66,7 +75,7 @@ def wgsl_items(source: str) -> List[str]:
 
 
 def plan_digest(plan) -> Dict[str, str]:
-    js = plan.to_js()
+    js = {key: plan.to_js()[key] for key in ("buffers", "dispatches")}  # what to_js held when recorded
     for d in js["dispatches"]:
         d["source"] = ""
     h = hashlib.sha256()
@@ -90,36 +99,31 @@ def _record(out: Dict[str, Dict[str, str]], key: str, build) -> None:
         return
     if not isinstance(plans, list):
         plans = [plans]
+    stub = next((p for p in plans if not p.dispatches), None)
+    if stub is not None:  # a kernel the target cannot fit: the error the plan carries
+        out[key] = {"error": f"DoesNotFit: {stub.unavailable}"}
+        return
     parts = [plan_digest(p) for p in plans]
     out[key] = {name: _sha(" ".join(p[name] for p in parts).encode()) for name in ("plan", "wgsl", "raw")}
-
-
-def _use(target: str) -> None:
-    storage, invocations, cpu = TARGETS[target]
-    registry.set_target_limits(storage, invocations, cpu)
 
 
 def digests() -> Dict[str, Dict[str, str]]:
     reg = registry.load()
     out: Dict[str, Dict[str, str]] = {}
-    grids = {name: module(name).conformance_cases() for name in reg.interfaces}
-    saved = registry.target_limits()
-    try:
-        for target in TARGETS:
-            _use(target)
-            for kernel in reg.kernels.values():
-                mod = module(kernel.interface.name)
-                for case in grids[kernel.interface.name]:
-                    _record(out, f"grid/{target}/{kernel.id}/{case.name}", lambda: mod.plan(kernel, judged_case(kernel, case)))
-                _record(out, f"live/{target}/{kernel.id}", lambda: live.build(kernel.id, {}).plan())
-            for op in bench.OPS:
-                for impl in bench.kernel_impls(op):
-                    for shape in BENCH_SHAPES:
-                        for causal in (False, True):
-                            key = f"bench/{target}/{op}/{impl}/{','.join(map(str, shape))}/{causal}"
-                            _record(out, key, lambda: bench.plans(impl, op, shape, causal))
-    finally:
-        registry.set_target_limits(saved["max_wg_storage"], saved["max_invocations"], bool(saved["cpu"]))
+    grids = {i.name: i.conformance_cases() for i in interfaces.every()}
+    for name in TARGETS:
+        t = target(name)
+        for kernel in reg.kernels.values():
+            iface = interfaces.of(kernel)
+            for case in grids[kernel.interface]:
+                _record(out, f"grid/{name}/{kernel.id}/{case.name}", lambda: iface.plan(kernel, judged_case(kernel, case), t))
+            _record(out, f"live/{name}/{kernel.id}", lambda: live.build(kernel.id, {}).plan(t))
+        for op in bench.OPS:
+            for impl in bench.kernel_impls(op):
+                for shape in BENCH_SHAPES:
+                    for causal in (False, True):
+                        key = f"bench/{name}/{op}/{impl}/{','.join(map(str, shape))}/{causal}"
+                        _record(out, key, lambda: bench.plans(impl, op, shape, causal, target=t))
     for kernel in reg.kernels.values():
         run = live.build(kernel.id, {})
         out[f"live-config/{kernel.id}"] = {

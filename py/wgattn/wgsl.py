@@ -17,18 +17,21 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Callable, List, Mapping, Optional, Set
+from typing import Callable, Dict, List, Mapping, Optional, Set, Tuple
 
-__all__ = ["preprocess", "reader"]
+from .expr import evaluate
+
+__all__ = ["preprocess", "reader", "code", "struct_fields", "bindings", "consts", "workgroup_storage", "workgroup_size"]
 
 _DIRECTIVE = re.compile(r"^\s*#\s*(include|if|else|endif)\b\s*(.*?)\s*$")
 
 
 def preprocess(
-    text: str, defines: Mapping[str, int], read: Callable[[str], str], name: str = "<shader>", _seen: Optional[Set[str]] = None
+    text: str, defines: Mapping[str, int], read: Callable[[str], str], name: str = "<shader>", seen: Optional[Set[str]] = None
 ) -> str:
-    """`text` with directives expanded; `read(path)` returns an included file's text."""
-    seen = set() if _seen is None else _seen
+    """`text` with directives expanded; `read(path)` returns an included file's text. `seen`
+    collects the paths included (each is included once)."""
+    seen = set() if seen is None else seen
     out: List[str] = []
     stack: List[List[bool]] = []  # [condition, in_else] per open #if
     for number, line in enumerate(text.splitlines(), 1):
@@ -70,3 +73,134 @@ def preprocess(
 def reader(folder: Path) -> Callable[[str], str]:
     """Reads included files from `folder` (the shaders folder)."""
     return lambda path: (folder / path).read_text()
+
+
+# --- Reading declarations back out of WGSL ----------------------------------------------------
+# The registry derives what the WGSL declares rather than restating it: an interface's Params
+# fields and bindings (from its header, shaders/interfaces/<name>.wgsl), a kernel's array caps
+# (`const MAX_<knob>`), the workgroup storage and invocations of each entry point. These readers
+# know WGSL's module scope (declarations, attributes, brace-delimited bodies) and nothing more.
+
+_COMMENT = re.compile(r"//[^\n]*")
+_STRUCT = re.compile(r"\bstruct\s+(\w+)\s*\{([^}]*)\}", re.S)
+_BINDING = re.compile(r"@group\(\s*0\s*\)\s*@binding\(\s*(\d+)\s*\)\s*var<\s*(\w+)\s*(?:,\s*(\w+)\s*)?>\s*(\w+)\s*:\s*([^;]+);")
+_CONST = re.compile(r"^\s*const\s+(\w+)\s*:\s*[ui]32\s*=\s*(\d+)[ui]?\s*;", re.M)
+_ALIAS = re.compile(r"\balias\s+(\w+)\s*=\s*([^;]+);")
+_WORKGROUP_VAR = re.compile(r"\bvar<workgroup>\s+(\w+)\s*:\s*array<\s*(.+?)\s*,\s*([^;]*?)\s*>\s*;")
+_SCALAR_BYTES = {"f32": 4, "i32": 4, "u32": 4, "f16": 2, "bool": 4}
+
+
+def code(source: str) -> str:
+    """WGSL without its // comments."""
+    return _COMMENT.sub("", source)
+
+
+def struct_fields(source: str, name: str) -> List[Tuple[str, str]]:
+    """[(field, type)] of struct `name`, in order; ValueError when the source has none."""
+    for m in _STRUCT.finditer(code(source)):
+        if m.group(1) == name:
+            return re.findall(r"(\w+)\s*:\s*([\w<>, ]+?)\s*(?:,|$)", m.group(2).strip())
+    raise ValueError(f"no struct {name} is declared")
+
+
+def bindings(source: str) -> Dict[int, Tuple[str, str, str, str]]:
+    """{binding: (address space, access, variable, type)} of the @group(0) variables; access
+    "read" where the declaration leaves it out (a uniform's, a read-only storage's default)."""
+    out = {}
+    for b, space, access, name, typ in _BINDING.findall(code(source)):
+        out[int(b)] = (space, access or "read", name, " ".join(typ.split()))
+    return out
+
+
+def consts(source: str) -> Dict[str, int]:
+    """{name: value} of the module's integer constants (`const MAX_BC: u32 = 64u;`)."""
+    return {name: int(value) for name, value in _CONST.findall(code(source))}
+
+
+def functions(source: str) -> Dict[str, str]:
+    """{name: body} of every function, bodies delimited by matching braces."""
+    text = code(source)
+    out = {}
+    for m in re.finditer(r"\bfn\s+(\w+)\s*\(", text):
+        start = text.find("{", m.end())
+        depth, i = 0, start
+        while i < len(text):
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            i += 1
+        out[m.group(1)] = text[start + 1 : i]
+    return out
+
+
+def reachable(source: str, entry: str) -> str:
+    """The bodies of `entry` and of every function it calls, directly or not, as one text."""
+    fns = functions(source)
+    seen, todo, text = set(), [entry], []
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in fns:
+            continue
+        seen.add(name)
+        text.append(fns[name])
+        todo.extend(re.findall(r"\b(\w+)\s*\(", fns[name]))
+    return "\n".join(text)
+
+
+def type_bytes(typ: str, aliases: Mapping[str, str]) -> int:
+    """Bytes of a scalar, vecN, atomic or alias type (what a workgroup array holds)."""
+    typ = aliases.get(typ.strip(), typ.strip())
+    m = re.fullmatch(r"vec(\d)<\s*(\w+)\s*>", typ)
+    if m:
+        return int(m.group(1)) * type_bytes(m.group(2), aliases)
+    m = re.fullmatch(r"atomic<\s*(\w+)\s*>", typ)
+    if m:
+        return type_bytes(m.group(1), aliases)
+    if typ not in _SCALAR_BYTES:
+        raise ValueError(f"workgroup arrays of {typ!r} are not sized here")
+    return _SCALAR_BYTES[typ]
+
+
+def workgroup_storage(source: str, entry: str, names: Mapping[str, int]) -> int:
+    """Bytes of the `var<workgroup>` arrays entry point `entry` uses (directly or through the
+    functions it calls, as WebGPU counts them), their lengths evaluated on `names`."""
+    text = code(source)
+    aliases = {name: " ".join(t.split()) for name, t in _ALIAS.findall(text)}
+    used = reachable(source, entry)
+    total = 0
+    for name, elem, length in _WORKGROUP_VAR.findall(text):
+        if re.search(r"\b%s\b" % name, used):
+            total += type_bytes(elem, aliases) * evaluate(length, names)
+    return total
+
+
+def workgroup_size(source: str, entry: str) -> Optional[str]:
+    """The @workgroup_size of `entry` as an expression (its dimensions multiplied), or None."""
+    m = re.search(r"@workgroup_size\(([^)]*)\)[^{]*?fn\s+%s\s*\(" % re.escape(entry), code(source), re.S)
+    if not m:
+        return None
+    dims = [d.strip() for d in m.group(1).split(",") if d.strip()]
+    return " * ".join(f"({d})" for d in dims)
+
+
+def literal_workgroup_size(source: str, entry: str) -> Optional[int]:
+    """The invocation count of `entry` when its @workgroup_size is made of integer literals
+    (a user's kernel, say), else None (an override: the registry knows it)."""
+    m = re.search(r"@workgroup_size\(([^)]*)\)[^{]*?fn\s+%s\s*\(" % re.escape(entry), code(source), re.S)
+    if not m:
+        return None
+    dims = [d.strip().rstrip("u") for d in m.group(1).split(",") if d.strip()]
+    if not all(d.isdigit() for d in dims):
+        return None
+    count = 1
+    for d in dims:
+        count *= int(d)
+    return count
+
+
+def overrides(source: str) -> Set[str]:
+    """The names of the module's `override` constants."""
+    return set(re.findall(r"^\s*override\s+(\w+)\b", code(source), re.M))

@@ -14,9 +14,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .. import bench, registry
+from .. import bench, interfaces, registry
 from ..plan import Plan
-from ..registry import Kernel
+from ..target import Target
+from .replies import BenchSkip, BenchStart
 from .tables import BenchItem, BenchJob
 
 # What one request may ask for: (lowest, highest) per knob, ...
@@ -81,25 +82,13 @@ def _impls(value: object, op: str, known: List[str]) -> List[str]:
     return [i for i in known if i in items]  # baseline first, whatever order was asked
 
 
-def _skip_reason(kernel: Kernel, features: List[str], d: int) -> Optional[str]:
-    """Why this browser cannot run `kernel` at head_dim d, or None."""
-    missing = [f for f in kernel.requires if f not in features]
-    if missing:
-        return f"needs adapter features {missing}, which this browser's adapter lacks"
-    if not kernel.path.exists():
-        return f"its shader {kernel.path.name} is not in this build"
-    most = kernel.limits.get("head_dim")
-    if most is not None and d > most:
-        return f"supports head_dim <= {most}, got D={d}"
-    return None
-
-
-def start(request_json: str) -> Tuple[BenchJob, Dict[str, Any]]:
-    """{"op", "impls"?, "B", "H", "D", "seq_lens", "causal", "runs", "warmup"?, "features"?} ->
+def start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, BenchStart]:
+    """{"op", "impls"?, "B", "H", "D", "seq_lens", "causal", "runs", "warmup"?} ->
     the job and the page's reply {"op", "baseline", "impls", "runs", "warmup", "seq_lens",
     "jobs": [{"index", "impl", "shape", "causal", "flops", "dtype", "plans"}], "skipped": [{"impl",
-    "reason"}], "limits"}; ValueError says what is wrong and what is allowed. `features` are the
-    browser adapter's: kernels needing others are skipped."""
+    "reason"}], "limits"}; ValueError says what is wrong and what is allowed. Kernels that
+    `target`, the browser's device, cannot run are skipped with the reason (wgattn.target);
+    a kernel that cannot take a job's sizes says so when its plans are asked for."""
     try:
         request = json.loads(request_json)
     except ValueError:
@@ -118,9 +107,6 @@ def start(request_json: str) -> Tuple[BenchJob, Dict[str, Any]]:
     causal = request.get("causal", False)
     if not isinstance(causal, bool):
         raise ValueError(f"causal must be true or false, got {causal!r}")
-    features = request.get("features") or []
-    if not isinstance(features, list) or not all(isinstance(f, str) for f in features):
-        raise ValueError(f"features must be a list of adapter feature names, got {features!r}")
     for s in seq_lens:
         if b * h * s * d > MOST_ELEMENTS:
             got = f"{b}*{h}*{s}*{d} = {b * h * s * d} at S={s}"
@@ -131,9 +117,10 @@ def start(request_json: str) -> Tuple[BenchJob, Dict[str, Any]]:
             )
 
     reg = registry.load()
-    skipped, runnable = [], []
+    skipped: List[BenchSkip] = []
+    runnable: List[str] = []
     for impl in impls:
-        why = _skip_reason(reg.kernel(impl), features, d)
+        why = target.lacks(reg.kernel(impl))
         if why:
             skipped.append({"impl": impl, "reason": why})
         else:
@@ -142,18 +129,18 @@ def start(request_json: str) -> Tuple[BenchJob, Dict[str, Any]]:
     for s in seq_lens:
         shape = [b, h, s, d]
         for impl in runnable:
-            # attn_probs takes one position per plan (the count bench_plan returns)
-            plans = b if reg.kernel(impl).interface.name == "attn_probs" else 1
+            plans = interfaces.of(reg.kernel(impl)).bench_plans(shape)  # the count bench_plan returns
             flops = bench.flops(op, shape, causal)
             items.append(BenchItem(len(items), op, impl, shape, causal, flops, bench.dtype_of(impl), plans))
-    reply = {
+    reply: BenchStart = {
+        "bench": bench_id,
         "op": op,
         "baseline": known[0],
         "impls": impls,
         "runs": runs,
         "warmup": warmup,
         "seq_lens": seq_lens,
-        "jobs": [vars(i) for i in items],
+        "jobs": [i.to_json() for i in items],
         "skipped": skipped,
         "limits": LIMITS,
     }
@@ -167,13 +154,18 @@ def item(job: BenchJob, index: int) -> BenchItem:
     return job.items[index]
 
 
-def job_plans(job: BenchJob, index: int) -> List[Plan]:
-    """Job `index`'s plans, built once and kept until another job's are asked for (or it is
-    recorded); ValueError when the kernel cannot build them."""
+def job_plans(job: BenchJob, index: int, target: Target) -> List[Plan]:
+    """Job `index`'s plans for `target`, built once and kept until another job's are asked for (or
+    it is recorded); ValueError when the kernel cannot build them (a size past its limit, no tile
+    that fits: the plans' `unavailable`)."""
     if job.cache is None or job.cache[0] != index:
         it = item(job, index)
         job.cache = None  # free the previous job's bytes first
-        job.cache = (index, bench.plans(it.impl, it.op, tuple(it.shape), it.causal))
+        plans = bench.plans(it.impl, it.op, tuple(it.shape), it.causal, target=target)
+        why = next((p.unavailable for p in plans if p.unavailable), "")
+        if why:
+            raise ValueError(why)
+        job.cache = (index, plans)
     return job.cache[1]
 
 

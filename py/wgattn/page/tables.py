@@ -9,11 +9,11 @@ from typing import ClassVar, Dict, List, Optional, Set, Tuple, Union
 
 import numpy as np
 
-from ..interfaces import Case, InterfaceModule
+from ..interfaces import Case, Interface
 from ..live import Live
 from ..plan import Plan
 from ..registry import Kernel
-from ..tolerance import Pair
+from .replies import BenchJobJson, OutputPair
 
 
 @dataclass
@@ -62,12 +62,6 @@ Run = Union[LiveRun, GridRun, ProbeRun, BenchRun]
 RUN_KINDS = ("live", "grid", "probe", "bench")
 
 
-class OutputPair(Pair):
-    """One runtime pair compared on one output."""
-
-    output: str
-
-
 @dataclass
 class Finished:
     """A finished live run: what its pictures (heatmap, error_map) need."""
@@ -81,7 +75,7 @@ class Finished:
 class GridJob:
     """The conformance grid of one interface: (kernel, case) items, judged one by one."""
 
-    module: InterfaceModule  # the interface's module (wgattn.interfaces)
+    interface: Interface
     items: List[Tuple[Kernel, Case]]
     source: Optional[str]  # pasted WGSL, or None for the registered kernels
     left: Set[int] = field(default_factory=set)  # items not judged yet: none left frees the job
@@ -101,7 +95,19 @@ class BenchItem:
     causal: bool
     flops: float
     dtype: str
-    plans: int  # plans per timed run (attn_probs takes one position per plan)
+    plans: int  # plans per timed run (Interface.bench_plans)
+
+    def to_json(self) -> BenchJobJson:
+        return {
+            "index": self.index,
+            "op": self.op,
+            "impl": self.impl,
+            "shape": list(self.shape),
+            "causal": self.causal,
+            "flops": self.flops,
+            "dtype": self.dtype,
+            "plans": self.plans,
+        }
 
 
 @dataclass
