@@ -8,9 +8,10 @@ export XDG_RUNTIME_DIR ?= /tmp/wgattn-xdg
 setup:
 	@bash scripts/setup.sh
 
+# Ctrl-C stops the server (scripts/foreground.py gives it the terminal, so make exits quietly).
 demo: setup
-	@echo "wgattn demo: open http://$(HOST):$(PORT)/ in a browser with WebGPU"
-	.venv/bin/uvicorn app:main --host $(HOST) --port $(PORT)
+	@echo "wgattn demo: open http://$(HOST):$(PORT)/ in a browser with WebGPU (Ctrl-C stops it)"
+	@$(PY) scripts/foreground.py .venv/bin/uvicorn app:main --host $(HOST) --port $(PORT)
 
 test: setup check
 	$(PY) -m pytest
@@ -27,6 +28,7 @@ check: setup typecheck-js
 typecheck-js: setup
 	node_modules/.bin/tsc -p .
 
-# Python tests only, no browser.
+# The developer's loop: the Python tests without the slow tier (tests/conftest.py's SLOW) and
+# without the browser; under 90 s on a 2-core machine.
 test-fast: setup
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests -m "not slow"

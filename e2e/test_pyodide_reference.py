@@ -1,6 +1,6 @@
 """The reference's own tests (tests/test_reference*.py) run inside the page's Pyodide, Python 3.8
 with numpy 1.17, under its pytest, and pass there as they do in CPython: the same tests, every one
-of them (counted against CPython's collection of the same files), only PyTorch's skipped."""
+of them (counted against CPython's collection of the same files), only the JAX oracle's skipped."""
 
 import json
 import os
@@ -35,11 +35,11 @@ def test_reference_tests_pass_under_pyodide(page, server, console_errors):
     assert result["rc"] == 0, result["output"][-4000:]
     assert counts["failed"] == 0 and counts["error"] == 0
     # The suite really ran there: every test CPython collects from the same files ran, and only
-    # the PyTorch comparisons (no torch in Pyodide) skipped, saying why.
+    # the oracle's comparisons (no JAX in Pyodide) skipped, saying why.
     files = sorted((ROOT / "tests").glob("test_reference*.py"))
     assert counts["passed"] + counts["skipped"] == _collected(*files), counts
-    assert counts["skipped"] <= _collected(ROOT / "tests" / "test_reference_torch.py"), counts
-    assert counts["skipped"] == 0 or "torch" in result["output"]
+    assert counts["skipped"] <= _collected(ROOT / "tests" / "test_reference_oracle.py"), counts
+    assert counts["skipped"] == 0 or "jax" in result["output"]
     report = os.environ.get("WGATTN_REPORT")
     if report:
         with open(report, "a") as f:

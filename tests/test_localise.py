@@ -5,6 +5,7 @@ that trusts the tanh built-in."""
 import numpy as np
 import pytest
 
+from helpers import WIDE, ratio
 from wgattn import conformance, reference, registry
 from wgattn.interfaces import Case
 from wgattn.interfaces.varlen_bwd import INTERFACE as varlen_bwd
@@ -112,8 +113,11 @@ def test_suspects_are_builtins_the_kernel_calls_that_the_probe_found_off():
 
 
 def test_a_kernel_trusting_tanh_is_caught_and_explained(native_runtime):
-    """The bug of issue 11, planted back: varlen_bwd.seed with the built-in tanh fails the
-    softcap/MQA grid case where the adapter's tanh is imprecise, and the report names it."""
+    """The built-in tanh planted back into varlen_bwd.seed: where the adapter's tanh is imprecise
+    near 0 (Vulkan lets it inherit exp's error), a kernel trusting it fails, and the report names
+    tanh. The softcap/MQA grid case with a cap of 1000 puts every score s/cap near 0, where the
+    built-in is weakest: there the planted kernel fails by about 30x its allowance on lavapipe,
+    while with the grid's cap of 50 it failed by 0.8-1.5x depending on the CPU's rounding."""
     tanh = {r["name"]: r for r in native_runtime.precision()["functions"]}["tanh"]
     if tanh["max_ulps"] <= conformance.SUSPECT_ULPS:
         pytest.skip(f"this adapter's tanh is accurate ({tanh['max_ulps']:.1f} ulps): the planted bug cannot show")
@@ -122,11 +126,17 @@ def test_a_kernel_trusting_tanh_is_caught_and_explained(native_runtime):
     fixed = "dfac = softcap_slope(s, params.softcap);  // from the uncapped score\n    s = softcap_apply(s, params.softcap);"
     assert fixed in source
     planted = source.replace(fixed, "let t = tanh(s / params.softcap);\n    s = params.softcap * t;\n    dfac = 1.0 - t * t;")
-    case = next(c for c in varlen_bwd.conformance_cases() if c.name.startswith("softcap50-causal-br-mqa6"))
+    grid = next(c for c in varlen_bwd.conformance_cases() if c.name.startswith("softcap50-causal-br-mqa6"))
+    x, opts = grid.inputs, dict(grid.options, softcap=1000.0)
+    args = (x["q"], x["k"], x["v"], x["cu_seqlens_q"], x["cu_seqlens_k"])
+    keywords = {k: opts[k] for k in ("causal", "window", "softcap", "causal_align", "scale")}
+    out, lse = reference.varlen_attention_fwd(*args, **keywords)
+    case = varlen_bwd.case_from_reference(
+        x["dout"], *args[:3], out.astype(np.float32), lse.astype(np.float32), *args[3:], name="softcap1000", **keywords
+    )
     rows = conformance.run_case(native_runtime, kernel, case, source=planted)
-    failing = [r for r in rows if not r["pass"]]
-    assert failing, "the planted tanh passed: the grid case no longer catches issue 11's bug"
-    for r in failing:
+    assert ratio(rows) >= WIDE, [(r["output"], r["max_abs_err"] / r["allowance"]) for r in rows]
+    for r in (r for r in rows if not r["pass"]):
         assert r["where"]["likely"] == "built-in precision"
         assert any("tanh" in e for e in r["where"]["evidence"])
     assert all(r["pass"] for r in conformance.run_case(native_runtime, kernel, case))  # the real kernel

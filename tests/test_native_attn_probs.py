@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import TARGET
+from helpers import TARGET, WIDE, ratio
 from wgattn import conformance, registry
 from wgattn.interfaces import Case
 from wgattn.interfaces.attn_probs import INTERFACE as attn_probs
@@ -171,7 +171,10 @@ def test_planted_race_is_caught(native_runtime):
     the maximum. lavapipe runs a workgroup's invocations in fixed batches, each to the next
     barrier before the next batch starts, so on it the race shows on every case with two or more
     visible keys, every time. (With one visible key the probability is exp(s - m') / exp(s - m')
-    = 1 whatever m' the race leaves, so those cases cannot show it.)"""
+    = 1 whatever m' the race leaves, so those cases cannot show it.) Other drivers schedule a
+    workgroup otherwise and may hide the race on some cases: the test runs on lavapipe alone."""
+    if "llvmpipe" not in native_runtime.name:
+        pytest.skip(f"the race shows on every case only with lavapipe's scheduling, not {native_runtime.name}'s")
     source = KERNEL.source()
     assert source.count(MAX_SUM_BARRIER) == 1
     racy = source.replace(MAX_SUM_BARRIER, "")
@@ -180,12 +183,10 @@ def test_planted_race_is_caught(native_runtime):
         earliest, pos = _visible(case)
         if pos - earliest + 1 < 2:
             continue
-        (row,) = conformance.run_case(native_runtime, KERNEL, case, source=racy)
-        caught[case.name] = not row["pass"]
+        caught[case.name] = ratio(conformance.run_case(native_runtime, KERNEL, case, source=racy)) >= WIDE
     assert len(caught) >= 10
     assert all(caught.values()), [name for name, hit in caught.items() if not hit]
     # And with every barrier removed (the tree reductions then read unwritten scratch too).
     bare = source.replace("workgroupBarrier();", "")
     for case in CASES[1:3]:
-        (row,) = conformance.run_case(native_runtime, KERNEL, case, source=bare)
-        assert not row["pass"], case.name
+        assert ratio(conformance.run_case(native_runtime, KERNEL, case, source=bare)) >= WIDE, case.name

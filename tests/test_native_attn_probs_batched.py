@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import TARGET, failures, needs_features
+from helpers import TARGET, WIDE, failures, first_wide_failure, needs_features, ratio
 from wgattn import conformance, reference, registry
 from wgattn.interfaces import Case
 from wgattn.interfaces.attn_probs_batched import INTERFACE as apb
@@ -162,9 +162,8 @@ def test_planted_bugs_are_caught(native_runtime, bug):
     needs_features(native_runtime, kernel)
     source = kernel.source()
     assert source.count(old) == 1, f"planted bug {bug!r} no longer matches {kernel.id}"
-    broken = source.replace(old, new)
-    failed = [c.name for c in CASES if failures(conformance.run_case(native_runtime, kernel, c, source=broken))]
-    assert failed, f"the grid did not catch: {bug}"
+    caught = first_wide_failure(native_runtime, kernel, CASES, source.replace(old, new))
+    assert caught, f"no grid case fails {WIDE}x its allowance or more: {bug}"
 
 
 def test_planted_race_fails_every_case_it_can_show():
@@ -183,7 +182,7 @@ def test_planted_race_fails_every_case_it_can_show():
     for case in CASES:
         if max(p - lo + 1 for lo, p in _visible(case)) < 64:
             continue  # (with one visible key per row the probability is 1 whatever the race leaves)
-        caught[case.name] = bool(failures(conformance.run_case(rt, FAST, case, source=racy)))
+        caught[case.name] = ratio(conformance.run_case(rt, FAST, case, source=racy)) >= WIDE
     assert len(caught) >= 10
     assert all(caught.values()), [name for name, hit in caught.items() if not hit]
 

@@ -49,6 +49,8 @@ REAL_TOOLS = (
     "head",
     "tail",
     "ls",
+    "sort",
+    "chmod",
     "true",
     "false",
 )
@@ -82,15 +84,21 @@ if [ "$1" = update ] || [ "$2" = update ]; then
   fi
   touch "$FAKE/updated"; exit 0
 fi
-backports=0; pkgs=()
+backports=0; pkgs=(); uris=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    install|-y|-qq|--no-install-recommends) ;;
+    install|-y|-q|-qq|--no-install-recommends) ;;
+    --print-uris) uris=1 ;;
     -t) shift; [ "$1" = bookworm-backports ] && backports=1 ;;
     *) pkgs+=("$1") ;;
   esac; shift
 done
+if [ $uris = 1 ]; then  # what it would fetch: 10 MB a package
+  for p in "${pkgs[@]}"; do echo "'http://deb.debian.org/debian/pool/$p.deb' $p.deb 10000000 SHA256:0"; done
+  exit 0
+fi
 for p in "${pkgs[@]}"; do
+  echo "Get:1 http://deb.debian.org/debian bookworm/main amd64 $p"
   # A fresh image has empty package lists until apt-get update.
   [ -f "$FAKE/updated" ] || { echo "E: Unable to locate package $p" >&2; exit 100; }
   if [ $p = mesa-vulkan-drivers ] && [ $backports = 1 ]; then
@@ -104,6 +112,13 @@ for p in "${pkgs[@]}"; do
   echo "$p installed $ver" >> "$FAKE/installed"
   [ -f "$FAKE/provides/$p" ] && cp "$FAKE/provides/$p" "$FAKE/bin/$p" && chmod +x "$FAKE/bin/$p"
 done
+exit 0
+"""
+# ldd: libatomic.so.1 is missing until libatomic1 is installed; FAKE_UNKNOWN_LIB is always missing.
+LDD = r"""#!/bin/bash
+echo "	libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6"
+grep -q "^libatomic1 installed" "$FAKE/installed" || echo "	libatomic.so.1 => not found"
+[ -n "$FAKE_UNKNOWN_LIB" ] && echo "	$FAKE_UNKNOWN_LIB => not found"
 exit 0
 """
 ID = r"""#!/bin/bash
@@ -146,6 +161,12 @@ VENV_PYTHON = r"""#!/bin/bash
 [ -f "$(dirname "$0")/../pip-broken" ] && { echo "No module named pip" >&2; exit 1; }
 if [ "$1" = -m ] && [ "$2" = pip ]; then
   [ "$3" = install ] && echo "pip ${*:3}" >> "$FAKE/pip.log"; exit 0
+fi
+if [ "$1" = -m ] && [ "$2" = playwright ]; then  # starts the bundled driver's node
+  if [ -n "$FAKE_DRIVER_BROKEN" ]; then
+    echo "node: error while loading shared libraries: libatomic.so.1: cannot open shared object file" >&2; exit 127
+  fi
+  echo "Version 1.58.0"; exit 0
 fi
 exit 1
 """
@@ -190,7 +211,7 @@ class Machine:
             path = shutil.which(tool)
             if path:
                 (self.bin / tool).symlink_to(path)
-        shims = {"dpkg-query": DPKG_QUERY, "id": ID}
+        shims = {"dpkg-query": DPKG_QUERY, "id": ID, "ldd": LDD}
         if apt:
             shims["apt-get"] = APT_GET
         for name, text in shims.items():
@@ -199,6 +220,10 @@ class Machine:
         for name, text in {"chromium": CHROMIUM, "npm": NPM, "python3": PYTHON3}.items():
             self._write(provides / name, text)
         self._write(self.fake / "venv-python", VENV_PYTHON)
+        # The one bundled binary set-up checks here: Playwright's node, in the venv pip "installs".
+        driver = self.repo / ".venv/lib/python3.11/site-packages/playwright/driver/node"
+        driver.parent.mkdir(parents=True)
+        self._write(driver, "#!/bin/true\n")
         lines = []
         for pkg, version in installed.items():
             lines.append(f"{pkg} installed {version}" if version else f"{pkg} config-files 22.3.6-1")
@@ -253,6 +278,7 @@ class Machine:
 FRESH = {"python3": "3.11.2-1+b1"}
 READY = {
     "python3": "3.11.2-1+b1",
+    "libatomic1": "12.2.0-14+deb12u1",
     "python3-venv": "3.11.2-1+b1",
     "chromium": "156.0-1~deb12u1",
     "npm": "9.2.0~ds1-1",
@@ -279,7 +305,7 @@ def test_fresh_debian_reaches_ready(tmp_path):
     apt = m.log("apt.log")
     assert apt[0] == "apt-get update -qq", apt  # lists are empty on a fresh image
     installs = " ".join(apt[1:])
-    for pkg in ("chromium", "npm", "python3-venv"):
+    for pkg in ("chromium", "npm", "python3-venv", "libatomic1"):
         assert pkg in installs, apt
     assert any("-t bookworm-backports mesa-vulkan-drivers" in line for line in apt), apt
     backports = (tmp_path / "sysroot/etc/apt/sources.list.d/wgattn-backports.list").read_text()
@@ -410,3 +436,43 @@ def test_npm_ci_unreachable_names_the_step(tmp_path):
     assert not (m.repo / "node_modules/.wgattn-stamp").exists(), "a failed install was stamped as done"
     retry = m.setup()
     assert retry.returncode == 0 and m.log("npm.log") == ["npm ci --no-audit --no-fund"], _explain(retry)
+
+
+def test_says_what_it_will_download_before_it_does(tmp_path):
+    m = Machine(tmp_path, FRESH)
+    r = m.setup()
+    assert r.returncode == 0, _explain(r)
+    out = r.stdout.splitlines()
+    plan = out.index("setup: will download:")
+    first_fetch = next(i for i, line in enumerate(out) if line.startswith("setup: installing"))
+    assert plan < first_fetch, _explain(r)
+    said = "\n".join(out[plan:first_fetch])
+    for what in ("Python packages", "MB", "Pyodide 0.17.1", "node_modules", "Debian packages"):
+        assert what in said, _explain(r)
+    # apt's own figure for what it fetches (the shim: 10 MB a package), then its Get: lines
+    assert any(line.startswith("setup: installing chromium") and "(40 MB to download" in line for line in out), _explain(r)
+    assert any(line.startswith("Get:") for line in out), _explain(r)
+
+
+def test_a_library_the_bundled_driver_needs_is_installed(tmp_path):
+    """Playwright's node needs libatomic.so.1, which a minimal Debian 12 lacks: set-up installs it."""
+    m = Machine(tmp_path, {k: v for k, v in READY.items() if k != "libatomic1"})
+    r = m.setup()
+    assert r.returncode == 0 and "setup: ready" in r.stdout, _explain(r)
+    assert any("libatomic1" in line for line in m.log("apt.log")), m.log("apt.log")
+
+
+def test_an_unknown_missing_library_is_named_with_its_binary(tmp_path):
+    m = Machine(tmp_path, READY)
+    r = m.setup(FAKE_UNKNOWN_LIB="libfoo.so.3")
+    assert r.returncode != 0, _explain(r)
+    assert "libfoo.so.3" in r.stdout + r.stderr and "playwright/driver/node" in r.stdout, _explain(r)
+    assert 'step "check the bundled binaries\' libraries" failed' in r.stderr, _explain(r)
+
+
+def test_a_driver_that_cannot_start_fails_setup_with_its_reason(tmp_path):
+    m = Machine(tmp_path, READY)
+    r = m.setup(FAKE_DRIVER_BROKEN="1")
+    assert r.returncode != 0, _explain(r)
+    assert 'step "start Playwright\'s driver" failed' in r.stderr, _explain(r)
+    assert "libatomic.so.1" in r.stderr, _explain(r)

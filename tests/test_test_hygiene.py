@@ -13,10 +13,17 @@ ROOT = TESTS.parent
 _REVERSE = "def pytest_collection_modifyitems(items):\n    items.reverse()\n"
 
 
-def test_torch_report_does_not_depend_on_order(tmp_path):
-    """test_reference_torch.py reported its worst error from a `test_zz_` test that had to run
-    last; run in reverse order, the report must still come out, over every comparison."""
-    pytest.importorskip("torch")
+def _jax_version() -> str:
+    import jax
+
+    return jax.__version__
+
+
+def test_oracle_report_does_not_depend_on_order(tmp_path):
+    """test_reference_oracle.py reported its worst error from a `test_zz_` test that had to run
+    last; run in reverse order, the report must still come out, over every comparison (the
+    module's cheap tests: which ones ran does not matter to the order, and the rest take minutes)."""
+    pytest.importorskip("jax")
     (tmp_path / "reverse_order.py").write_text(_REVERSE)
     env = {"PYTHONPATH": f"{tmp_path}:{ROOT / 'py'}", "PATH": "/usr/bin:/bin"}
     proc = subprocess.run(
@@ -29,7 +36,9 @@ def test_torch_report_does_not_depend_on_order(tmp_path):
             "reverse_order",
             "-p",
             "no:cacheprovider",
-            str(TESTS / "test_reference_torch.py"),
+            "-k",
+            "probs",
+            str(TESTS / "test_reference_oracle.py"),
         ],
         cwd=ROOT,
         env=env,
@@ -39,7 +48,9 @@ def test_torch_report_does_not_depend_on_order(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "skipped" not in proc.stdout.splitlines()[-1], proc.stdout[-1000:]
-    assert "worst abs error vs PyTorch" in proc.stdout, proc.stdout[-2000:]
+    ran = int(proc.stdout.splitlines()[-1].split()[0])  # "4 passed, 24 deselected in ...": one comparison each
+    assert f"worst abs error vs JAX {_jax_version()} (float64)" in proc.stdout, proc.stdout[-2000:]
+    assert f"over {ran} comparisons" in proc.stdout, proc.stdout[-2000:]
 
 
 def test_no_order_dependent_names_and_no_copied_helpers():
