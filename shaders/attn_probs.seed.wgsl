@@ -32,10 +32,7 @@ const LOWEST: f32 = -3.4028234663852886e38;  // finite "minus infinity": WGSL ma
 
 var<workgroup> scratch: array<f32, WG>;  // one partial maximum (then sum) per invocation
 
-// The smallest power of two >= WG: the tree reductions halve it, so any WG works.
-fn wg_pow2() -> u32 {
-  return 1u << (32u - countLeadingZeros(WG - 1u));
-}
+#include "lib/reduce.wgsl"
 
 // q[qb .. qb + d) . k_hist[kb .. kb + d), summed pairwise (a cascade over blocks of 4 products,
 // merged like a binary counter): the rounding error grows with log2(d) instead of d. A plain
@@ -67,27 +64,6 @@ fn dot_qk(qb: u32, kb: u32, d: u32) -> f32 {
     }
   }
   return total;
-}
-
-// scratch[0] = max over scratch[0 .. WG). Called in uniform control flow by every invocation;
-// the caller has put its value in scratch[lid] and passed a barrier.
-fn reduce_max(lid: u32) {
-  for (var s: u32 = wg_pow2() >> 1u; s > 0u; s = s >> 1u) {
-    if (lid < s && lid + s < WG) {
-      scratch[lid] = max(scratch[lid], scratch[lid + s]);
-    }
-    workgroupBarrier();
-  }
-}
-
-// scratch[0] = sum over scratch[0 .. WG); same contract as reduce_max.
-fn reduce_sum(lid: u32) {
-  for (var s: u32 = wg_pow2() >> 1u; s > 0u; s = s >> 1u) {
-    if (lid < s && lid + s < WG) {
-      scratch[lid] = scratch[lid] + scratch[lid + s];
-    }
-    workgroupBarrier();
-  }
 }
 
 @compute @workgroup_size(WG)

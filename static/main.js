@@ -206,7 +206,13 @@ function buildFields(kernelId, values = {}) {
     }
     input.name = f.name;
     input.dataset.type = f.type;
+    // The field's bounds and special values, as Python declares them (wgattn.interfaces.config).
+    const bounds = f.min !== undefined && f.max !== undefined && f.type === "int" ? `${f.min}..${f.max}` : "";
+    const special = Object.entries(f.sentinels || {}).map(([v, meaning]) => `${v} = ${meaning}`);
+    const hint = [bounds, ...special, f.hint || ""].filter((x) => x).join("; ");
+    if (hint) input.title = hint;
     label.append(el("span", {}, f.name), input);
+    if (special.length) label.append(el("small", { class: "muted hint" }, special.join("; ")));
     box.append(label);
   }
 }

@@ -61,13 +61,16 @@ def test_rows_without_keys_give_zero_and_minus_inf(native_runtime, kernel):
 # Bugs in the tiling that a grid must catch: the band of tiles the block loads, and the per-row mask.
 PLANTED = {
     "block band one key short on the right": (
-        "hi = min(hi, row_last + offset + wr + 1);",
-        "hi = min(hi, row_last + offset + wr);",
+        "let band = visible_keys(row0, row_last, offset, len_k, wl, wr);",
+        "let band = visible_keys(row0, row_last, offset, len_k, wl, wr) - vec2<i32>(0, 1);",
     ),
-    "block band one key short on the left": ("lo = max(lo, row0 + offset - wl);", "lo = max(lo, row0 + offset - wl + 1);"),
+    "block band one key short on the left": (
+        "let band = visible_keys(row0, row_last, offset, len_k, wl, wr);",
+        "let band = visible_keys(row0, row_last, offset, len_k, wl, wr) + vec2<i32>(1, 0);",
+    ),
     "row mask lets one key past the window": (
-        "row_hi = min(row_hi, i + offset + wr + 1);",
-        "row_hi = min(row_hi, i + offset + wr + 2);",
+        "let row_band = visible_keys(i, i, offset, len_k, wl, wr);",
+        "let row_band = visible_keys(i, i, offset, len_k, wl, wr) + vec2<i32>(0, 1);",
     ),
     "tile loads stop one key early": ("if (j < hi && d < dim) {", "if (j + 1 < hi && d < dim) {"),
     "alpha not applied to the sum": ("l = l * alpha + tile_sum;", "l = l + tile_sum;"),

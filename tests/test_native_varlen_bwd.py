@@ -283,21 +283,15 @@ def test_folded_grid_past_65535_workgroups(native_runtime, kernel):
 # stages, the band of key tiles a query block stages, the per-pair mask, and blocks whose keys
 # straddle a sequence boundary (walked as segments).
 PLANTED = {
-    "dkdv query band one row short at the top": (
-        "i_lo = max(i_lo, j_first - offset - wr);",
-        "i_lo = max(i_lo, j_first - offset - wr + 1);",
-    ),
-    "dq key band one key short on the right": (
-        "j_hi = min(j_hi, i_last + offset + wr);",
-        "j_hi = min(j_hi, i_last + offset + wr - 1);",
-    ),
+    "dkdv query band one row short at the top": ("let i_lo = seen_by.x;", "let i_lo = seen_by.x + 1;"),
+    "dq key band one key short on the right": ("let j_hi = sees.y - 1;", "let j_hi = sees.y - 2;"),
     "dkdv mask lets one query row past the key's band": (
         "if (i >= row_lo && i <= row_hi) {",
         "if (i >= row_lo && i <= row_hi + 1) {",
     ),
     "dkdv keys of a later sequence join an earlier segment's tiles": (
-        "i_hi = min(i_hi, j_last - offset + wl);\n    }\n    let mine = live && row >= seg && row < seg_end;",
-        "i_hi = min(i_hi, j_last - offset + wl);\n    }\n    let mine = live && row >= seg;",
+        "let i_hi = seen_by.y - 1;\n    let mine = live && row >= seg && row < seg_end;",
+        "let i_hi = seen_by.y - 1;\n    let mine = live && row >= seg;",
     ),
 }
 

@@ -21,65 +21,48 @@ manifest entry, and this object, which owns what Python knows of it:
 Nothing outside wgattn.interfaces knows an interface by name: callers ask
 `wgattn.interfaces.get(name)` (or `of(kernel)`) for the object and call these.
 
-Adding an interface touches three places: its module wgattn/interfaces/<name>.py (a subclass of
-`Interface` assigned to `INTERFACE`), its WGSL (shaders/interfaces/<name>.wgsl, the header, and
-shaders/<name>.<impl>.wgsl, a kernel that #includes it) and its entry in shaders/manifest.json.
-A worked example, a `scale_rows` interface (out = scale * x, one invocation per element):
+Adding an interface touches three places, and nothing else:
 
-    shaders/interfaces/scale_rows.wgsl:
-        struct Params { n: u32, scale: f32, _pad0: u32, _pad1: u32, }
-        @group(0) @binding(0) var<storage, read> x: array<f32>;
-        @group(0) @binding(1) var<storage, read_write> out: array<f32>;
-        @group(0) @binding(2) var<uniform> params: Params;
+    py/wgattn/interfaces/<name>.py     a subclass of `Interface`, assigned to INTERFACE, and its
+                                       live configuration (a LiveConfig dataclass of knob() fields)
+    shaders/interfaces/<name>.wgsl     the header: `struct Params {...}` (4-byte u32/i32/f32 fields,
+                                       `_` names for padding, a multiple of 16 bytes) and the
+                                       `@group(0) @binding(i)` variables; the registry reads both
+    shaders/<name>.<impl>.wgsl         a kernel: `#include "interfaces/<name>.wgsl"`, an entry point
+                                       per pass, its override constants
+    shaders/manifest.json              "interfaces": {"<name>": {"summary", "reference", "passes":
+                                       [{"name", "entry_point", "uses", "grid": {"items",
+                                       "per_workgroup"}}]}} and "kernels": {"<name>.<impl>":
+                                       {"interface", "rank", "summary", "overrides", ...}}
 
-    shaders/scale_rows.seed.wgsl:
-        #include "interfaces/scale_rows.wgsl"
-        override WG: u32;
-        @compute @workgroup_size(WG)
-        fn main(@builtin(global_invocation_id) id: vec3<u32>) {
-          if (id.x < params.n) { out[id.x] = params.scale * x[id.x]; }
-        }
+A worked example, `scale_rows` (out = scale * x: a 4-field Params, three bindings, a 40-line
+module), is tests/test_new_interface.py, which adds it to a copy of the tree and shows `wgattn
+check`'s grid, a live run, the catalogue and the live form's fields knowing it. Its module:
 
-    shaders/manifest.json, "interfaces":
-        "scale_rows": {"summary": "...", "reference": "scale_rows",
-                       "passes": [{"name": "main", "entry_point": "main", "uses": [0, 1, 2],
-                                   "grid": {"items": "n", "per_workgroup": "WG"}}]}
-    and "kernels":
-        "scale_rows.seed": {"interface": "scale_rows", "rank": 10, "summary": "...",
-                            "overrides": {"WG": 64}}
+    @dataclass
+    class ScaleRowsConfig(LiveConfig):
+        n: int = knob(1000, 1, 1 << 20)
+        scale: float = knob(2.0, f32="scale")          # the one numeric check of a float
+        seed: int = knob(0, 0, 2**32 - 1)
+        heads = property(lambda self: 1)
+        def tensors(self):
+            return {"x": np.random.RandomState(self.seed).standard_normal(self.n).astype(np.float32)}
 
-    py/wgattn/interfaces/scale_rows.py:
-        @dataclass
-        class ScaleRowsConfig(LiveConfig):
-            n: int = knob(1024, 1, 1 << 20)
-            scale: float = knob(2.0, hint="any normal float32", f32="scale")
-            seed: int = knob(0, 0, 2**32 - 1)
-            heads = 1
-            def tensors(self):
-                return {"x": np.random.RandomState(self.seed).standard_normal(self.n).astype(np.float32)}
+    class ScaleRows(Interface):
+        name, OUTPUTS, Config = "scale_rows", ("out",), ScaleRowsConfig
+        GRID = [dict(name="n1", n=1), dict(name="n1000", n=1000, scale=-0.5)]
+        def layout(self, case):                        # checked, then laid out
+            x, scale = ...                             # (wgattn.reference's checkers)
+            return Layout({"n": x.size, "scale": scale},
+                          {"x": data_buffer("x", x), "out": out_buffer("out", x.nbytes)},
+                          [Output("out", "out", 0, x.shape)])
+        def reference(self, case, dtype=np.float64): ...
+        def case_from_reference(self, x, *, scale=1.0, name="call"): ...
+        def grid_case(self, rng, name, n, scale=2.0): ...
+        def live_case(self, config, tensors, name): ...
+        def probabilities(self, case, head, max_cells): ...
 
-        class ScaleRows(Interface):
-            name = "scale_rows"
-            OUTPUTS = ("out",)
-            Config = ScaleRowsConfig
-            GRID = [dict(name="n1", n=1), dict(name="n1000", n=1000, scale=-0.5)]
-
-            def layout(self, case):
-                x = check_float(case.inputs["x"], "x", 1)   # the reference's checkers
-                s = reference.check_scale(case.options.get("scale", 1.0), 1)
-                return Layout({"n": x.size, "scale": s},
-                              {"x": data_buffer("x", x), "out": out_buffer("out", x.nbytes)},
-                              [Output("out", "out", 0, x.shape)])
-            def reference(self, case, dtype=np.float64): ...
-            def case_from_reference(self, x, *, scale=1.0, name="call"): ...
-            def grid_case(self, rng, name, n, scale=2.0): ...
-            def live_case(self, config, tensors, name): ...
-            def probabilities(self, case, head, max_cells): ...
-
-        INTERFACE = ScaleRows()
-
-`wgattn check --interface scale_rows`, the page's live form and grid, `GET /api/kernels` and
-the native API then know it; tests/test_interfaces.py holds every interface to this base.
+    INTERFACE = ScaleRows()
 """
 
 from __future__ import annotations
