@@ -4,14 +4,16 @@ columns: keys of the history), drawn from the reference's own functions and mask
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Dict, Tuple
 
 import numpy as np
 
 from .. import reference as _reference
 from .base import MAX_ELEMENTS, MAX_SCORES
+from .config import LiveConfig, knob
 
-__all__ = ["U32_MAX", "I32_MAX", "draw_scores", "draw_history", "check_size", "picture"]
+__all__ = ["U32_MAX", "I32_MAX", "HistoryConfig", "draw_scores", "draw_history", "check_size", "picture"]
 
 U32_MAX = 2**32 - 1
 I32_MAX = 2**31 - 1
@@ -37,6 +39,17 @@ def draw_history(seed: int, positions: int, heads: int, heads_kv: int, history: 
     q = (rs.standard_normal((positions, heads, head_dim)) / np.sqrt(head_dim)).astype(np.float32)
     k = rs.standard_normal((history, heads_kv, head_dim)).astype(np.float32)
     return {"q": q, "k_hist": k}
+
+
+@dataclass
+class HistoryConfig(LiveConfig):
+    """The key history the probability interfaces' live configurations share (their own fields
+    follow these)."""
+
+    heads: int = knob(8, 1, 256)
+    heads_kv: int = knob(2, 1, 256, hint="key heads (GQA)")
+    history: int = knob(256, 1, 1 << 20)
+    head_dim: int = knob(64, 1, 1024)
 
 
 def check_size(positions: int, heads: int, heads_kv: int, history: int, head_dim: int) -> None:

@@ -6,7 +6,7 @@ live configuration, and the geometry of a packed case that pictures and localisa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
+from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -62,6 +62,27 @@ def options(opts: Mapping[str, Option], head_dim: int) -> _reference.VarlenOptio
     return _reference.check_varlen_options(
         head_dim, **{name: opts.get(name, default) for name, default in DEFAULT_OPTIONS.items()}
     )
+
+
+def case_options(head_dim: int, causal, scale, window, softcap, causal_align) -> Dict[str, Option]:
+    """A case's options from the reference's keywords, checked (`options`): causal a bool, the
+    window a tuple of ints, the rest as given."""
+    opts: Dict[str, Option] = {
+        "causal": causal,
+        "scale": scale,
+        "window": window,
+        "softcap": softcap,
+        "causal_align": causal_align,
+    }
+    options(opts, head_dim)
+    opts["window"] = tuple(int(w) for w in window)
+    opts["causal"] = bool(causal)
+    return opts
+
+
+def keywords(case: Case) -> Dict[str, Option]:
+    """The case's options as the reference's keywords, unconverted: the reference checks them."""
+    return {name: case.options.get(name, default) for name, default in DEFAULT_OPTIONS.items()}
 
 
 def clip_window(left: int, right: int, total_q: int, total_k: int) -> Tuple[int, int]:
@@ -304,8 +325,3 @@ class PackedInterface(Interface):
             "partner": "queries" if by_key else "keys",
             "row": "key" if by_key else "row",
         }
-
-
-def packed_cases(rows: List[Dict[str, Any]], rng: np.random.RandomState, make) -> List[Case]:
-    """Cases of rows in order, each drawn by `make(rng, **row)` (the draws follow the row order)."""
-    return [make(rng, **r) for r in rows]

@@ -26,9 +26,9 @@ import numpy as np
 
 from .. import reference as _reference
 from ..plan import Output
-from ._probs import I32_MAX, U32_MAX, check_size, draw_history, draw_scores, picture
+from ._probs import I32_MAX, U32_MAX, HistoryConfig, check_size, draw_history, draw_scores, picture
 from .base import Case, Interface, Layout, data_buffer, out_buffer
-from .config import LiveConfig, knob
+from .config import knob
 
 if TYPE_CHECKING:  # numpy.typing is newer than the page's numpy 1.17: for annotations only
     from numpy.typing import DTypeLike
@@ -79,14 +79,10 @@ def _vec4_rows(a: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class AttnProbsBatchedConfig(LiveConfig):
+class AttnProbsBatchedConfig(HistoryConfig):
     """Probabilities of the last `positions` positions of a key history of `history` keys, each
     over the keys up to it (and within `window` keys of it)."""
 
-    heads: int = knob(8, 1, 256)
-    heads_kv: int = knob(2, 1, 256, hint="key heads (GQA)")
-    history: int = knob(256, 1, 1 << 20)
-    head_dim: int = knob(64, 1, 1024)
     positions: int = knob(64, 1, 1 << 20, hint="query positions: the last ones of the history (at most history)")
     window: int = knob(0, 0, 2**31 - 1, sentinels={0: "unbounded"}, hint="visible keys counting the current one")
     scale: float = knob(1.0, f32="scale", hint="scores are scale * q.k (q is drawn with 1/sqrt(D) already)")

@@ -21,9 +21,21 @@ import numpy as np
 
 from .. import reference as _reference
 from ..plan import Output
-from ._varlen import DEFAULT_OPTIONS, SOFTCAP_ROWS, PackedConfig, PackedInterface, params, qkv, random_packed, row, seqs_label
+from ._varlen import (
+    DEFAULT_OPTIONS,
+    SOFTCAP_ROWS,
+    PackedConfig,
+    PackedInterface,
+    case_options,
+    keywords,
+    params,
+    qkv,
+    random_packed,
+    row,
+    seqs_label,
+)
 from ._varlen import options as check_options
-from .base import Case, Layout, Option, data_buffer, out_buffer
+from .base import Case, Layout, data_buffer, out_buffer
 from .sdpa_arena import near_tie_big_scores
 
 if TYPE_CHECKING:  # numpy.typing is newer than the page's numpy 1.17: for annotations only
@@ -40,11 +52,6 @@ def _arrays(inputs: Mapping[str, np.ndarray]):
         if inputs.get(name) is None:
             raise ValueError(f"{name} is missing from the case's inputs; flash_fwd takes {list(INPUTS)}")
     return qkv(inputs["q"], inputs["k"], inputs["v"], inputs["cu_seqlens_q"], inputs["cu_seqlens_k"])
-
-
-def _keywords(case: Case) -> Dict[str, Option]:
-    """The case's options as the reference's keywords, unconverted: the reference checks them."""
-    return {name: case.options.get(name, default) for name, default in DEFAULT_OPTIONS.items()}
 
 
 def naive_f16(case: Case) -> Dict[str, np.ndarray]:
@@ -110,7 +117,7 @@ class FlashFwd(PackedInterface):
             return naive_f16(case)
         i = case.inputs
         out, lse = _reference.varlen_attention_fwd(
-            i["q"], i["k"], i["v"], i["cu_seqlens_q"], i["cu_seqlens_k"], dtype=dtype, **_keywords(case)
+            i["q"], i["k"], i["v"], i["cu_seqlens_q"], i["cu_seqlens_k"], dtype=dtype, **keywords(case)
         )
         return {"out": out, "lse": lse}
 
@@ -131,16 +138,7 @@ class FlashFwd(PackedInterface):
     ) -> Case:
         """A case from varlen_attention_fwd's arguments (ValueError naming a bad one)."""
         q32, k32, v32, cu_q, cu_k = qkv(q, k, v, cu_seqlens_q, cu_seqlens_k)
-        opts: Dict[str, Option] = {
-            "causal": causal,
-            "scale": scale,
-            "window": window,
-            "softcap": softcap,
-            "causal_align": causal_align,
-        }
-        check_options(opts, q32.shape[2])
-        opts["window"] = tuple(int(w) for w in window)
-        opts["causal"] = bool(causal)
+        opts = case_options(q32.shape[2], causal, scale, window, softcap, causal_align)
         return Case(name, {"q": q32, "k": k32, "v": v32, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}, opts)
 
     def dense_case(self, q, k, v, *, causal=False, scale=None, name="dense") -> Case:

@@ -24,8 +24,19 @@ import numpy as np
 
 from .. import reference as _reference
 from ..plan import Output
-from ._varlen import DEFAULT_OPTIONS, SOFTCAP_ROWS, PackedConfig, PackedInterface, params, qkv, random_packed, row, seqs_label
-from ._varlen import options as check_options
+from ._varlen import (
+    DEFAULT_OPTIONS,
+    SOFTCAP_ROWS,
+    PackedConfig,
+    PackedInterface,
+    case_options,
+    keywords,
+    params,
+    qkv,
+    random_packed,
+    row,
+    seqs_label,
+)
 from .base import Case, Layout, Option, data_buffer, out_buffer
 
 if TYPE_CHECKING:  # numpy.typing is newer than the page's numpy 1.17: for annotations only
@@ -51,11 +62,6 @@ def _arrays(inputs: Mapping[str, np.ndarray]):
 def _grads(i: Mapping[str, np.ndarray], q_shape):
     dout, out, lse = _reference.check_varlen_grad_inputs(i["dout"], i["out"], i["lse"], q_shape)
     return tuple(np.ascontiguousarray(t, dtype=np.float32) for t in (out, dout, lse))
-
-
-def _keywords(case: Case) -> Dict[str, Option]:
-    """The case's options as the reference's keywords, unconverted: the reference checks them."""
-    return {name: case.options.get(name, default) for name, default in DEFAULT_OPTIONS.items()}
 
 
 @dataclass
@@ -101,7 +107,7 @@ class VarlenBwd(PackedInterface):
             i["cu_seqlens_q"],
             i["cu_seqlens_k"],
             dtype=dtype,
-            **_keywords(case),
+            **keywords(case),
         )
         return dict(zip(self.OUTPUTS, grads))
 
@@ -135,16 +141,7 @@ class VarlenBwd(PackedInterface):
             "cu_seqlens_k": cu_seqlens_k,
         }
         q32, k32, v32, out32, dout32, lse32, cu_q, cu_k = _arrays(inputs)
-        opts: Dict[str, Option] = {
-            "causal": causal,
-            "scale": scale,
-            "window": window,
-            "softcap": softcap,
-            "causal_align": causal_align,
-        }
-        check_options(opts, q32.shape[2])
-        opts["window"] = tuple(int(w) for w in window)
-        opts["causal"] = bool(causal)
+        opts = case_options(q32.shape[2], causal, scale, window, softcap, causal_align)
         arrays = {
             "q": q32,
             "k": k32,
