@@ -8,7 +8,7 @@ from pagetools import in_progress, wait_for_status
 from wgattn import registry
 
 REG = registry.load()
-INTERFACES = sorted(n for n in REG.interfaces if REG.kernels_of(n) and all(k.path.exists() for k in REG.kernels_of(n)))
+INTERFACES = sorted(n for n in REG.abis if REG.kernels_of(n) and all(k.path.exists() for k in REG.kernels_of(n)))
 
 
 def _open(page, server):

@@ -244,5 +244,5 @@ def test_a_dropped_bench_json_is_charted(live):
 def test_a_bad_url_says_why_and_the_page_still_works(page, server):
     page.goto(f"{server}/?kernel=varlen_fwd.seed&window_left=3")
     assert wait_for_status(page) == "error"
-    assert "window_left does not apply to varlen_fwd" in page.inner_text("#message")
+    assert "unknown config field(s) ['window_left'] for varlen_fwd" in page.inner_text("#message")
     assert page.is_enabled("#run") and page.is_enabled("#grid-run")
