@@ -21,7 +21,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from .expr import evaluate
 
-__all__ = ["preprocess", "reader", "code", "struct_fields", "bindings", "consts", "workgroup_storage", "workgroup_size"]
+__all__ = ["preprocess", "reader", "code", "struct_fields", "bindings", "consts", "scope", "workgroup_storage", "workgroup_size"]
 
 _DIRECTIVE = re.compile(r"^\s*#\s*(include|if|else|endif)\b\s*(.*?)\s*$")
 
@@ -86,7 +86,9 @@ _STRUCT = re.compile(r"\bstruct\s+(\w+)\s*\{([^}]*)\}", re.S)
 _BINDING = re.compile(r"@group\(\s*0\s*\)\s*@binding\(\s*(\d+)\s*\)\s*var<\s*(\w+)\s*(?:,\s*(\w+)\s*)?>\s*(\w+)\s*:\s*([^;]+);")
 _CONST = re.compile(r"^\s*const\s+(\w+)\s*:\s*[ui]32\s*=\s*(\d+)[ui]?\s*;", re.M)
 _ALIAS = re.compile(r"\balias\s+(\w+)\s*=\s*([^;]+);")
-_WORKGROUP_VAR = re.compile(r"\bvar<workgroup>\s+(\w+)\s*:\s*array<\s*(.+?)\s*,\s*([^;]*?)\s*>\s*;")
+_WORKGROUP_VAR = re.compile(r"\bvar<workgroup>\s+(\w+)\s*:\s*([^;]+?)\s*;")
+# A module-scope integer constant or override with its value: `const KP4: u32 = (SK + 8u) / 4u;`
+_SCOPED = re.compile(r"^\s*(?:const|override)\s+(\w+)\s*(?::\s*(\w+)\s*)?=\s*([^;]+);", re.M)
 _SCALAR_BYTES = {"f32": 4, "i32": 4, "u32": 4, "f16": 2, "bool": 4}
 
 
@@ -150,30 +152,81 @@ def reachable(source: str, entry: str) -> str:
     return "\n".join(text)
 
 
-def type_bytes(typ: str, aliases: Mapping[str, str]) -> int:
-    """Bytes of a scalar, vecN, atomic or alias type (what a workgroup array holds)."""
-    typ = aliases.get(typ.strip(), typ.strip())
-    m = re.fullmatch(r"vec(\d)<\s*(\w+)\s*>", typ)
-    if m:
-        return int(m.group(1)) * type_bytes(m.group(2), aliases)
-    m = re.fullmatch(r"atomic<\s*(\w+)\s*>", typ)
-    if m:
-        return type_bytes(m.group(1), aliases)
-    if typ not in _SCALAR_BYTES:
-        raise ValueError(f"workgroup arrays of {typ!r} are not sized here")
-    return _SCALAR_BYTES[typ]
+def _split_top(text: str) -> List[str]:
+    """`text` split at the commas outside <> and ()."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return [p for p in parts if p]
+
+
+def type_bytes(typ: str, aliases: Mapping[str, str], names: Optional[Mapping[str, int]] = None) -> int:
+    """Bytes of a scalar, vecN, atomic, alias or (nested) fixed-size array type, array lengths
+    evaluated on `names` (what a workgroup variable holds)."""
+    typ = " ".join(typ.split())
+    typ = aliases.get(typ, typ)
+    m = re.fullmatch(r"(vec\d|atomic|array)\s*<(.*)>", typ)
+    if m is None:
+        if typ not in _SCALAR_BYTES:
+            raise ValueError(f"workgroup variables of {typ!r} are not sized here")
+        return _SCALAR_BYTES[typ]
+    kind, args = m.group(1), _split_top(m.group(2))
+    if kind == "atomic":
+        return type_bytes(args[0], aliases, names)
+    if kind == "array":
+        if len(args) != 2:
+            raise ValueError(f"a workgroup array needs a length: {typ!r}")
+        return type_bytes(args[0], aliases, names) * evaluate(args[1], names or {})
+    return int(kind[3:]) * type_bytes(args[0], aliases, names)
+
+
+def _module_scope(text: str) -> str:
+    """`text` without what lies inside braces (function bodies, struct members)."""
+    out, depth = [], 0
+    for ch in text:
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out)
+
+
+def scope(source: str, names: Mapping[str, int]) -> Dict[str, int]:
+    """`names` plus the module's integer constants and the defaults of its overrides that `names`
+    does not set, evaluated in order (`const KP4: u32 = (SK + 8u) / 4u;`, `override DK: u32 =
+    DP / SK;`); float ones and those naming something unknown are left out."""
+    out = dict(names)
+    for name, typ, value in _SCOPED.findall(_module_scope(code(source))):
+        if name in out or (typ and typ not in ("u32", "i32")):
+            continue
+        try:
+            out[name] = evaluate(value, out)
+        except ValueError:
+            pass
+    return out
 
 
 def workgroup_storage(source: str, entry: str, names: Mapping[str, int]) -> int:
-    """Bytes of the `var<workgroup>` arrays entry point `entry` uses (directly or through the
-    functions it calls, as WebGPU counts them), their lengths evaluated on `names`."""
+    """Bytes of the `var<workgroup>` variables entry point `entry` uses (directly or through the
+    functions it calls, as WebGPU counts them), their array lengths evaluated on `names` and the
+    module's own constants (`scope`)."""
     text = code(source)
     aliases = {name: " ".join(t.split()) for name, t in _ALIAS.findall(text)}
     used = reachable(source, entry)
+    known = scope(source, names)
     total = 0
-    for name, elem, length in _WORKGROUP_VAR.findall(text):
+    for name, typ in _WORKGROUP_VAR.findall(text):
         if re.search(r"\b%s\b" % name, used):
-            total += type_bytes(elem, aliases) * evaluate(length, names)
+            total += type_bytes(typ, aliases, known)
     return total
 
 
