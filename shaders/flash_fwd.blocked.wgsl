@@ -84,28 +84,7 @@ fn load_kv(from_v: bool, row: u32, c: u32, dim: u32) -> vec4<f32> {
   return k[row * (dim / 4u) + c];
 }
 #else
-fn load_q(row: u32, c: u32, dim: u32) -> vec4<f32> {
-  var x = vec4<f32>(0.0);
-  for (var e = 0u; e < 4u; e++) {
-    if (c * 4u + e < dim) {
-      x[e] = q[row * dim + c * 4u + e];
-    }
-  }
-  return x;
-}
-fn load_kv(from_v: bool, row: u32, c: u32, dim: u32) -> vec4<f32> {
-  var x = vec4<f32>(0.0);
-  for (var e = 0u; e < 4u; e++) {
-    if (c * 4u + e < dim) {
-      if (from_v) {
-        x[e] = v[row * dim + c * 4u + e];
-      } else {
-        x[e] = k[row * dim + c * 4u + e];
-      }
-    }
-  }
-  return x;
-}
+#include "lib/flash_fwd_loads.wgsl"
 #endif
 
 // This invocation's share of a tile of BC keys from t0 (rows past the band's end and columns past

@@ -143,28 +143,7 @@ fn load_kv(from_v: bool, row: u32, c: u32, dim: u32) -> vec4<f32> {
   return k[row * (dim / 4u) + c];
 }
 #else
-fn load_q(row: u32, c: u32, dim: u32) -> vec4<f32> {
-  var x = vec4<f32>(0.0);
-  for (var e = 0u; e < 4u; e++) {
-    if (c * 4u + e < dim) {
-      x[e] = q[row * dim + c * 4u + e];
-    }
-  }
-  return x;
-}
-fn load_kv(from_v: bool, row: u32, c: u32, dim: u32) -> vec4<f32> {
-  var x = vec4<f32>(0.0);
-  for (var e = 0u; e < 4u; e++) {
-    if (c * 4u + e < dim) {
-      if (from_v) {
-        x[e] = v[row * dim + c * 4u + e];
-      } else {
-        x[e] = k[row * dim + c * 4u + e];
-      }
-    }
-  }
-  return x;
-}
+#include "lib/flash_fwd_loads.wgsl"
 #endif
 
 // Element (row, col) of a block of fragments of `cols` columns and `w`-wide fragments with row
