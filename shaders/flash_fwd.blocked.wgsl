@@ -107,32 +107,9 @@ fn fetch_kv(from_v: bool, lid: u32, t0: i32, hi: i32, k_start: i32, hkv: u32, kv
 @compute @workgroup_size(WG)
 fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
              @builtin(local_invocation_index) lid: u32) {
-  // Everything up to the tile loop depends only on the workgroup: returns here are uniform.
-  let w = wid.x + wid.y * nwg.x;
-  let hq = params.heads_q;
-  let nb = params.batch_size;
-  if (nb == 0u) {
-    return;
-  }
-  let head = w % hq;
-  let b = (w / hq) % nb;
+  #include "lib/flash_fwd_grid.wgsl"
   let block = w / (hq * nb);
-  let q_start = cu_seqlens_q[b];
-  let len_q = cu_seqlens_q[b + 1u] - q_start;
-  let k_start = cu_seqlens_k[b];
-  let len_k = cu_seqlens_k[b + 1u] - k_start;
-  let row0 = i32(block * BR);
-  if (row0 >= len_q) {
-    return;
-  }
-  let dim = params.head_dim;
-  let hkv = params.heads_kv;
-  let kvh = head / (hq / hkv);
-  let offset = diagonal_offset(len_q, len_k, params.align_top_left);
-  let wl = params.window_left;
-  let wr = params.window_right;
-  let row_last = min(row0 + i32(BR), len_q) - 1;
-  let band = visible_keys(row0, row_last, offset, len_k, wl, wr);
+  #include "lib/flash_fwd_block.wgsl"
 
   let rg = lid % RG;
   let cg = lid / RG;

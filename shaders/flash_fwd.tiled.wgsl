@@ -38,6 +38,7 @@ enable f16;
 #endif
 
 override WG: u32;             // query rows (= invocations) per workgroup
+override BR: u32 = WG;        // query rows per workgroup: one per invocation
 override D4: u32;             // vec4 columns of a row: ceil(head_dim / 4), at most MAX_D4
 override BC: u32;             // keys per staged tile, at most MAX_BC
 const MAX_D4: u32 = 64u;      // head_dim <= 256 (the registry refuses more)
@@ -60,33 +61,10 @@ var<workgroup> v_tile: array<vec4<f32>, BC * D4>;
 @compute @workgroup_size(WG)
 fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
              @builtin(local_invocation_index) lid: u32) {
-  // Everything up to the tile loop depends only on the workgroup: returns here are uniform.
-  let w = wid.x + wid.y * nwg.x;
-  let hq = params.heads_q;
-  let nb = params.batch_size;
-  if (nb == 0u) {
-    return;
-  }
-  let head = w % hq;
-  let b = (w / hq) % nb;
+  #include "lib/flash_fwd_grid.wgsl"
   let block = w / (hq * nb);
-  let q_start = cu_seqlens_q[b];
-  let len_q = cu_seqlens_q[b + 1u] - q_start;
-  let k_start = cu_seqlens_k[b];
-  let len_k = cu_seqlens_k[b + 1u] - k_start;
-  let row0 = i32(block * WG);
-  if (row0 >= len_q) {
-    return;
-  }
-  let dim = params.head_dim;
-  let hkv = params.heads_kv;
-  let kvh = head / (hq / hkv);
-  let offset = diagonal_offset(len_q, len_k, params.align_top_left);
-  let wl = params.window_left;
-  let wr = params.window_right;
-  let row_last = min(row0 + i32(WG), len_q) - 1;
+  #include "lib/flash_fwd_block.wgsl"
   // The keys any row of the block can see: [lo, hi).
-  let band = visible_keys(row0, row_last, offset, len_k, wl, wr);
   let lo = band.x;
   let hi = band.y;
 

@@ -15,9 +15,10 @@ GOLDEN = json.loads((Path(__file__).parent / "golden" / "plans.json").read_text(
 # kernel id -> why its WGSL text differs from the golden one (an H100 re-measure is owed).
 _BAND = "its visible band, diagonal and empty-row -inf from lib/varlen.wgsl instead of its own inline copies"
 _TOKENS = "the token's sequence and the queries that see a key from lib/varlen_tokens.wgsl"
+_BLOCK = "its query block from lib/flash_fwd_block.wgsl, in rows of `override BR: u32 = WG`"
 CHANGED_WGSL = {
-    "flash_fwd.tiled": _BAND,
-    "flash_fwd.tiled_f16": _BAND,
+    "flash_fwd.tiled": _BAND + "; " + _BLOCK,
+    "flash_fwd.tiled_f16": _BAND + "; " + _BLOCK,
     "varlen_fwd.seed": _BAND + "; " + _TOKENS,
     "varlen_bwd.seed": _BAND + "; " + _TOKENS,
     "varlen_bwd.tiled": _BAND + "; " + _TOKENS,
