@@ -1,4 +1,4 @@
-"""Errors are classified by type (wgattn.errors), not by matching their text (issue 14): check.py
+"""Errors are classified by type (wgattn.errors), not by matching their text: check.py
 matched "does not compile" / "does not match" in str(exc) (the second branch was dead), the page
 matched /does not compile/ in the message. Every class stays a ValueError for existing callers."""
 

@@ -1,4 +1,4 @@
-"""The page's JavaScript is type-checked (issue 14): TypeScript (package.json, installed by
+"""The page's JavaScript is type-checked: TypeScript (package.json, installed by
 scripts/setup.sh) checks static/*.js from their JSDoc under tsconfig.json's strict settings, with
 WebGPU's types and static/types.d.ts's declarations of Pyodide and wgattn.page. The second test
 shows the checker is real: errors planted in a copy of static/ fail it, each named by file."""

@@ -1,4 +1,4 @@
-"""Localising a disagreement (wgattn.localise, issue 11): where (sequence, row, head, key range),
+"""Localising a disagreement (wgattn.localise): where (sequence, row, head, key range),
 an |error| map, and the likely class, on planted errors of known kind and on a planted kernel
 that trusts the tanh built-in."""
 

@@ -1,6 +1,6 @@
 """The manifest is parsed once into typed records (Binding, Param, Kernel.rank), and bad entries
 are refused by name; the native API's kernel order comes from the explicit `rank`, never from
-the manifest's key order (issue 14)."""
+the manifest's key order."""
 
 import json
 import shutil

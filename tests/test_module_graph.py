@@ -1,4 +1,4 @@
-"""Module boundaries (issue 14): no import cycle among wgattn's modules, deferred (function-level)
+"""Module boundaries: no import cycle among wgattn's modules, deferred (function-level)
 imports included (cases.py <-> interfaces/sdpa_arena.py lived on one); no deferred import of a
 sibling module without a reason; and LAYOUTS defined once (it was in cases.py and sdpa_arena.py)."""
 

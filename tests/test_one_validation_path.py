@@ -1,4 +1,4 @@
-"""One validation path (issue 14): wgattn.reference's checkers are the only ones, so every entry
+"""One validation path: wgattn.reference's checkers are the only ones, so every entry
 point that takes the varlen options (the reference functions, each interface's case_from_reference
 and plan, the API) accepts and refuses the same values, with the reference's message word for word.
 

@@ -1,4 +1,4 @@
-"""PageSession frees what it creates (issue 14): after a live run, a grid, a probe, a benchmark
+"""PageSession frees what it creates: after a live run, a grid, a probe, a benchmark
 or an abandoned run it holds nothing but the bounded finished runs kept for their pictures; a new
 grid or benchmark frees the last; sessions share nothing; a freed or unknown id is a ValueError
 naming it."""

@@ -1,4 +1,4 @@
-"""Where a runtime and the reference disagree, and the likely why (issue 11).
+"""Where a runtime and the reference disagree, and the likely why.
 
 `localise(case, output, got, ref, allowance)` describes one output that failed the tolerance
 rule: its worst elements (index, and for the packed variable-length interfaces the sequence,
