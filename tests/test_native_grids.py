@@ -2,7 +2,7 @@
 entire conformance grid compiled WITH wgpu's runtime bounds checks as well (the per-interface
 tests run the grids trusted, the native runtime's default). A kernel whose trusted build reads or
 writes out of bounds would still pass checked and fail trusted (or the other way round: a check
-that changes a result), so both modes are held on every case. Slow: a tier of its own."""
+that changes a result), so both modes are held on every case. In the slow tier (tests/conftest.py)."""
 
 import pytest
 
@@ -18,7 +18,6 @@ def test_every_trusted_kernel_has_a_grid():
     assert {k.id for k, _ in ITEMS} == {k.id for k in TRUSTED} and len(TRUSTED) >= 7
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("kernel, case", ITEMS, ids=[f"{k.id}-{c.name}" for k, c in ITEMS])
 def test_trusted_kernel_passes_its_grid_checked(native_runtime, kernel, case):
     needs_features(native_runtime, kernel)
