@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from wgattn import check, interfaces, live, registry
+from helpers import browser_stand_in, failures, session_on
+from wgattn import check, interfaces, live, registry, wire
 
 HEADER = """// The `scale_rows` interface: out = scale * x, one element per invocation.
 struct Params {
@@ -150,3 +151,23 @@ def test_the_new_interface_runs_its_grid_and_a_live_check(scale_rows, native_run
     run = live.build("scale_rows.seed", {"n": 100, "scale": 3.0})
     got = native_runtime.run(run.plan(native_runtime.target)).outputs["out"]
     assert (got == 3.0 * run.tensors["x"]).all()
+
+
+def test_the_page_runs_its_grid_and_a_live_check(scale_rows, native_runtime):
+    """The page's Python (PageSession) with the native runtime standing in for the browser."""
+    page = session_on(native_runtime)
+    start = json.loads(page.grid_start(json.dumps({"interface": "scale_rows"})))
+    assert [i["case"] for i in start["items"]] == [c["name"] for c in scale_rows.GRID] and start["skipped"] == []
+    for index in range(len(start["items"])):
+        run = json.loads(page.grid_prepare(start["job"], index))["run"]
+        browser_stand_in(page, run, native_runtime)
+        rows = json.loads(page.grid_judge(run))
+        assert [r["output"] for r in rows] == ["out"] and not failures(rows), rows
+    config = {"n": 300, "scale": -1.5}
+    prepared = json.loads(page.prepare(json.dumps({"kernel": "scale_rows.seed", "config": config})))
+    browser_stand_in(page, prepared["run"], native_runtime)
+    server = live.build("scale_rows.seed", config)  # what POST /api/run answers
+    out = native_runtime.run(server.plan(native_runtime.target))
+    native = {"digest": server.digest, "outputs": {k: wire.encode(v) for k, v in out.outputs.items()}, "timings": out.timings}
+    finished = json.loads(page.finish(prepared["run"], json.dumps({"timings": {"wall_ms": 1.0}}), json.dumps(native)))
+    assert finished["pass"] and len(finished["pairs"]) == 3 and finished["config"] == dict(config, seed=0), finished
