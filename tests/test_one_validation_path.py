@@ -216,3 +216,17 @@ def test_scale_bounds_are_the_normal_float32_range():
     for bad in (np.nextafter(tiny, 0.0), np.nextafter(big, np.inf)):
         with pytest.raises(ValueError, match="scale must be None or a finite nonzero real number"):
             reference.check_scale(float(bad), 4)
+
+
+def test_the_options_and_their_defaults_are_the_reference_s():
+    """The packed interfaces take the reference's keywords with the reference's defaults (read from
+    its one check), and refuse one it does not take as a Python call would."""
+    import inspect
+
+    from wgattn.interfaces._varlen import DEFAULT_OPTIONS
+
+    params = inspect.signature(reference.varlen_attention_fwd).parameters
+    assert DEFAULT_OPTIONS == {name: params[name].default for name in DEFAULT_OPTIONS} and len(DEFAULT_OPTIONS) == 5
+    for name in ("flash_fwd.case_from_reference", "varlen_bwd.case_from_reference", "varlen_fwd.case_from_reference"):
+        with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) \['causl'\]"):
+            FULL[name](causl=True)

@@ -5,6 +5,7 @@ live configuration, and the geometry of a packed case that pictures and localisa
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple
 
@@ -33,13 +34,12 @@ CAUSAL_ALIGNS = _reference.CAUSAL_ALIGNS
 I32_MAX = 2**31 - 1
 U32_MAX = 2**32 - 1
 
-# The options of wgattn.reference's varlen functions at their defaults (a grid case overrides some).
+# The options of wgattn.reference's varlen functions at their defaults, read from the reference's
+# one check of them (a grid case overrides some).
 DEFAULT_OPTIONS: Dict[str, Option] = {
-    "causal": False,
-    "scale": None,
-    "window": (-1, -1),
-    "softcap": 0.0,
-    "causal_align": "bottom_right",
+    name: p.default
+    for name, p in inspect.signature(_reference.check_varlen_options).parameters.items()
+    if p.kind is inspect.Parameter.KEYWORD_ONLY
 }
 
 
@@ -64,19 +64,17 @@ def options(opts: Mapping[str, Option], head_dim: int) -> _reference.VarlenOptio
     )
 
 
-def case_options(head_dim: int, causal, scale, window, softcap, causal_align) -> Dict[str, Option]:
-    """A case's options from the reference's keywords, checked (`options`): causal a bool, the
-    window a tuple of ints, the rest as given."""
-    opts: Dict[str, Option] = {
-        "causal": causal,
-        "scale": scale,
-        "window": window,
-        "softcap": softcap,
-        "causal_align": causal_align,
-    }
+def case_options(head_dim: int, keywords: Mapping[str, Any]) -> Dict[str, Option]:
+    """A case's options from the reference's keywords (absent ones at their defaults), checked
+    (`options`): causal a bool, the window a tuple of ints, the rest as given. TypeError for a
+    keyword the reference does not take, as a Python call would raise."""
+    unknown = sorted(set(keywords) - set(DEFAULT_OPTIONS))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s) {unknown}; the options are {list(DEFAULT_OPTIONS)}")
+    opts: Dict[str, Option] = dict(DEFAULT_OPTIONS, **keywords)
     options(opts, head_dim)
-    opts["window"] = tuple(int(w) for w in window)
-    opts["causal"] = bool(causal)
+    opts["window"] = tuple(int(w) for w in opts["window"])  # type: ignore[union-attr]  # a pair: options() checked it
+    opts["causal"] = bool(opts["causal"])
     return opts
 
 

@@ -15,7 +15,7 @@ A dense (B, H, S, D) problem is the packed one with cu_seqlens = [0, S, 2S, ...]
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, List, Mapping
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping
 
 import numpy as np
 
@@ -129,16 +129,12 @@ class FlashFwd(PackedInterface):
         cu_seqlens_q,
         cu_seqlens_k,
         *,
-        causal=False,
-        scale=None,
-        window=(-1, -1),
-        softcap=0.0,
-        causal_align="bottom_right",
-        name="call",
+        name: str = "call",
+        **keywords: Any,
     ) -> Case:
         """A case from varlen_attention_fwd's arguments (ValueError naming a bad one)."""
         q32, k32, v32, cu_q, cu_k = qkv(q, k, v, cu_seqlens_q, cu_seqlens_k)
-        opts = case_options(q32.shape[2], causal, scale, window, softcap, causal_align)
+        opts = case_options(q32.shape[2], keywords)
         return Case(name, {"q": q32, "k": k32, "v": v32, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}, opts)
 
     def dense_case(self, q, k, v, *, causal=False, scale=None, name="dense") -> Case:

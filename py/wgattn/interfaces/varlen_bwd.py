@@ -18,7 +18,7 @@ dkv holds [dk; dv] ([2, total_k, Hkv, D]).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, List, Mapping
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping
 
 import numpy as np
 
@@ -122,12 +122,8 @@ class VarlenBwd(PackedInterface):
         cu_seqlens_q,
         cu_seqlens_k,
         *,
-        causal=False,
-        scale=None,
-        window=(-1, -1),
-        softcap=0.0,
-        causal_align="bottom_right",
-        name="call",
+        name: str = "call",
+        **keywords: Any,
     ) -> Case:
         """A case from varlen_attention_bwd's arguments (ValueError naming a bad one)."""
         inputs = {
@@ -141,7 +137,7 @@ class VarlenBwd(PackedInterface):
             "cu_seqlens_k": cu_seqlens_k,
         }
         q32, k32, v32, out32, dout32, lse32, cu_q, cu_k = _arrays(inputs)
-        opts = case_options(q32.shape[2], causal, scale, window, softcap, causal_align)
+        opts = case_options(q32.shape[2], keywords)
         arrays = {
             "q": q32,
             "k": k32,

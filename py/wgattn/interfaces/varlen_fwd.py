@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import reference as _reference
 from ..plan import Output
-from ._varlen import I32_MAX, U32_MAX, PackedInterface, check_size, draw_packed, qkv
+from ._varlen import DEFAULT_OPTIONS, I32_MAX, U32_MAX, PackedInterface, case_options, check_size, draw_packed, qkv
 from .base import Case, Layout, data_buffer, out_buffer
 from .config import LiveConfig, knob
 
@@ -149,12 +149,8 @@ class VarlenFwd(PackedInterface):
         cu_seqlens_q,
         cu_seqlens_k,
         *,
-        causal=False,
-        scale=None,
-        window=(-1, -1),
-        softcap=0.0,
-        causal_align="bottom_right",
         name: str = "call",
+        **keywords: Any,
     ) -> Case:
         """The case computing varlen_attention_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, ...) on this
         interface; ValueError for what it cannot carry (GQA, a window, softcap, and a bottom-right
@@ -162,14 +158,9 @@ class VarlenFwd(PackedInterface):
         # The reference's check of every option first (one rule, one message for every entry point;
         # only the default scale depends on D, and _check refuses a bad q), then what this interface
         # cannot carry, then the arrays.
-        _reference.check_varlen_options(
-            np.shape(q)[2] if np.ndim(q) == 3 else 1,
-            causal=causal,
-            scale=scale,
-            window=window,
-            softcap=softcap,
-            causal_align=causal_align,
-        )
+        case_options(np.shape(q)[2] if np.ndim(q) == 3 else 1, keywords)
+        given = dict(DEFAULT_OPTIONS, **keywords)
+        causal, scale, window, softcap = (given[k] for k in ("causal", "scale", "window", "softcap"))
         if tuple(window) != (-1, -1):
             raise ValueError(f"window={window!r}: varlen_fwd has no sliding window; only (-1, -1) fits")
         if float(softcap) != 0.0:
@@ -180,7 +171,7 @@ class VarlenFwd(PackedInterface):
             options={"causal": causal, "scale": scale},
         )
         arrays, causal, _ = _check(case)  # shapes, heads (no GQA), cu_seqlens
-        if causal and causal_align == "bottom_right":
+        if causal and given["causal_align"] == "bottom_right":
             len_q = np.diff(arrays["cu_seqlens_q"])
             len_k = np.diff(arrays["cu_seqlens_k"])
             unequal = np.nonzero(len_q != len_k)[0]
