@@ -23,6 +23,8 @@ __all__ = [
     "PackedConfig",
     "DEFAULT_OPTIONS",
     "SOFTCAP_ROWS",
+    "MASK_ROWS",
+    "CAP_SCALE_ROWS",
     "qkv",
     "params",
     "clip_window",
@@ -132,6 +134,34 @@ def row(name: str, seqs, hq: int, hkv: int, d: int, options: Optional[Dict[str, 
     input scale (the keywords of their grid_case)."""
     return dict(name=name, seqs=seqs, hq=hq, hkv=hkv, d=d, options=options or {}, amp=amp)
 
+
+# The mask's geometry, which the forward's and the backward's grids both hold their kernels to:
+# unequal lengths both ways, empty sequences and rows with no key, causal in both alignments,
+# windows left, right, both and (0, 0).
+MASK_ROWS = [
+    row("dense-d59-mha-unequal", [(113, 203), (203, 113)], 2, 2, 59),
+    row("causal-br-d64-mqa-empty-seqs", [(37, 0), (0, 29), (50, 50), (0, 0), (17, 71), (45, 19)], 4, 1, 64, {"causal": True}),
+    row("causal-tl-d111-gqa3", [(80, 40), (40, 80), (1, 147)], 6, 2, 111, {"causal": True, "causal_align": "top_left"}),
+    row("causal-br-d130-mqa-empty-rows", [(90, 60), (33, 33)], 3, 1, 130, {"causal": True}),
+    row("window-left-br-d64", [(70, 100), (100, 70)], 2, 2, 64, {"window": (16, -1)}),
+    row("window-right-tl-d59-gqa3", [(60, 90), (90, 60)], 3, 1, 59, {"window": (-1, 5), "causal_align": "top_left"}),
+    row("window-both-causal-br-d130", [(77, 77), (40, 120)], 2, 1, 130, {"window": (8, 3), "causal": True}),
+    row("window-0-0-tl-d64-empty-rows", [(5, 3), (40, 64), (64, 40)], 2, 2, 64, {"window": (0, 0), "causal_align": "top_left"}),
+]
+# Softcap and scale (a negative one too), in both grids as well.
+CAP_SCALE_ROWS = [
+    row("softcap-d64-gqa3", [(64, 96), (31, 31)], 3, 1, 64, {"softcap": 5.0, "scale": 0.5}),
+    row(
+        "softcap-causal-tl-d130-big",
+        [(48, 70)],
+        2,
+        2,
+        130,
+        {"softcap": 20.0, "causal": True, "causal_align": "top_left"},
+        2.0,
+    ),
+    row("neg-scale-window-d59", [(40, 57), (57, 40)], 2, 1, 59, {"scale": -0.3, "window": (6, 6)}),
+]
 
 # Softcap on small scores (|s / cap| < 0.05) with long MQA/GQA groups and more queries than keys:
 # a driver's tanh whose error is absolute near 0 (lavapipe: 1e-7, thousands of ulps) shifts every

@@ -22,7 +22,9 @@ import numpy as np
 from .. import reference as _reference
 from ..plan import Output
 from ._varlen import (
+    CAP_SCALE_ROWS,
     DEFAULT_OPTIONS,
+    MASK_ROWS,
     SOFTCAP_ROWS,
     PackedConfig,
     PackedInterface,
@@ -161,27 +163,8 @@ class FlashFwd(PackedInterface):
     # the draws of the ones before.
     GRID = [
         row("dense-d1", [(5, 147)], 2, 2, 1),
-        row("dense-d59-mha-unequal", [(113, 203), (203, 113)], 2, 2, 59),
-        row("causal-br-d64-mqa-empty-seqs", [(37, 0), (0, 29), (50, 50), (0, 0), (17, 71), (45, 19)], 4, 1, 64, {"causal": True}),
-        row("causal-tl-d111-gqa3", [(80, 40), (40, 80), (1, 147)], 6, 2, 111, {"causal": True, "causal_align": "top_left"}),
-        row("causal-br-d130-mqa-empty-rows", [(90, 60), (33, 33)], 3, 1, 130, {"causal": True}),
-        row("window-left-br-d64", [(70, 100), (100, 70)], 2, 2, 64, {"window": (16, -1)}),
-        row("window-right-tl-d59-gqa3", [(60, 90), (90, 60)], 3, 1, 59, {"window": (-1, 5), "causal_align": "top_left"}),
-        row("window-both-causal-br-d130", [(77, 77), (40, 120)], 2, 1, 130, {"window": (8, 3), "causal": True}),
-        row(
-            "window-0-0-tl-d64-empty-rows", [(5, 3), (40, 64), (64, 40)], 2, 2, 64, {"window": (0, 0), "causal_align": "top_left"}
-        ),
-        row("softcap-d64-gqa3", [(64, 96), (31, 31)], 3, 1, 64, {"softcap": 5.0, "scale": 0.5}),
-        row(
-            "softcap-causal-tl-d130-big",
-            [(48, 70)],
-            2,
-            2,
-            130,
-            {"softcap": 20.0, "causal": True, "causal_align": "top_left"},
-            2.0,
-        ),
-        row("neg-scale-window-d59", [(40, 57), (57, 40)], 2, 1, 59, {"scale": -0.3, "window": (6, 6)}),
+        *MASK_ROWS,
+        *CAP_SCALE_ROWS,
         row("d256-causal-br-gqa2", [(70, 90)], 4, 2, 256, {"causal": True}),
         row("d128-window-long", [(300, 700)], 2, 2, 128, {"window": (200, 50)}),
         row("long-causal-br-d64", [(1023, 1024)], 2, 1, 64, {"causal": True}),
