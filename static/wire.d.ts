@@ -298,7 +298,7 @@ interface BenchRecord {
   config: string;
 }
 
-/** One job of a benchmark (wgattn.page.tables.BenchItem): one impl at one shape. (Python: wgattn.page.replies.BenchJobJson) */
+/** One job of a benchmark: one impl at one shape. (Python: wgattn.page.replies.BenchItem) */
 interface BenchJob {
   index: number;
   op: string;

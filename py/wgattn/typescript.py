@@ -55,7 +55,7 @@ WIRE: List[Tuple[str, Any]] = [
     ("FunctionError", precision.FunctionReport),
     ("ProbeWorst", precision.Worst),
     ("BenchRecord", bench.Record),
-    ("BenchJob", replies.BenchJobJson),
+    ("BenchJob", replies.BenchItem),
     ("BenchSkip", replies.BenchSkip),
     ("BenchStart", replies.BenchStart),
     ("BenchPlan", replies.BenchPlan),

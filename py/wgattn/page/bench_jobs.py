@@ -17,8 +17,8 @@ import numpy as np
 from .. import bench, interfaces, registry
 from ..plan import Plan
 from ..target import Target
-from .replies import BenchSkip, BenchStart
-from .tables import BenchItem, BenchJob
+from .replies import BenchItem, BenchSkip, BenchStart
+from .tables import BenchJob
 
 # What one request may ask for: (lowest, highest) per knob, ...
 RANGES: Dict[str, Tuple[int, int]] = {
@@ -131,7 +131,19 @@ def start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, B
         for impl in runnable:
             plans = interfaces.of(reg.kernel(impl)).bench_plans(shape)  # the count bench_plan returns
             flops = bench.flops(op, shape, causal)
-            items.append(BenchItem(len(items), op, impl, shape, causal, flops, bench.dtype_of(impl), plans))
+            dtype = bench.dtype_of(impl)
+            items.append(
+                {
+                    "index": len(items),
+                    "op": op,
+                    "impl": impl,
+                    "shape": shape,
+                    "causal": causal,
+                    "flops": flops,
+                    "dtype": dtype,
+                    "plans": plans,
+                }
+            )
     reply: BenchStart = {
         "bench": bench_id,
         "op": op,
@@ -140,7 +152,7 @@ def start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, B
         "runs": runs,
         "warmup": warmup,
         "seq_lens": seq_lens,
-        "jobs": [i.to_json() for i in items],
+        "jobs": items,
         "skipped": skipped,
         "limits": LIMITS,
     }
@@ -161,7 +173,7 @@ def job_plans(job: BenchJob, index: int, target: Target) -> List[Plan]:
     if job.cache is None or job.cache[0] != index:
         it = item(job, index)
         job.cache = None  # free the previous job's bytes first
-        plans = bench.plans(it.impl, it.op, tuple(it.shape), it.causal, target=target)
+        plans = bench.plans(it["impl"], it["op"], tuple(it["shape"]), it["causal"], target=target)
         why = next((p.unavailable for p in plans if p.unavailable), "")
         if why:
             raise ValueError(why)
@@ -176,12 +188,12 @@ def record(job: BenchJob, index: int, samples_json: str, timer: str, adapter: st
     it = item(job, index)
     samples = [float(x) for x in json.loads(samples_json)]
     if not samples or any(not np.isfinite(x) for x in samples):
-        raise ValueError(f"{it.impl}: no finite timings ({samples[:3]}...)")
+        raise ValueError(f"{it['impl']}: no finite timings ({samples[:3]}...)")
     if timer not in ("gpu", "wall"):
         raise ValueError(f"timer must be 'gpu' or 'wall', got {timer!r}")
     if statistics.median(samples) <= 0:
-        raise ValueError(f"{it.impl}: median time is not positive (below the timer's resolution)")
+        raise ValueError(f"{it['impl']}: median time is not positive (below the timer's resolution)")
     if job.cache is not None and job.cache[0] == index:
         job.cache = None
-    rec = bench._record(it.op, it.impl, it.shape, it.causal, it.dtype, adapter, samples, it.flops, timer)
+    rec = bench._record(it["op"], it["impl"], it["shape"], it["causal"], it["dtype"], adapter, samples, it["flops"], timer)
     return rec.to_json()

@@ -22,7 +22,7 @@ __all__ = [
     "GridSkip",
     "GridStart",
     "BenchSkip",
-    "BenchJobJson",
+    "BenchItem",
     "BenchStart",
     "BenchPlan",
     "BenchPlanned",
@@ -123,8 +123,8 @@ class BenchSkip(TypedDict):
     reason: str
 
 
-class BenchJobJson(TypedDict):
-    """One job of a benchmark (wgattn.page.tables.BenchItem): one impl at one shape."""
+class BenchItem(TypedDict):
+    """One job of a benchmark: one impl at one shape."""
 
     index: int
     op: str
@@ -133,7 +133,7 @@ class BenchJobJson(TypedDict):
     causal: bool
     flops: float
     dtype: str
-    plans: int  # plans per timed run
+    plans: int  # plans per timed run (Interface.bench_plans)
 
 
 class BenchStart(TypedDict):
@@ -146,7 +146,7 @@ class BenchStart(TypedDict):
     runs: int
     warmup: int
     seq_lens: List[int]
-    jobs: List[BenchJobJson]
+    jobs: List[BenchItem]
     skipped: List[BenchSkip]
     limits: Dict[str, Any]
 

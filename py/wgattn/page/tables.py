@@ -13,7 +13,7 @@ from ..interfaces import Case, Interface
 from ..live import Live
 from ..plan import Plan
 from ..registry import Kernel
-from .replies import BenchJobJson, OutputPair
+from .replies import BenchItem, OutputPair
 
 
 @dataclass
@@ -82,32 +82,6 @@ class GridJob:
 
     def __post_init__(self) -> None:
         self.left = set(range(len(self.items)))
-
-
-@dataclass
-class BenchItem:
-    """One job of a benchmark: one impl at one shape (sent to the page as JSON)."""
-
-    index: int
-    op: str
-    impl: str
-    shape: List[int]  # B, H, S, D
-    causal: bool
-    flops: float
-    dtype: str
-    plans: int  # plans per timed run (Interface.bench_plans)
-
-    def to_json(self) -> BenchJobJson:
-        return {
-            "index": self.index,
-            "op": self.op,
-            "impl": self.impl,
-            "shape": list(self.shape),
-            "causal": self.causal,
-            "flops": self.flops,
-            "dtype": self.dtype,
-            "plans": self.plans,
-        }
 
 
 @dataclass
