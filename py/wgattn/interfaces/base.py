@@ -37,7 +37,8 @@ Adding an interface touches three places, and nothing else:
 
 A worked example, `scale_rows` (out = scale * x: a 4-field Params, three bindings, a 40-line
 module), is tests/test_new_interface.py, which adds it to a copy of the tree and shows `wgattn
-check`'s grid, a live run, the catalogue and the live form's fields knowing it. Its module:
+check`'s grid, a live run, the catalogue, the live form's fields and the page's grid and live
+check (its Python, with the native runtime for the browser) knowing it. Its module:
 
     @dataclass
     class ScaleRowsConfig(LiveConfig):
