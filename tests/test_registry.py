@@ -90,8 +90,8 @@ def test_the_manifest_restates_nothing_the_wgsl_declares(tmp_path):
 @pytest.mark.parametrize("kid", KERNELS)
 def test_entry_points_and_knobs_are_the_wgsl_s(kid):
     """The passes' entry points are functions of the kernel, every registered knob is one of its
-    override constants (a knob it does not declare would be dropped silently), and each grid
-    expression names only params and knobs."""
+    override constants (a knob it does not declare would be dropped silently), every override it
+    must be given is a knob, and each grid expression names only params and knobs."""
     k = REG.kernel(kid)
     src = k.source({"head_dim": 64})
     for p in k.abi.passes:
@@ -99,9 +99,10 @@ def test_entry_points_and_knobs_are_the_wgsl_s(kid):
         ones = {p.name: 1 for p in k.abi.params}
         grid = registry.Pass(p.name, p.entry_point, p.uses, k.grids.get(p.name, p.grid))
         assert grid.workgroups(ones, k.knobs(ones, Target())) == (1, 1, 1)
-    declared = wgsl.overrides(src)
+    # Every override without an initializer is a knob; one with (`override BR: u32 = WG;`) may be.
     # A tile knob may be only a budget that other knobs are computed from (varlen_bwd's SMEM).
-    assert set(k.overrides) <= declared <= set(k.overrides) | {name for tile in k.tiles for name in tile}
+    assert set(k.overrides) <= wgsl.overrides(src)
+    assert wgsl.overrides(src, defaulted=False) <= set(k.overrides) | {name for tile in k.tiles for name in tile}
 
 
 def test_pack_params_layout():

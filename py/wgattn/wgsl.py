@@ -254,6 +254,8 @@ def literal_workgroup_size(source: str, entry: str) -> Optional[int]:
     return count
 
 
-def overrides(source: str) -> Set[str]:
-    """The names of the module's `override` constants."""
-    return set(re.findall(r"^\s*override\s+(\w+)\b", code(source), re.M))
+def overrides(source: str, defaulted: bool = True) -> Set[str]:
+    """The names of the module's `override` constants; defaulted=False: only those without an
+    initializer (`override WG: u32;`), which a pipeline must be given a value for."""
+    found = re.findall(r"^\s*override\s+(\w+)\s*(?::\s*\w+\s*)?(=)?", code(source), re.M)
+    return {name for name, init in found if defaulted or not init}
