@@ -282,20 +282,36 @@ interface ProbeWorst {
   exact: JsonFloat;
 }
 
-/** BenchRecord (Python: wgattn.bench.Record) */
+/** One row of a benchmark: an implementation at one shape in one runtime, its median time over the protocol's rounds with their spread, and what a reader needs to trust or redo it. (Python: wgattn.bench.Record) */
 interface BenchRecord {
   op: string;
   impl: string;
   shape: [number, number, number, number];
   causal: boolean;
   dtype: string;
-  adapter: string;
-  median_ms: number;
-  tflops: number;
-  runs: number;
-  timer: string;
+  runtime: string;
   mode: string;
   config: string;
+  adapter: string;
+  browser: string;
+  flags: string[];
+  median_ms: number;
+  tflops: number;
+  min_ms: number;
+  q1_ms: number;
+  q3_ms: number;
+  max_ms: number;
+  spread: number;
+  wide: boolean;
+  rounds: number;
+  reps: number;
+  warmup_s: number;
+  warmed: boolean;
+  timer: string;
+  timer_resolution_ns: number;
+  repeat: number;
+  time: string;
+  commit: string;
 }
 
 /** One job of a benchmark: one impl at one shape. (Python: wgattn.page.replies.BenchItem) */
@@ -316,18 +332,52 @@ interface BenchSkip {
   reason: string;
 }
 
-/** PageSession.bench_start: the jobs, the baseline and the limits the request met. (Python: wgattn.page.replies.BenchStart) */
+/** The protocol's knobs (defaults: what `wgattn bench` and the page use). (Python: wgattn.protocol.Protocol) */
+interface BenchProtocol {
+  rounds: number;
+  warmup_s: number;
+  warmup_cap_s: number;
+  settle_s: number;
+  settle_rounds: number;
+  settle_tol: number;
+  min_sample_ms: number;
+  resolutions_per_sample: number;
+  wide: number;
+  max_reps: number;
+}
+
+/** The jobs timed together, interleaved (wgattn.protocol): every impl at one shape. (Python: wgattn.page.replies.BenchSeries) */
+interface BenchSeries {
+  shape: number[];
+  jobs: number[];
+}
+
+/** PageSession.bench_start: the jobs in their series, the baseline, the protocol they follow and the limits the request met. (Python: wgattn.page.replies.BenchStart) */
 interface BenchStart {
   bench: number;
   op: string;
   baseline: string;
   impls: string[];
-  runs: number;
-  warmup: number;
   seq_lens: number[];
+  protocol: BenchProtocol;
+  repeat: number;
   jobs: BenchJob[];
+  series: BenchSeries[];
+  stamps_kept: number;
   skipped: BenchSkip[];
   limits: Record<string, unknown>;
+}
+
+/** PageSession.bench_warm: whether to stop warming, and whether the warm-up settled. (Python: wgattn.page.replies.BenchWarm) */
+interface BenchWarm {
+  done: boolean;
+  warmed: boolean;
+}
+
+/** PageSession.bench_calibrate: per entry of a series, dispatches per sample and its timer's resolution (ns). (Python: wgattn.page.replies.BenchCalibration) */
+interface BenchCalibration {
+  reps: number[];
+  resolution_ns: number[];
 }
 
 type BenchPlan = BenchPlanned | BenchSkipped;
@@ -350,16 +400,22 @@ interface WgattnPage {
   add_buffer(run: number, name: string, data: Uint8Array): void;
   /** JSON {kernel id: why the browser's device cannot run it, "" when it can} (wgattn.target: the one answer, which the page only shows). */
   availability(): string;
+  /** After the warm-up: JSON {"reps", "resolution_ns"} per entry (bench_jobs.calibrate). */
+  bench_calibrate(bench_id: number, state_json: string): string;
   /** A dropped `wgattn bench --json` file's records, checked, as JSON (ValueError saying what is wrong). */
   bench_import(text: string): string;
   /** Plan `plan_index` of job `index`: JSON {"run", "plan", "count"} (bytes via plan_bytes, freed by bench_release), or {"skipped": why} when the kernel cannot build this job's plan. */
   bench_plan(bench_id: number, index: number, plan_index?: number): string;
-  /** The record of job `index` from its per-run milliseconds: JSON of `wgattn bench --json`'s shape (wgattn.page.bench_jobs.record). */
-  bench_record(bench_id: number, index: number, samples_json: string, timer: string, adapter: string): string;
+  /** The record of job `index` from what the page measured: JSON of `wgattn bench --json`'s shape (wgattn.page.bench_jobs.record). */
+  bench_record(bench_id: number, index: number, payload_json: string): string;
   /** Forget a timed plan (its bytes are on the GPU already). */
   bench_release(run: number): void;
-  /** The request checked and its jobs listed (wgattn.page.bench_jobs.start): JSON {"bench", "op", "baseline", "impls", "runs", "warmup", "seq_lens", "jobs", "skipped", "limits"}. One benchmark at a time: the previous one, and its plans, are freed. */
+  /** JSON: the order of every round of a series of `n_entries` (wgattn.protocol.schedule). */
+  bench_schedule(bench_id: number, n_entries: number): string;
+  /** The request checked and its jobs listed (wgattn.page.bench_jobs.start): JSON {"bench", "op", "baseline", "impls", "seq_lens", "protocol", "repeat", "jobs", "series", "stamps_kept", "skipped", "limits"} (BenchStart). One benchmark at a time: the previous one, and its plans, are freed. */
   bench_start(request_json: string): string;
+  /** After a warm-up round: JSON {"done", "warmed"} (wgattn.page.bench_jobs.warm). */
+  bench_warm(bench_id: number, state_json: string): string;
   /** JSON picture of |a - b| for one output and query head of a finished run. */
   error_map(run: number, output: string, a: string, b: string, head?: number): string;
   /** Compare every pair of runtimes on every output (wgattn.page.compare); JSON {kernel, config, pairs, runtimes, ...}. The run is kept, for its pictures, among the last KEEP_FINISHED finished ones. */

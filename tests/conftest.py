@@ -13,6 +13,7 @@ SLOW = {
     "test_api_fuzz.py": ("*",),
     "test_bench_cli.py": ("test_json_records",),
     "test_check.py": ("test_project_kernels_pass_with_json", "test_planted_*"),
+    "test_devcarry.py": ("*",),
     "test_js_typecheck.py": ("test_planted_type_errors_fail_the_check",),
     "test_localise.py": ("test_a_kernel_trusting_tanh_is_caught_and_explained",),
     "test_loop_probe.py": ("*",),

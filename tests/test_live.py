@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from app import main
 from helpers import needs_features
-from wgattn import interfaces, live, pictures, registry
+from wgattn import bench, interfaces, live, pictures, registry
 from wgattn.page import PageSession
 
 client = TestClient(main)
@@ -241,7 +241,7 @@ def test_api_runs_any_interface_on_client_inputs(native_runtime):
 
 
 def test_bench_import_checks_records():
-    rec = {
+    old = {
         "op": "fwd",
         "impl": "torch.sdpa",
         "shape": [1, 8, 1024, 64],
@@ -253,18 +253,25 @@ def test_bench_import_checks_records():
         "runs": 10,
         "timer": "gpu",
     }
-    # Records from before trusted mode have no mode or config; today's carry both.
-    assert json.loads(page.bench_import(json.dumps([rec]))) == [dict(rec, mode="", config="")]
-    now = dict(rec, impl="flash_fwd.blocked", mode="trusted", config="BR=64 BC=32 WG=128")
-    assert json.loads(page.bench_import(json.dumps([now]))) == [now]
+    # Records from before the measurement protocol: read, and marked as not warmed (no spread known).
+    (got,) = json.loads(page.bench_import(json.dumps([old])))
+    assert set(got) == set(bench.Record.__dataclass_fields__)
+    assert got["rounds"] == 10 and got["warmed"] is False and got["spread"] == 0 and got["runtime"] == "native"
+    assert got["q1_ms"] == got["median_ms"] == 0.05 and got["mode"] == "" and got["flags"] == []
+    now = dict(got, impl="flash_fwd.blocked", mode="trusted", config="BR=64 BC=32 WG=128", warmed=True, spread=0.01)
+    assert json.loads(page.bench_import(json.dumps([now]))) == [now]  # today's records read as they are
     for bad, expected in [
         ("[]", "non-empty list"),
         ("nope", "not JSON"),
         (json.dumps([dict(now, mode=3)]), "mode must be a string"),
         (json.dumps([dict(now, extra=1)]), "expected the fields"),
-        (json.dumps([dict(rec, op="mul")]), "op must be one of"),
-        (json.dumps([dict(rec, shape=[1, 2])]), "shape must be 4 positive integers"),
+        (json.dumps([dict(old, op="mul")]), "op must be one of"),
+        (json.dumps([dict(old, shape=[1, 2])]), "shape must be 4 positive integers"),
         (json.dumps([{"op": "fwd"}]), "expected the fields"),
+        (json.dumps([dict(now, spread=-1)]), "spread must be a finite number >= 0"),
+        (json.dumps([dict(now, warmed="yes")]), "warmed must be true or false"),
+        (json.dumps([dict(now, flags="--x")]), "flags must be a list of strings"),
+        (json.dumps([{k: v for k, v in old.items() if k != "runs"}]), "number of rounds is missing"),
     ]:
         with pytest.raises(ValueError, match=expected):
             page.bench_import(bad)

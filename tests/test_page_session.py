@@ -12,7 +12,7 @@ from wgattn.page import PageSession
 
 NOTHING = {"live": 0, "grid": 0, "probe": 0, "bench": 0, "grid_jobs": 0, "bench_jobs": 0, "finished": 0}
 SMALL = {"heads": 1, "seq_q": 4, "seq_k": 4, "head_dim": 4}
-BENCH = {"op": "fwd", "impls": "sdpa_arena.seed,flash_fwd.tiled", "B": 1, "H": 1, "D": 8, "seq_lens": "16,32", "runs": 10}
+BENCH = {"op": "fwd", "impls": "sdpa_arena.seed,flash_fwd.tiled", "B": 1, "H": 1, "D": 8, "seq_lens": "16,32", "rounds": 5}
 
 
 def _prepare(page, config=SMALL):
@@ -117,7 +117,8 @@ def _time_bench(page, start, skip=()):
             page.bench_release(prep["run"])
             p += 1
         if job["index"] not in skip:
-            page.bench_record(start["bench"], job["index"], json.dumps([1.0] * start["runs"]), "wall", "stand-in")
+            payload = {"samples": [1.0] * 5, "reps": 1, "warmup_s": 0.1, "warmed": True, "timer": "wall", "adapter": "stand-in"}
+            page.bench_record(start["bench"], job["index"], json.dumps(payload))
 
 
 def test_a_full_benchmark_frees_itself():
@@ -145,7 +146,7 @@ def test_an_abandoned_benchmark_is_freed_by_release_or_the_next_one():
     with pytest.raises(ValueError, match=f"run {run} is not open"):
         page.plan_bytes(run, "arena")
     with pytest.raises(ValueError, match=f"benchmark {first['bench']} is not open"):
-        page.bench_record(first["bench"], 0, "[1.0]", "wall", "x")
+        page.bench_record(first["bench"], 0, "{}")
     page.release(second["bench"])
 
 
@@ -174,7 +175,7 @@ def test_unknown_ids_and_wrong_kinds_are_value_errors_naming_them():
         (lambda: page.error_map(47, "out", "browser", "native"), "run 47 is not among the last"),
         (lambda: page.grid_prepare(48, 0), "grid job 48 is not open"),
         (lambda: page.bench_plan(49, 0), "benchmark 49 is not open"),
-        (lambda: page.bench_record(50, 0, "[1.0]", "wall", "x"), "benchmark 50 is not open"),
+        (lambda: page.bench_record(50, 0, "{}"), "benchmark 50 is not open"),
     ]:
         with pytest.raises(ValueError, match=what):
             call()

@@ -5,10 +5,12 @@
 # (enable_integer_range_analysis_in_robustness), judges every correctness output by the f16 rule,
 # times PyTorch's f16 SDPA and GEMM, writes details under $OUT and prints a table last.
 #
-# The third call of ../../../shared/scripts/chromium-gpu/README.md: chr1 and chr2 already stashed on
-# this warm machine; run from the checkout's root with .devcarry/ holding chromium/chr3,
-# chromium/chrx, libvulkan1_*.deb and scripts/ (shared/scripts copied, chromium-gpu/ inside):
-#   bash bench/smx_attention/device_run.sh
+# On the lent machine, after bench/devcarry.py's parts are stashed and unpacked there (its calls 1-3,
+# docs/performance.md), in one more call to the same warm machine, carrying nothing:
+#   python3 bench/devcarry.py run -- bash bench/smx_attention/device_run.sh
+# (or, with the parts of ../../../shared/scripts/chromium-gpu/README.md stashed instead, from a
+# checkout whose .devcarry/ holds chromium/chr3, chromium/chrx, libvulkan1_*.deb and scripts/:
+#   bash bench/smx_attention/device_run.sh)
 # Environment: SMX_MODES (default robust,off,range), SMX_CASES (all | quick), SMX_CONFIGS,
 # SMX_T_ROBUST / SMX_T_OFF / SMX_T_RANGE (seconds each page may take: 170, 130, 80),
 # SMX_VARIANTS (jobs.py VARIANTS names),
@@ -21,7 +23,22 @@ out=${OUT:-/tmp/smx-out}
 mkdir -p "$out" "$here/out"
 t_start=$(date +%s)
 cd "$root"
-if [ -n "${SMX_CHROMIUM:-}" ]; then  # a local dry run with this Chromium (no GPU: it reports so)
+nvidia_flags="--disable-gpu-sandbox --ignore-gpu-blocklist --use-angle=vulkan --enable-features=Vulkan --disable-vulkan-surface --disable-gpu-compositing --disable-gpu-rasterization --disable-accelerated-2d-canvas"
+if [ -n "${WGATTN_CHROMIUM:-}" ]; then  # inside `bench/devcarry.py run --`: its Chromium, loader and fonts
+  # ANGLE and Dawn load libvulkan.so.1 from beside the binary; Debian's is the one that worked on the H100.
+  beside=$(dirname "$WGATTN_CHROMIUM")/libvulkan.so.1
+  [ -e "$beside.chromium" ] || { cp "$beside" "$beside.chromium" 2>/dev/null; cp -L "$WGATTN_VULKAN_FALLBACK" "$beside"; }
+  chromium_gpu_start() {
+    # shellcheck disable=SC2086
+    LD_LIBRARY_PATH=$WGATTN_CHROMIUM_LIBS:$LD_LIBRARY_PATH "$WGATTN_CHROMIUM" --headless=new --no-sandbox \
+      --remote-debugging-port=9222 --user-data-dir="$(mktemp -d)" --enable-unsafe-webgpu $nvidia_flags --no-first-run \
+      --disable-background-networking --disable-component-update "$@" about:blank > /tmp/chromium-gpu.log 2>&1 &
+    local pid=$!
+    for _ in $(seq 1 40); do python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9222/json/version', timeout=1)" 2>/dev/null && break; sleep 0.5; done
+    echo "$pid"
+  }
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$out/nvidia-smi.txt" 2>&1
+elif [ -n "${SMX_CHROMIUM:-}" ]; then  # a local dry run with this Chromium (no GPU: it reports so)
   chromium_gpu_start() {
     "$SMX_CHROMIUM" --headless=new --no-sandbox --remote-debugging-port=9222 --user-data-dir="$(mktemp -d)" \
       --enable-unsafe-webgpu --disable-background-networking --disable-component-update --no-first-run \

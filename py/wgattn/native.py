@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from . import interfaces, precision
+from . import interfaces, precision, protocol
 from .errors import AdapterError, CompileError, DoesNotFit
 from .plan import Plan
 from .registry import Kernel, load, shader_dir
@@ -28,6 +28,7 @@ __all__ = [
     "AdapterError",
     "NativeRuntime",
     "RunResult",
+    "TimedPlans",
     "runtime",
     "implementations",
     "sdpa",
@@ -244,12 +245,14 @@ class NativeRuntime:
         if why:
             raise DoesNotFit(why)
 
-    def _upload(self, plan: Plan):
-        """Buffers (filled), pipelines and bind groups for every dispatch of the plan."""
+    def _upload(self, plan: Plan, trusted: Optional[bool] = None):
+        """Buffers (filled), pipelines and bind groups for every dispatch of the plan; `trusted`
+        (default: the runtime's mode) compiles registered trusted kernels without runtime checks."""
         self.check_plan(plan)
         dev = self.device
+        trusted = self.trusted if trusted is None else trusted
         pipelines = [
-            self._pipeline(d.label, d.source, d.entry_point, d.constants, d.layout, trusted=self.trusted and d.trusted)
+            self._pipeline(d.label, d.source, d.entry_point, d.constants, d.layout, trusted=trusted and d.trusted)
             for d in plan.dispatches
         ]
         buffers = {}
@@ -270,30 +273,34 @@ class NativeRuntime:
         ]
         return buffers, pipelines, groups
 
-    def _submit(self, plan: Plan, pipelines, groups, timed: bool):
-        """Encode and submit every dispatch once; with `timed`, the query buffer of its
-        begin/end timestamps (two per pass)."""
-        dev = self.device
-        n = len(plan.dispatches)
-        if timed:
-            qset = dev.create_query_set(type="timestamp", count=2 * n)
-            qbuf = dev.create_buffer(size=16 * n, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
-        enc = dev.create_command_encoder()
+    def _encode(self, enc, plan: Plan, pipelines, groups, qset=None, first_query: int = 0) -> None:
+        """One compute pass per dispatch of the plan; with a query set, each pass writes its
+        begin and end timestamps from `first_query` on."""
         for i, (d, pipeline, group) in enumerate(zip(plan.dispatches, pipelines, groups)):
-            ts = (
-                {"query_set": qset, "beginning_of_pass_write_index": 2 * i, "end_of_pass_write_index": 2 * i + 1}
-                if timed
-                else None
-            )
+            ts = None
+            if qset is not None:
+                q = first_query + 2 * i
+                ts = {"query_set": qset, "beginning_of_pass_write_index": q, "end_of_pass_write_index": q + 1}
             cpass = enc.begin_compute_pass(label=d.label, timestamp_writes=ts)
             cpass.set_pipeline(pipeline)
             cpass.set_bind_group(0, group)
             cpass.dispatch_workgroups(*d.workgroups)
             cpass.end()
-        if timed:
+
+    def _submit(self, plan: Plan, pipelines, groups, timed: bool):
+        """Encode and submit every dispatch once; with `timed`, the query buffer of its
+        begin/end timestamps (two per pass)."""
+        dev = self.device
+        n = len(plan.dispatches)
+        qset = dev.create_query_set(type="timestamp", count=2 * n) if timed else None
+        enc = dev.create_command_encoder()
+        self._encode(enc, plan, pipelines, groups, qset)
+        qbuf = None
+        if qset is not None:
+            qbuf = dev.create_buffer(size=16 * n, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
             enc.resolve_query_set(qset, 0, 2 * n, qbuf, 0)
         dev.queue.submit([enc.finish()])
-        return qbuf if timed else None
+        return qbuf
 
     def _gpu_ms(self, qbuf, n: int) -> float:
         stamps = struct.unpack(f"<{2 * n}Q", bytes(self.device.queue.read_buffer(qbuf)))
@@ -311,27 +318,56 @@ class NativeRuntime:
             timings["gpu_ms"] = self._gpu_ms(qbuf, len(plan.dispatches))
         return RunResult(outputs=plan.unpack(raw), raw=raw, timings=timings)
 
-    def time(self, plan: Plan, runs: int = 10, warmup: int = 2) -> Tuple[str, list]:
-        """Dispatch the plan `warmup` + `runs` times on inputs uploaded once: ("gpu", per-run
-        milliseconds from timestamp queries, every pass summed) where the adapter has them,
-        else ("wall", submit-to-idle milliseconds)."""
-        if runs < 1 or warmup < 0:
-            raise ValueError(f"runs must be >= 1 and warmup >= 0, got {runs} and {warmup}")
-        buffers, pipelines, groups = self._upload(plan)
-        timed = "timestamp-query" in self.features
-        fence = None if timed else self.device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
-        samples = []
-        for r in range(warmup + runs):
-            t0 = time.perf_counter()
-            qbuf = self._submit(plan, pipelines, groups, timed)
-            if timed:
-                ms = self._gpu_ms(qbuf, len(plan.dispatches))  # the read waits for the work
-            else:
-                self.device.queue.read_buffer(fence)  # waits for the submission before it
-                ms = (time.perf_counter() - t0) * 1e3
-            if r >= warmup:
-                samples.append(ms)
-        return ("gpu" if timed else "wall"), samples
+    def timing(self, plans: List[Plan], trusted: Optional[bool] = None) -> "TimedPlans":
+        """The plans of one timed run, uploaded once, for wgattn.protocol.measure (which warms,
+        calibrates and interleaves them with the rest of their series)."""
+        return TimedPlans(self, plans, self.trusted if trusted is None else trusted)
+
+
+class TimedPlans(protocol.Timed):
+    """One run of a benchmark job (every dispatch of `plans`, in order) on inputs uploaded once.
+    A sample is one submission of `reps` runs: per-run milliseconds from timestamp queries (every
+    pass's end minus its begin, summed) where the adapter has them, else from the host clock
+    (submit to idle), over `reps`."""
+
+    def __init__(self, rt: NativeRuntime, plans: List[Plan], trusted: bool):
+        self.rt = rt
+        self.uploaded = [(p, *rt._upload(p, trusted)[1:]) for p in plans]
+        self.passes = sum(len(p.dispatches) for p in plans)
+        self.timer = "gpu" if "timestamp-query" in rt.features else "wall"
+        self.resolution_ns = 0.0 if self.timer == "gpu" else time.get_clock_info("perf_counter").resolution * 1e9
+        self._queries: Dict[int, tuple] = {}  # query count -> (query set, resolve buffer)
+        self._fence = rt.device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
+
+    def sample(self, reps: int) -> Tuple[float, List[int]]:
+        dev = self.rt.device
+        count = 2 * self.passes * reps
+        if self.timer == "gpu" and count > protocol.MOST_QUERIES:
+            raise ValueError(f"{reps} reps of {self.passes} passes need {count} timestamps; at most {protocol.MOST_QUERIES}")
+        qset = qbuf = None
+        if self.timer == "gpu":
+            if count not in self._queries:
+                self._queries[count] = (
+                    dev.create_query_set(type="timestamp", count=count),
+                    dev.create_buffer(size=8 * count, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC),
+                )
+            qset, qbuf = self._queries[count]
+        enc = dev.create_command_encoder()
+        q = 0
+        for _ in range(reps):
+            for plan, pipelines, groups in self.uploaded:
+                self.rt._encode(enc, plan, pipelines, groups, qset, q)
+                q += 2 * len(plan.dispatches)
+        if qset is not None:
+            enc.resolve_query_set(qset, 0, count, qbuf, 0)
+        t0 = time.perf_counter()
+        dev.queue.submit([enc.finish()])
+        if qbuf is None:
+            dev.queue.read_buffer(self._fence)  # waits for the submission before it
+            return (time.perf_counter() - t0) * 1e3 / reps, []
+        stamps = struct.unpack(f"<{count}Q", bytes(dev.queue.read_buffer(qbuf)))  # the read waits for the work
+        ns = sum(e - s for s, e in zip(stamps[::2], stamps[1::2]))
+        return ns / 1e6 / reps, list(stamps)
 
 
 _RUNTIME: Optional[NativeRuntime] = None

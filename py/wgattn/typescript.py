@@ -18,7 +18,7 @@ import sys
 import typing
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import bench, conformance, live, localise, pictures, plan, precision, target
+from . import bench, conformance, live, localise, pictures, plan, precision, protocol, target
 from .interfaces import config
 from .page import PageSession, grid, replies
 
@@ -57,7 +57,11 @@ WIRE: List[Tuple[str, Any]] = [
     ("BenchRecord", bench.Record),
     ("BenchJob", replies.BenchItem),
     ("BenchSkip", replies.BenchSkip),
+    ("BenchProtocol", protocol.Protocol),
+    ("BenchSeries", replies.BenchSeries),
     ("BenchStart", replies.BenchStart),
+    ("BenchWarm", replies.BenchWarm),
+    ("BenchCalibration", replies.BenchCalibration),
     ("BenchPlan", replies.BenchPlan),
     ("BenchPlanned", replies.BenchPlanned),
     ("BenchSkipped", replies.BenchSkipped),

@@ -1,14 +1,16 @@
 """What the page's session answers, as typed shapes: the one declaration of each, from which
 static/wire.d.ts (the page's TypeScript) is generated (wgattn.typescript). The shapes of the plan
 (wgattn.plan), the target (wgattn.target), the catalogue (wgattn.live), the judged rows
-(wgattn.conformance, wgattn.page.grid), the probe (wgattn.precision) and the benchmark's record
-(wgattn.bench.Record) are declared where they are made."""
+(wgattn.conformance, wgattn.page.grid), the probe (wgattn.precision), the benchmark's record
+(wgattn.bench.Record) and its protocol (wgattn.protocol.Protocol) are declared where they are
+made."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, TypedDict, Union
 
 from ..plan import PlanJson
+from ..protocol import Protocol
 from ..tolerance import Pair
 
 __all__ = [
@@ -23,7 +25,10 @@ __all__ = [
     "GridStart",
     "BenchSkip",
     "BenchItem",
+    "BenchSeries",
     "BenchStart",
+    "BenchWarm",
+    "BenchCalibration",
     "BenchPlan",
     "BenchPlanned",
     "BenchSkipped",
@@ -136,19 +141,44 @@ class BenchItem(TypedDict):
     plans: int  # plans per timed run (Interface.bench_plans)
 
 
+class BenchSeries(TypedDict):
+    """The jobs timed together, interleaved (wgattn.protocol): every impl at one shape."""
+
+    shape: List[int]  # B, H, S, D
+    jobs: List[int]  # indices into BenchStart.jobs
+
+
 class BenchStart(TypedDict):
-    """PageSession.bench_start: the jobs, the baseline and the limits the request met."""
+    """PageSession.bench_start: the jobs in their series, the baseline, the protocol they follow
+    and the limits the request met."""
 
     bench: int
     op: str
     baseline: str
     impls: List[str]
-    runs: int
-    warmup: int
     seq_lens: List[int]
+    protocol: Protocol
+    repeat: int  # each series timed this many times back to back
     jobs: List[BenchItem]
+    series: List[BenchSeries]
+    stamps_kept: int  # timestamps per sample to send with a record (the timer's resolution)
     skipped: List[BenchSkip]
     limits: Dict[str, Any]
+
+
+class BenchWarm(TypedDict):
+    """PageSession.bench_warm: whether to stop warming, and whether the warm-up settled."""
+
+    done: bool
+    warmed: bool
+
+
+class BenchCalibration(TypedDict):
+    """PageSession.bench_calibrate: per entry of a series, dispatches per sample and its timer's
+    resolution (ns)."""
+
+    reps: List[int]
+    resolution_ns: List[float]
 
 
 class BenchPlanned(Prepared):

@@ -232,15 +232,16 @@ class PageSession:
 
     def bench_start(self, request_json: str) -> str:
         """The request checked and its jobs listed (wgattn.page.bench_jobs.start): JSON {"bench",
-        "op", "baseline", "impls", "runs", "warmup", "seq_lens", "jobs", "skipped", "limits"}.
-        One benchmark at a time: the previous one, and its plans, are freed."""
+        "op", "baseline", "impls", "seq_lens", "protocol", "repeat", "jobs", "series",
+        "stamps_kept", "skipped", "limits"} (BenchStart). One benchmark at a time: the previous
+        one, and its plans, are freed."""
         bench_id = self._new_id()
         job, reply = bench_jobs.start(request_json, self.target, bench_id)
         for old in list(self._benches):
             self.release(old)
         if job.left:  # a benchmark with every impl skipped is finished already
             self._benches[bench_id] = job
-        return json.dumps(reply)
+        return json.dumps(wire.jsonable(reply))
 
     def _bench(self, bench_id: int) -> BenchJob:
         if bench_id not in self._benches:
@@ -263,6 +264,7 @@ class PageSession:
         plan = plans[plan_index]
         run = self._new_id()
         self._runs[run] = BenchRun(bench_id, plan)
+        bench_jobs.handed_out(job, index, plan_index)
         planned: BenchPlanned = {"run": run, "plan": plan.to_js(), "count": len(plans)}
         return json.dumps(planned)
 
@@ -270,11 +272,24 @@ class PageSession:
         """Forget a timed plan (its bytes are on the GPU already)."""
         self.release(run)
 
-    def bench_record(self, bench_id: int, index: int, samples_json: str, timer: str, adapter: str) -> str:
-        """The record of job `index` from its per-run milliseconds: JSON of `wgattn bench
+    def bench_schedule(self, bench_id: int, n_entries: int) -> str:
+        """JSON: the order of every round of a series of `n_entries` (wgattn.protocol.schedule)."""
+        return json.dumps(bench_jobs.schedule(self._bench(bench_id), n_entries))
+
+    def bench_warm(self, bench_id: int, state_json: str) -> str:
+        """After a warm-up round: JSON {"done", "warmed"} (wgattn.page.bench_jobs.warm)."""
+        return json.dumps(bench_jobs.warm(self._bench(bench_id), state_json))
+
+    def bench_calibrate(self, bench_id: int, state_json: str) -> str:
+        """After the warm-up: JSON {"reps", "resolution_ns"} per entry (bench_jobs.calibrate)."""
+        return json.dumps(bench_jobs.calibrate(self._bench(bench_id), state_json))
+
+    def bench_record(self, bench_id: int, index: int, payload_json: str) -> str:
+        """The record of job `index` from what the page measured: JSON of `wgattn bench
         --json`'s shape (wgattn.page.bench_jobs.record)."""
-        rec = bench_jobs.record(self._bench(bench_id), index, samples_json, timer, adapter)
-        self._settle(bench_id, index)
+        rec, last = bench_jobs.record(self._bench(bench_id), index, payload_json)
+        if last:
+            self._settle(bench_id, index)
         return json.dumps(rec)
 
     def _settle(self, bench_id: int, index: int) -> None:

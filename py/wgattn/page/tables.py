@@ -9,9 +9,11 @@ from typing import ClassVar, Dict, List, Optional, Set, Tuple, Union
 
 import numpy as np
 
+from ..bench import RunInfo
 from ..interfaces import Case, Interface
 from ..live import Live
 from ..plan import Plan
+from ..protocol import Protocol
 from ..registry import Kernel
 from .replies import BenchItem, OutputPair
 
@@ -86,11 +88,16 @@ class GridJob:
 
 @dataclass
 class BenchJob:
-    """A benchmark's jobs; the plans of the job being timed are kept until it is recorded."""
+    """A benchmark's jobs, grouped in series (job indices timed together); the plans of the job
+    being handed to the page are kept until its last plan is."""
 
     items: List[BenchItem]
-    runs: int
+    protocol: Protocol
+    repeat: int  # each series timed this many times back to back
+    info: RunInfo  # what every record of this benchmark shares (runtime, browser, time)
+    series: List[List[int]]
     cache: Optional[Tuple[int, List[Plan]]] = None  # (job index, its plans)
+    configs: Dict[int, str] = field(default_factory=dict)  # job index -> the tile that ran, once its plans are built
     left: Set[int] = field(default_factory=set)  # jobs neither recorded nor skipped: none left frees it
 
     def __post_init__(self) -> None:
