@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from wgattn import bench, native, protocol, registry
-from wgattn.interfaces import module
+from wgattn import bench, interfaces, native, protocol, registry
 
 
 def main() -> None:
@@ -31,14 +30,17 @@ def main() -> None:
     kernel = registry.load().kernel(args.kernel)
     shape = bench.parse_shape(args.shape)
     tiles = [{k: int(v) for k, v in (p.split("=") for p in t.split(","))} for t in args.tiles] or [dict(t) for t in kernel.tiles]
-    (case,) = bench._cases(args.kernel, args.op, shape, args.causal, 0)
+    iface = interfaces.of(kernel)
+    (case,) = iface.bench_cases(bench.dense_inputs(args.op, shape), args.causal)
     flop = bench.flops(args.op, shape, args.causal)
     print(f"{args.kernel} {shape}{' causal' if args.causal else ''} on {rt.name}, trusted={rt.trusted}")
     labels, entries = [], []
     for tile in tiles:
         label = ",".join(f"{k}={v}" for k, v in tile.items())
         try:
-            plan = module(kernel.interface.name).plan(kernel, case, overrides=tile)
+            plan = iface.plan(kernel, case, rt.target, overrides=tile)
+            if plan.unavailable:
+                raise ValueError(plan.unavailable)
             entries.append(rt.timing([plan]))
         except ValueError as exc:
             print(f"  {label:28s} skip: {str(exc)[:150]}")

@@ -12,8 +12,8 @@ import pytest
 from png import colours
 
 from pagetools import ROOT, in_progress, wait_for_status
-from wgattn import bench, pictures, registry
-from wgattn.interfaces import flash_fwd, module
+from wgattn import bench, interfaces, pictures, registry
+from wgattn.interfaces.flash_fwd import INTERFACE as flash_fwd
 
 REG = registry.load()
 SHOTS = ROOT / "test-results" / "screenshots"
@@ -78,7 +78,7 @@ def test_every_kernel_live_in_the_browser(live):
     features = page.evaluate("window.wgattn.results.adapter.features")
     runs = page.evaluate("window.wgattn.results.runs")[-len(REG.kernels) :]
     assert [r["kernel"] for r in runs] == list(REG.kernels)
-    outputs = {k.interface.name: set(module(k.interface.name).OUTPUTS) for k in REG.kernels.values()}
+    outputs = {k.interface: set(interfaces.of(k).OUTPUTS) for k in REG.kernels.values()}
     for r in runs:
         kernel = REG.kernel(r["kernel"])
         lacking = [f for f in kernel.requires if f not in features]
@@ -87,7 +87,7 @@ def test_every_kernel_live_in_the_browser(live):
         want_runtimes = (
             [("pyodide", "native")] if lacking else [("browser", "pyodide"), ("browser", "native"), ("pyodide", "native")]
         )
-        assert got == {(a, b, o) for a, b in want_runtimes for o in outputs[kernel.interface.name]}, r["kernel"]
+        assert got == {(a, b, o) for a, b in want_runtimes for o in outputs[kernel.interface]}, r["kernel"]
         assert all(p["pass"] for p in r["pairs"]), (r["kernel"], r["pairs"])
         assert r["pass"] is True, r
         if lacking:
@@ -105,7 +105,7 @@ def test_every_kernel_live_in_the_browser(live):
             const heat = JSON.parse(p.heatmap(run, 0));
             return [heat.width * heat.height, ...outputs.map((o) => JSON.parse(p.error_map(run, o, a, b, 0)).over)];
         }""",
-            [r["run"], sorted(outputs[REG.kernel(r["kernel"]).interface.name]), *pair],
+            [r["run"], sorted(outputs[REG.kernel(r["kernel"]).interface]), *pair],
         )
         assert drawn[0] > 0 and drawn[1:] == [0] * (len(drawn) - 1), (r["kernel"], drawn)
     assert errors == []
@@ -261,5 +261,5 @@ def test_a_dropped_bench_json_is_charted(live):
 def test_a_bad_url_says_why_and_the_page_still_works(page, server):
     page.goto(f"{server}/?kernel=varlen_fwd.seed&window_left=3")
     assert wait_for_status(page) == "error"
-    assert "window_left does not apply to varlen_fwd" in page.inner_text("#message")
+    assert "unknown config field(s) ['window_left'] for varlen_fwd" in page.inner_text("#message")
     assert page.is_enabled("#run") and page.is_enabled("#grid-run")

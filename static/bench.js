@@ -15,20 +15,11 @@ import { $, errorText, pyError, row, svgEl } from "./dom.js";
 import { Executor, adapterWords, planBytes } from "./webgpu.js";
 
 /**
- * The benchmark's shapes, as wgattn.page.bench_* writes them (records: `wgattn bench --json`'s).
+ * The benchmark's shapes that Python makes (BenchStart, BenchJob, BenchPlan, BenchWarm,
+ * BenchCalibration, BenchRecord: `wgattn bench --json`'s records) are declared in wire.d.ts,
+ * generated from the Python.
  * @typedef {{ op: string, impls: string, B: string, H: string, D: string, seq_lens: string, causal: boolean,
  *   rounds: string, warmup_s: string, repeat: string }} BenchRequest the form's fields, as typed: Python checks them
- * @typedef {{ index: number, op: string, impl: string, shape: number[], causal: boolean }} BenchJob
- * @typedef {{ rounds: number, warmup_s: number }} Protocol the knobs of wgattn.protocol.Protocol the page shows
- * @typedef {{ bench: number, op: string, baseline: string, impls: string[], protocol: Protocol, repeat: number,
- *   jobs: BenchJob[], series: Array<{ shape: number[], jobs: number[] }>, stamps_kept: number,
- *   skipped: Array<{ impl: string, reason: string }> }} BenchStart
- * @typedef {{ op: string, impl: string, shape: number[], causal: boolean, dtype: string, runtime: string, mode: string,
- *   config: string, adapter: string, browser: string, flags: string[], median_ms: number, tflops: number,
- *   min_ms: number, q1_ms: number, q3_ms: number, max_ms: number, spread: number, wide: boolean, rounds: number,
- *   reps: number, warmup_s: number, warmed: boolean, timer: string, timer_resolution_ns: number, repeat: number,
- *   time: string, commit: string }} BenchRecord
- * @typedef {{ skipped: string } | { run: number, plan: import("./webgpu.js").Plan, count: number, skipped?: undefined }} BenchPlan
  * @typedef {"idle" | "running" | "done" | "error" | "cancelled"} BenchStatus
  * @typedef {{ status: BenchStatus, records: BenchRecord[], skipped: Array<{ impl: string, shape: number[] | null, reason: string }>,
  *   failed: string[], error: string | null, request: BenchRequest | null, imported: BenchRecord[], cancel: boolean,
@@ -108,7 +99,7 @@ function stopIfCancelled() {
   if (benchState.cancel) throw Object.assign(new Error("cancelled"), { name: "Cancelled" });
 }
 
-/** Upload one job's plans (Python builds them, the executor checks and uploads them; Python
+/** Upload one job's plans (Python builds them and says whether this device can run them, the executor uploads them; Python
  * forgets them once they are on the GPU).
  * @param {import("./main.js").ReadyContext} ctx
  * @param {Executor} executor
@@ -120,15 +111,15 @@ async function uploadJob(ctx, executor, start, job) {
   /** @type {number[]} */
   const runs = [];
   try {
-    /** @type {Array<{ plan: import("./webgpu.js").Plan, initial: import("./webgpu.js").InitialBytes }>} */
+    /** @type {Array<{ plan: Plan, initial: import("./webgpu.js").InitialBytes }>} */
     const items = [];
     for (let p = 0, count = 1; p < count; p++) {
       /** @type {BenchPlan} */
       const prep = JSON.parse(page.bench_plan(start.bench, job.index, p));
-      if (prep.skipped !== undefined) return { skipped: prep.skipped };
+      if ("skipped" in prep) return { skipped: prep.skipped };
       count = prep.count;
       runs.push(prep.run);
-      const why = executor.check(prep.plan);
+      const why = prep.plan.unavailable;  // Python's answer for this device (wgattn.target)
       if (why) return { skipped: why };
       items.push({ plan: prep.plan, initial: planBytes(page, prep.run) });
     }
@@ -166,7 +157,7 @@ async function timeSeries(ctx, executor, start, entries, adapter, say) {
     const perRun = entries.map(() => []);
     /** @type {number[][]} */
     const stamps = entries.map(() => []);
-    /** @type {{ done: boolean, warmed: boolean }} */
+    /** @type {BenchWarm} */
     let verdict;
     do {
       let total = 0;
@@ -189,7 +180,7 @@ async function timeSeries(ctx, executor, start, entries, adapter, say) {
       }
     }
     const known = entries.map((e) => (e.timer === "wall" ? clockNs : 0));
-    /** @type {{ reps: number[], resolution_ns: number[] }} */
+    /** @type {BenchCalibration} */
     const cal = JSON.parse(page.bench_calibrate(bench, JSON.stringify({
       per_run: perRun, stamps, passes: entries.map((e) => e.timed.passes), resolution_ns: known })));
     /** @type {number[][]} */
@@ -233,7 +224,7 @@ export async function runBench(ctx, request) {
   /** @type {BenchStart} */
   let start;
   try {
-    start = JSON.parse(page.bench_start(JSON.stringify({ ...request, features: info.features, user_agent: navigator.userAgent })));
+    start = JSON.parse(page.bench_start(JSON.stringify({ ...request, user_agent: navigator.userAgent })));
   } catch (e) {
     setStatus("error", `Benchmark not started: ${pyError(e)}`);
     return benchState.records;

@@ -5,27 +5,24 @@
 import { errorText } from "./dom.js";
 
 /**
- * A dispatch plan as wgattn.plan.Plan.to_js() writes it.
- * @typedef {{ name: string, size: number, usage: "storage" | "uniform", has_data: boolean, read: boolean }} PlanBuffer
- * @typedef {{ label: string, source: string, entry_point: string, constants: Record<string, number>,
- *   bindings: Array<[number, string]>, layout: Array<[number, GPUBufferBindingType]>,
- *   workgroups: [number, number, number], requires?: string[] }} Dispatch
- * @typedef {{ buffers: PlanBuffer[], dispatches: Dispatch[] }} Plan
+ * Plan, Prepared and TargetJson are declared in wire.d.ts, generated from the Python that makes them.
  * @typedef {(name: string) => Uint8Array} InitialBytes a buffer's initial bytes, by name
  * @typedef {{ pipeline: GPUComputePipeline, bindGroupLayout: GPUBindGroupLayout }} Pipeline
  * @typedef {{ wall_ms: number, gpu_ms?: number }} Timings
  * @typedef {{ runtime: "browser", vendor: string, architecture: string, device: string,
  *   description: string, features: string[] }} AdapterInfo
- * @typedef {{ device: GPUDevice, info: AdapterInfo, limits: Record<string, number>, error?: undefined }} Gpu
- * @typedef {{ error: string, device?: undefined, info?: undefined, limits?: undefined }} NoGpu
+ * @typedef {{ device: GPUDevice, info: AdapterInfo, target: TargetJson, error?: undefined }} Gpu
+ * @typedef {{ error: string, device?: undefined, info?: undefined, target?: undefined }} NoGpu
  * @typedef {{ items: Array<{ plan: Plan, pipelines: Pipeline[], groups: GPUBindGroup[] }>, buffers: GPUBuffer[],
  *   passes: number }} TimedPlans plans uploaded once for timing (Executor.prepareTiming)
  */
 
-/** @type {GPUFeatureName[]} */
-const FEATURES = ["shader-f16", "subgroups", "timestamp-query"];
+// The optional features the kernels may need, asked for where the adapter has them (Chromium's
+// experimental subgroup matrices are not in @webgpu/types yet).
+const FEATURES = /** @type {GPUFeatureName[]} */ (["shader-f16", "subgroups", "timestamp-query",
+  "chromium-experimental-subgroup-matrix"]);
 const LIMITS = /** @type {const} */ ([
-  "maxStorageBufferBindingSize", "maxBufferSize", "maxComputeWorkgroupStorageSize",
+  "maxStorageBufferBindingSize", "maxUniformBufferBindingSize", "maxBufferSize", "maxComputeWorkgroupStorageSize",
   "maxComputeInvocationsPerWorkgroup", "maxComputeWorkgroupSizeX",
   "maxComputeWorkgroupsPerDimension", "maxStorageBuffersPerShaderStage",
 ]);
@@ -67,14 +64,24 @@ export async function openDevice(onLost) {
   // Browsers before GPUAdapter.info (Chrome 127) do not name the adapter.
   /** @type {Partial<GPUAdapterInfo>} */
   const i = adapter.info || {};
-  return {
-    device,
-    info: {
-      runtime: "browser", vendor: i.vendor || "", architecture: i.architecture || "",
-      device: i.device || "", description: i.description || "", features: requiredFeatures,
-    },
-    limits: Object.fromEntries(LIMITS.map((k) => [kebab(k), device.limits[k]])),
+  /** @type {AdapterInfo} */
+  const info = {
+    runtime: "browser", vendor: i.vendor || "", architecture: i.architecture || "",
+    device: i.device || "", description: i.description || "", features: requiredFeatures,
   };
+  // What the page's Python plans for and checks against (wgattn.target.Target.from_json): the
+  // device as given, facts only; Python decides what runs.
+  /** @type {{ subgroupMatrixConfigs?: unknown[] }} */
+  const more = /** @type {any} */ (i);
+  /** @type {TargetJson} */
+  const target = {
+    name: `this browser's adapter (${adapterWords(info).join(" ") || "unnamed"})`,
+    words: adapterWords(info),
+    features: requiredFeatures,
+    limits: Object.fromEntries(LIMITS.map((k) => [kebab(k), device.limits[k]])),
+    subgroup_matrix_configs: /** @type {MatrixConfigJson[]} */ (more.subgroupMatrixConfigs || []),
+  };
+  return { device, info, target };
 }
 
 /** The milliseconds the passes of one submission took, from its resolved timestamp pairs.
@@ -249,25 +256,6 @@ export class Executor {
     return { raw, timings };
   }
 
-  /** Why this device cannot run `plan` (features, buffer sizes, grid), or "" when it can.
-   * @param {Plan} plan
-   * @returns {string} */
-  check(plan) {
-    const dev = this.device;
-    for (const d of plan.dispatches) {
-      const missing = (d.requires || []).filter((f) => !dev.features.has(f));
-      if (missing.length) return `${d.label} needs adapter features ${missing.join(", ")}, which this device lacks`;
-      const most = dev.limits.maxComputeWorkgroupsPerDimension;
-      if (d.workgroups.some((n) => n > most)) return `${d.label}: workgroups ${d.workgroups} exceed ${most} per dimension`;
-    }
-    for (const b of plan.buffers) {
-      const most = Math.min(dev.limits.maxBufferSize, b.usage === "uniform"
-        ? dev.limits.maxUniformBufferBindingSize : dev.limits.maxStorageBufferBindingSize);
-      if (b.size > most) return `buffer ${b.name} needs ${b.size} bytes; this device binds at most ${most} per ${b.usage} buffer`;
-    }
-    return "";
-  }
-
   /**
    * Upload plans once for timing (the page's benchmark): their buffers, filled by `initial`,
    * pipelines and bind groups. One timed run dispatches every plan's passes in order.
@@ -388,11 +376,6 @@ export class Executor {
   }
 }
 
-/**
- * A plan the page's Python prepared: `run` numbers it there.
- * @typedef {{ run: number, plan: Plan }} Prepared
- */
-
 /** The initial bytes of run `run`'s buffers, from the Python that built the plan
  * (wgattn.page.plan_bytes): Pyodide's bytes arrive as a proxy, copied out and freed.
  * @param {WgattnPage} page
@@ -408,11 +391,13 @@ export function planBytes(page, run) {
 }
 
 /** Run a plan the page's Python prepared ({run, plan}) and hand every buffer read back to that
- * Python (wgattn.page.add_buffer), which judges them. Returns the executor's {raw, timings}.
+ * Python (wgattn.page.add_buffer), which judges them. Returns the executor's {raw, timings}; a
+ * plan Python found this device cannot run (`plan.unavailable`) throws that reason.
  * @param {Executor} executor
  * @param {WgattnPage} page
  * @param {Prepared} prepared */
 export async function runPrepared(executor, page, prepared) {
+  if (prepared.plan.unavailable) throw new Error(prepared.plan.unavailable);
   const out = await executor.run(prepared.plan, planBytes(page, prepared.run));
   for (const [name, bytes] of Object.entries(out.raw)) page.add_buffer(prepared.run, name, bytes);
   return out;

@@ -69,14 +69,7 @@ def test_json_records(native_runtime, capsys, op):
     assert cli.main(["bench", "--op", op, "--shape", SMALL, "--causal", "--json", *QUICK]) == 0
     records = json.loads(capsys.readouterr().out)
     shape = [1, 2, 64, 16]
-    have = set(native_runtime.features)
-    from wgattn import native
-
-    runnable = [
-        k
-        for k in bench.kernel_impls(op)
-        if all(native._FEATURE_NAMES.get(f, f) in have for f in registry.load().kernel(k).requires)
-    ]
+    runnable = [k for k in bench.kernel_impls(op) if not native_runtime.target.lacks(registry.load().kernel(k))]
     # Each kernel in both modes when it is registered as trusted, checked only otherwise.
     want = [(k, m) for k in runnable for m in bench.MODES if m == "checked" or registry.load().kernel(k).trusted]
     assert [(r["impl"], r["mode"]) for r in records if r["impl"] not in bench.ANCHORS] == want

@@ -1,4 +1,4 @@
-"""PageSession frees what it creates (issue 14): after a live run, a grid, a probe, a benchmark
+"""PageSession frees what it creates: after a live run, a grid, a probe, a benchmark
 or an abandoned run it holds nothing but the bounded finished runs kept for their pictures; a new
 grid or benchmark frees the last; sessions share nothing; a freed or unknown id is a ValueError
 naming it."""
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from helpers import browser_stand_in
+from helpers import browser_stand_in, session_on
 from wgattn.page import PageSession
 
 NOTHING = {"live": 0, "grid": 0, "probe": 0, "bench": 0, "grid_jobs": 0, "bench_jobs": 0, "finished": 0}
@@ -24,7 +24,7 @@ def _grid(page, interface="sdpa_arena"):
 
 
 def test_a_live_run_leaves_only_its_finished_run(native_runtime):
-    page = PageSession()
+    page = session_on(native_runtime)
     run = _prepare(page)
     assert page.held() == dict(NOTHING, live=1)
     browser_stand_in(page, run, native_runtime)
@@ -65,7 +65,7 @@ def test_an_aborted_run_is_released():
 
 
 def test_a_full_grid_frees_its_job(native_runtime):
-    page = PageSession()
+    page = session_on(native_runtime)
     start = _grid(page)
     assert start["items"] and page.held() == dict(NOTHING, grid_jobs=1)
     for i in range(len(start["items"])):
@@ -97,7 +97,7 @@ def test_a_new_grid_frees_the_last_job_and_its_runs():
 
 
 def test_the_probe_frees_its_run(native_runtime):
-    page = PageSession()
+    page = session_on(native_runtime)
     run = json.loads(page.probe_prepare())["run"]
     browser_stand_in(page, run, native_runtime)
     page.probe_judge(run, "{}")

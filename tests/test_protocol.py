@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 
+from helpers import TARGET
 from wgattn import bench, protocol
 from wgattn.page import bench_jobs
 
@@ -147,7 +148,7 @@ def test_the_page_and_cpython_write_the_same_record_from_the_same_samples():
     """One function computes a record's statistics on both sides (the page's Python calls it)."""
     request = {"op": "fwd", "impls": "flash_fwd.tiled", "B": 1, "H": 2, "D": 16, "seq_lens": "64", "causal": True, "rounds": 5}
     request["user_agent"] = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/156.0.0.0"
-    job, reply = bench_jobs.start(json.dumps(request))
+    job, reply = bench_jobs.start(json.dumps(request), TARGET, bench_id=1)
     samples = [1.2, 1.0, 1.1, 1.4, 1.05]
     payload = {"samples": samples, "stamps": [0, 1024, 4096], "reps": 3, "warmup_s": 2.5, "warmed": True, "timer": "gpu"}
     page, last = bench_jobs.record(job, 0, json.dumps(dict(payload, adapter="a (browser WebGPU)")))

@@ -15,10 +15,10 @@ sys.path.insert(0, str(ROOT / "bench" / "smx_attention"))
 
 import smx_plan  # noqa: E402
 
+from wgattn import interfaces  # noqa: E402
 from wgattn.conformance import judged_case  # noqa: E402
-from wgattn.errors import DoesNotFit  # noqa: E402
-from wgattn.interfaces import flash_fwd  # noqa: E402
-from wgattn.registry import _evaluate  # noqa: E402
+from wgattn.expr import evaluate  # noqa: E402
+from wgattn.target import WEBGPU_LIMITS, Target  # noqa: E402
 
 H100 = [  # what Chromium lists on the H100 with f16 on (ENVIRONMENT.md)
     {"componentType": "f16", "resultComponentType": "f32", "M": 16, "N": 16, "K": 16},
@@ -47,25 +47,26 @@ def test_no_f16_to_f32_config_is_refused_with_what_the_adapter_lists():
         smx_plan.choose_config([])
 
 
-def _int_expr(wgsl: str) -> str:
-    """A WGSL u32 expression in the registry's expression language."""
-    return re.sub(r"\b(\d+)u\b", r"\1", wgsl).replace("/", "//")
-
-
 def _workgroup_bytes(source: str, knobs: dict) -> int:
-    """Bytes of the WGSL's var<workgroup> declarations, its consts and overrides substituted."""
+    """Bytes of the WGSL's var<workgroup> declarations, its consts and overrides substituted
+    (written out here, apart from wgattn.wgsl's reader, to check it on nested arrays)."""
     names = dict(knobs)
     for name, value in re.findall(r"const (\w+): u32 = ([^;]+);", source):
-        names[name] = _evaluate(_int_expr(value), names)
+        names[name] = evaluate(value, names)
     sizes = {"vec4<f16>": 8, "vec4<f32>": 16, "atomic<u32>": 4}
     total = 0
     for decl in re.findall(r"var<workgroup> \w+: ([^;]+);", source):
         m = re.fullmatch(r"array<array<(vec4<f\d+>), ([^>]+)>, ([^>]+)>", decl)
         if m:
-            total += sizes[m.group(1)] * _evaluate(_int_expr(m.group(2)), names) * _evaluate(_int_expr(m.group(3)), names)
+            total += sizes[m.group(1)] * evaluate(m.group(2), names) * evaluate(m.group(3), names)
         else:
             total += sizes[decl]
     return total
+
+
+def _target(storage: int) -> Target:
+    limits = {**WEBGPU_LIMITS, "max-compute-workgroup-storage-size": storage, "max-compute-invocations-per-workgroup": 1024}
+    return Target(features=frozenset(("shader-f16", "subgroups", "chromium-experimental-subgroup-matrix")), limits=limits)
 
 
 @pytest.mark.parametrize("kind", smx_plan.KINDS)
@@ -74,34 +75,29 @@ def _workgroup_bytes(source: str, knobs: dict) -> int:
 def test_storage_budget_is_what_the_wgsl_declares(cfg, kind, head_dim):
     k = smx_plan.kernel(cfg, 32 if cfg[0] == 16 else 8, kind=kind)
     sizes = {"head_dim": head_dim}
-    limits = {"max_wg_storage": 1 << 20, "max_invocations": 1024, "cpu": 0}
-    knobs = k.knobs(sizes, limits=limits)
-    knobs.update(DP=knobs["DP"], SB=knobs["BC"] // cfg[1], PB=knobs["BC"] // cfg[2])
+    fit = k.fit(sizes, _target(1 << 20))
+    knobs = dict(fit.knobs, SB=fit.knobs["BC"] // cfg[1], PB=fit.knobs["BC"] // cfg[2])
     knobs.update(DK=knobs["DP"] // cfg[2], DN=knobs["DP"] // cfg[1])
-    source = k.source(sizes)
-    assert _evaluate(k.storage, {**sizes, **knobs}) == _workgroup_bytes(source, knobs)
+    assert fit.storage == _workgroup_bytes(k.source(sizes), knobs)
 
 
 @pytest.mark.parametrize("kind", smx_plan.KINDS)
 def test_every_grid_case_gets_a_plan_or_a_clear_refusal(kind):
-    from wgattn.registry import set_target_limits, target_limits
-
-    saved = target_limits()
-    set_target_limits(49152, 1024)
-    try:
-        k = smx_plan.kernel((16, 16, 16), 32, kind=kind)
-        for case in flash_fwd.conformance_cases():
-            c = judged_case(k, case)
-            try:
-                plan = smx_plan.f16_plan(k, c) if kind.startswith(("staged16", "direct")) else flash_fwd.plan(k, c)
-            except DoesNotFit as e:
-                assert "no tile shape fits" in str(e)
-                continue
-            main = plan.dispatches[-1]
-            assert main.entry_point == "flash_fwd"
-            assert main.constants["WG"] == main.constants["RB"] * 32  # a subgroup per row block
-    finally:
-        set_target_limits(saved["max_wg_storage"], saved["max_invocations"], bool(saved["cpu"]))
+    flash_fwd = interfaces.get("flash_fwd")
+    k = smx_plan.kernel((16, 16, 16), 32, kind=kind)
+    target = _target(49152)
+    for case in flash_fwd.conformance_cases():
+        c = judged_case(k, case)
+        if kind.startswith(("staged16", "direct")):
+            plan = smx_plan.f16_plan(k, c, target)
+        else:
+            plan = flash_fwd.plan(k, c, target)
+        if plan.unavailable:
+            assert "no tile shape fits" in plan.unavailable and not plan.dispatches
+            continue
+        main = plan.dispatches[-1]
+        assert main.entry_point == "flash_fwd"
+        assert main.constants["WG"] == main.constants["RB"] * 32  # a subgroup per row block
 
 
 def test_subgroup_too_small_for_the_fragment_rows_is_refused():

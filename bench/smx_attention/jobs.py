@@ -1,6 +1,6 @@
 """Jobs for the subgroup-matrix attention harness, and their judgement.
 
-A job file (JSON) holds dispatch plans built by wgattn.interfaces.flash_fwd.plan() for
+A job file (JSON) holds dispatch plans built by the flash_fwd interface's plan() for
 flash_fwd.smx (smx_plan.kernel) in each configuration and variant: correctness plans with their
 input bytes, and timing plans whose q, k, v the executor fills with random numbers on the GPU.
 An executor (smx.js: the bench page in a browser, or testbed.mjs under Node with Dawn) runs them
@@ -30,12 +30,13 @@ sys.path.insert(0, str(HERE))
 
 import smx_plan  # noqa: E402
 
+from wgattn import interfaces  # noqa: E402
 from wgattn.conformance import expected, judge, judged_case  # noqa: E402
 from wgattn.interfaces import Case  # noqa: E402
-from wgattn.interfaces import flash_fwd as ff  # noqa: E402
-from wgattn.interfaces._varlen import random_packed  # noqa: E402
-from wgattn.registry import set_target_limits  # noqa: E402
+from wgattn.target import WEBGPU_LIMITS, Target  # noqa: E402
 from wgattn.wgsl import preprocess  # noqa: E402
+
+ff = interfaces.get("flash_fwd")
 
 # Timed shapes (B, H, S, D), causal, as the issue's targets.
 TIMED: Tuple[Tuple[int, int, int, int], ...] = ((4, 16, 2048, 64), (2, 16, 4096, 128))
@@ -79,18 +80,15 @@ def extra_cases(seed: int = 1) -> List[Case]:
         ("smx-d16-softcap-causal", [(65, 65)], 3, 3, 16, {"softcap": 10.0, "causal": True}, 2.0),
     ]
     for name, seqs, hq, hkv, d, opts, amp in specs:
-        q, k, v, cu_q, cu_k = random_packed(rs, seqs, hq, hkv, d, amp)
-        options = dict(ff.DEFAULT_OPTIONS)
-        options.update(opts)
-        cases.append(Case(name, {"q": q, "k": k, "v": v, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}, options))
+        case = ff.grid_case(rs, name, seqs, hq, hkv, d, opts, amp)  # drawn as the grid's rows are
+        cases.append(Case(name, case.inputs, case.options))
     # Rising scores: q = 1, k_j = j * 0.08 (times noise in (0.9, 1.1)): s_ij grows ~0.08*D/sqrt(D) a key.
-    seqs = [(96, 256)]
-    q, k, v, cu_q, cu_k = random_packed(rs, seqs, 2, 1, 64, 1.0)
-    q = np.ones_like(q)
+    t = ff.grid_case(rs, "rising", [(96, 256)], 2, 1, 64, {}, 1.0).inputs
+    k = t["k"]
     ramp = (np.arange(k.shape[0], dtype=np.float32) * 0.08)[:, None, None]
     k = (ramp * rs.uniform(0.9, 1.1, size=k.shape)).astype(np.float32)
-    options = dict(ff.DEFAULT_OPTIONS)
-    cases.append(Case("smx-rising-scores-d64", {"q": q, "k": k, "v": v, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}, options))
+    q = np.ones_like(t["q"])
+    cases.append(ff.case_from_reference(q, k, t["v"], t["cu_seqlens_q"], t["cu_seqlens_k"], name="smx-rising-scores-d64"))
     return cases
 
 
@@ -111,13 +109,25 @@ def correctness_cases(which: str = "all") -> List[Case]:
     return cases
 
 
-def _plan_job(name: str, kern, case: Case, overrides: Optional[Mapping[str, float]], with_bytes: bool) -> Dict[str, Any]:
+def target(storage: int) -> Target:
+    """An adapter with subgroup matrices, `storage` bytes of workgroup storage and 1024
+    invocations a workgroup (the matrix configuration is the kernel's: smx_plan.kernel)."""
+    limits = {**WEBGPU_LIMITS, "max-compute-workgroup-storage-size": storage, "max-compute-invocations-per-workgroup": 1024}
+    features = frozenset(("shader-f16", "subgroups", "chromium-experimental-subgroup-matrix"))
+    return Target(features=features, limits=limits, name=f"an adapter with {storage} bytes of workgroup storage")
+
+
+def _plan_job(
+    name: str, kern, case: Case, tgt: Target, overrides: Optional[Mapping[str, float]], with_bytes: bool
+) -> Dict[str, Any]:
     if kern.defines.get("KV_F16"):
         if overrides:
             kern = replace(kern, overrides={**kern.overrides, **overrides})
-        plan = smx_plan.f16_plan(kern, case)
+        plan = smx_plan.f16_plan(kern, case, tgt)
     else:
-        plan = ff.plan(kern, case, overrides=overrides)  # type: ignore[arg-type]
+        plan = ff.plan(kern, case, tgt, overrides=overrides)  # type: ignore[arg-type]
+    if plan.unavailable:
+        raise ValueError(plan.unavailable)
     js = plan.to_js()
     job: Dict[str, Any] = {"name": name, "plan": js, "outputs": [[o.name, o.buffer, list(o.shape)] for o in plan.outputs]}
     if with_bytes:
@@ -169,7 +179,7 @@ def build(
     variant timed and, in its staged kind, `which` cases; the other configurations with
     OTHER_KINDS, the "auto" variant and the quick cases (a page can narrow further: each
     correctness job says whether it is "quick"). The staged kind carries the GEMM ceiling."""
-    set_target_limits(storage, 1024)
+    tgt = target(storage)
     jobs: Dict[str, Any] = {"configs": [], "subgroup": subgroup, "storage": storage, "timed": [list(s) for s in shapes]}
     quick = {c.name for c in correctness_cases("quick")}
     pairs = [(c, k) for c in configs for k in (kinds if c == configs[0] else [k for k in kinds if k in OTHER_KINDS])]
@@ -186,7 +196,7 @@ def build(
         for case in correctness_cases(which if first and kind == "staged" else "quick"):
             jc = judged_case(kern, case)
             try:
-                job = _plan_job(case.name, kern, jc, {"TPR": tpr} if tpr else None, True)
+                job = _plan_job(case.name, kern, jc, tgt, {"TPR": tpr} if tpr else None, True)
             except ValueError as e:  # a head dim or size this kernel refuses
                 job = {"name": case.name, "refused": str(e)}
             job["quick"] = case.name in quick
@@ -202,7 +212,7 @@ def build(
                 spec = VARIANTS[vname]
                 k2 = smx_plan.kernel(cfg, subgroup, spec.get("tiles"), template, kind)
                 try:
-                    job = _plan_job(f"{vname}:{case.name}", k2, case, spec.get("overrides"), False)
+                    job = _plan_job(f"{vname}:{case.name}", k2, case, tgt, spec.get("overrides"), False)
                 except ValueError as e:
                     job = {"name": f"{vname}:{case.name}", "refused": str(e)}
                 job["variant"], job["shape"] = vname, list(shape)

@@ -1,6 +1,7 @@
 """flash_fwd.smx as a wgattn Kernel (not yet in shaders/manifest.json): which subgroup-matrix
-configuration it takes from an adapter, its tile candidates and their workgroup storage, so that
-wgattn.interfaces.flash_fwd.plan() lays cases out for it exactly as for the registered kernels.
+configuration it takes from an adapter and its tile candidates, so that the flash_fwd interface's
+plan() lays cases out for it exactly as for the registered kernels (the workgroup storage of each
+candidate is read from the WGSL, as for every kernel).
 
 The configuration (M, N, K) is a property of the adapter (GPUAdapterInfo.subgroupMatrixConfigs),
 chosen here at plan time from what it lists; WGSL needs the dimensions as constants, so they
@@ -12,11 +13,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from wgattn.interfaces import flash_fwd as ff
+from wgattn import interfaces
 from wgattn.plan import Buffer, Plan
 from wgattn.registry import Kernel, load
+from wgattn.target import Target
 
-__all__ = ["PREFERRED", "Config", "choose_config", "kernel", "f16_plan", "KINDS", "TILES", "STORAGE", "HEAD_DIM_MAX"]
+__all__ = ["PREFERRED", "Config", "choose_config", "kernel", "f16_plan", "KINDS", "TILES", "HEAD_DIM_MAX"]
 
 Config = Tuple[int, int, int]  # (M, N, K)
 # Where K and V fragments come from: tiles staged in workgroup memory from the f32 inputs, tiles
@@ -40,12 +42,6 @@ TILES: Tuple[Dict[str, int], ...] = (
     {"RB": 2, "BC": 16},
     {"RB": 1, "BC": 16},
 )
-
-# Workgroup bytes of the shader's var<workgroup> arrays (kf, vf, sf, pf, the flag), in the
-# registry's expression language; KP4 = (K + 8) / 4, NP4 = (N + 8) / 4, SP4 = (N + 4) / 4.
-_SP = " + RB * (BC // SN) * SM * ((SN + 4) // 4) * 16 + RB * (BC // SK) * SM * ((SK + 8) // 4) * 8 + 4"
-STORAGE = "BC // SN * (DP // SK) * SN * ((SK + 8) // 4) * 8 + BC // SK * (DP // SN) * SK * ((SN + 8) // 4) * 8" + _SP
-STORAGE_DIRECT = "0" + _SP  # sf, pf and the flag: K and V fragments come from storage
 
 
 def choose_config(offered: Iterable[Mapping[str, object]]) -> Config:
@@ -92,7 +88,6 @@ def kernel(
             f"flash_fwd.smx spreads a row over subgroup_size / M = 1, 2 or 4 invocations; "
             f"subgroup size {subgroup_size} with M = {m} does not fit"
         )
-    iface = load().interface("flash_fwd")
     overrides: Dict[str, object] = {
         "SM": m,
         "SN": n,
@@ -108,7 +103,8 @@ def kernel(
     return Kernel(
         id="flash_fwd.smx",
         template=template,
-        interface=iface,
+        interface="flash_fwd",
+        abi=load().abi("flash_fwd"),
         summary="FlashAttention-2 forward on subgroup matrices (f16 operands, f32 accumulation and softmax)",
         overrides=overrides,  # type: ignore[arg-type]
         requires=("shader-f16", "subgroups", "chromium-experimental-subgroup-matrix"),
@@ -124,21 +120,22 @@ def kernel(
             "PREFETCH": int(kind.endswith("+pf")),
         },
         tiles=tuple(dict(t) for t in (tiles or TILES)),
-        storage=STORAGE_DIRECT if kind == "direct" else STORAGE,
-        caps={"TPR": 4},
-        # BC a multiple of 16 and of 4 * TPR; BC / TPR <= 64 and, prefetching, K/V vec4 per
-        # invocation <= 32 (the WGSL's private arrays)
-        constraints=("BC % 16", "BC // TPR % 4", "max(0, BC // TPR - 64)")
+        # TPR <= 4; BC a multiple of 16 and of 4 * TPR; BC / TPR <= 64 and, prefetching, K/V vec4
+        # per invocation <= 32 (the WGSL's private arrays)
+        constraints=("max(0, TPR - 4)", "BC % 16", "BC // TPR % 4", "max(0, BC // TPR - 64)")
         + (("max(0, ceil_div(BC * DP // 4, WG) - 32)",) if kind.endswith("+pf") else ()),
         grids={"main": {"items": "ceil_div(max_seqlen_q, RB * SM) * batch_size * heads_q", "per_workgroup": "1"}},
     )
 
 
-def f16_plan(k: Kernel, case) -> Plan:
-    """flash_fwd.plan() for the KV_F16 variants, plus what the interface has no place for yet:
-    the f16 copies kh, vh (BC rows of zeros past the last key) and the pass to_f16 that fills
-    them, run before the attention pass."""
-    plan = ff.plan(k, case)
+def f16_plan(k: Kernel, case, target: Target, overrides: Optional[Mapping[str, int]] = None) -> Plan:
+    """The flash_fwd plan on `target` for the KV_F16 variants, plus what the interface has no
+    place for yet: the f16 copies kh, vh (BC rows of zeros past the last key) and the pass to_f16
+    that fills them, run before the attention pass. A plan the target cannot run comes back as
+    it is (`unavailable` says why)."""
+    plan = interfaces.get("flash_fwd").plan(k, case, target, overrides=overrides)
+    if not plan.dispatches:
+        return plan
     (main,) = plan.dispatches
     q = case.inputs["k"]
     total_k, hkv, d = q.shape
@@ -159,8 +156,11 @@ def f16_plan(k: Kernel, case) -> Plan:
         bindings={**k_v, 7: main.bindings[7], **extra},
         layout=[(1, "read-only-storage"), (2, "read-only-storage"), (7, "uniform"), (8, "storage"), (9, "storage")],
         workgroups=wg,
+        workgroup_storage=0,
+        invocations=64,
     )
     plan.dispatches = [conv, main]
+    plan.unavailable = target.why_not(plan)
     return plan
 
 

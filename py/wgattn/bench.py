@@ -1,11 +1,13 @@
 """Benchmarks: the same jobs timed natively (`wgattn bench`), in the page (Pyodide builds the plans
 here, the browser times them) and against the anchors (PyTorch on CUDA, NumPy's reference).
 
-An op is timed on dense (B, H, S, D) problems, Sq = Sk = S, H query and key/value heads:
-    fwd    attention forward: sdpa_arena.seed (seed C's interface) and the flash_fwd kernels
-    bwd    attention backward (dq, dk, dv from dout): the varlen_bwd kernels
+An op is timed on dense (B, H, S, D) problems, Sq = Sk = S, H query and key/value heads, by the
+kernels of every interface that serves it (Interface.bench_op; each lays the dense tensors out
+as its own cases, Interface.bench_cases):
+    fwd    attention forward
+    bwd    attention backward (dq, dk, dv from dout)
     probs  attention probabilities for the last B positions of a history of S keys (seed B's
-           job): attn_probs.seed once per position; batched kernels once for all of them
+           job; an interface taking one position per dispatch times B plans)
 FLOPs follow FlashAttention: forward 4*B*H*S*S*D, halved when causal; backward 2.5x the forward;
 probs 2*B*H*S*D (the scores; every entry of every row is written).
 
@@ -31,9 +33,10 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import protocol, reference, registry
-from .interfaces import Case, flash_fwd, module
+from . import interfaces, protocol, registry
+from .interfaces import Interface
 from .plan import Plan
+from .target import DEFAULT, Target
 
 __all__ = [
     "OPS",
@@ -54,7 +57,6 @@ __all__ = [
 OPS = ("fwd", "bwd", "probs")
 MODES = ("trusted", "checked")
 DEFAULT_SHAPES = {"fwd": [(1, 8, 1024, 64)], "bwd": [(1, 8, 1024, 64)], "probs": [(16, 8, 4096, 64)]}
-_INTERFACES = {"fwd": ("sdpa_arena", "flash_fwd"), "bwd": ("varlen_bwd",), "probs": ("attn_probs", "attn_probs_batched")}
 ANCHORS = ("torch", "numpy")
 
 
@@ -215,19 +217,23 @@ def flops(op: str, shape: Sequence[int], causal: bool) -> float:
 
 def kernel_impls(op: str) -> List[str]:
     """Registered kernels that run `op`, baseline first."""
+    return [k.id for iface in serving(op) for k in iface.kernels()]
+
+
+def serving(op: str) -> List[Interface]:
+    """The interfaces whose kernels time `op`, in the manifest's order (the first's first kernel
+    is the baseline)."""
     if op not in OPS:
         raise ValueError(f"unknown op {op!r}; ops: {list(OPS)}")
-    reg = registry.load()
-    return [k.id for name in _INTERFACES[op] if name in reg.interfaces for k in reg.kernels_of(name)]
+    return [i for i in interfaces.every() if i.bench_op == op]
 
 
 def op_of(impl: str) -> str:
-    """The op a registered kernel is benchmarked as (by its interface)."""
-    iface = registry.load().kernel(impl).interface.name
-    for op, names in _INTERFACES.items():
-        if iface in names:
-            return op
-    raise ValueError(f"kernel {impl!r} (interface {iface}) has no benchmark op; ops: {dict(_INTERFACES)}")
+    """The op a registered kernel is benchmarked as (its interface's bench_op)."""
+    iface = interfaces.of(registry.load().kernel(impl))
+    if iface.bench_op not in OPS:
+        raise ValueError(f"kernel {impl!r} (interface {iface.name}) has no benchmark op; ops: {list(OPS)}")
+    return iface.bench_op
 
 
 def dtype_of(impl: str) -> str:
@@ -277,51 +283,16 @@ def forget_inputs() -> None:
     _INPUTS.clear()
 
 
-def _packed(t: np.ndarray) -> np.ndarray:
-    """[B, H, S, D] -> [B * S, H, D] (the varlen interfaces' token-major packing)."""
-    return np.ascontiguousarray(t.transpose(0, 2, 1, 3).reshape(-1, t.shape[1], t.shape[3]))
-
-
-def _cases(kernel_id: str, op: str, shape: Sequence[int], causal: bool, seed: int) -> List[Case]:
-    b, h, s, d = shape
-    x = dense_inputs(op, shape, seed)
-    iface = kernel_id.split(".", 1)[0]
-    mod = module(iface)
-    if iface == "sdpa_arena":
-        return [mod.case_from_reference(x["q"], x["k"], x["v"], causal=causal)]
-    if iface == "flash_fwd":
-        return [flash_fwd.dense_case(x["q"], x["k"], x["v"], causal=causal)]
-    if iface == "varlen_bwd":
-        cu = np.arange(b + 1, dtype=np.int32) * s
-        rows = np.arange(s, dtype=np.float64)
-        visible = rows + 1 if causal else np.full(s, float(s))
-        lse = np.broadcast_to((np.log(visible) + 0.5)[None, :, None], (b, s, h)).reshape(b * s, h)
-        return [
-            mod.case_from_reference(
-                _packed(x["dout"]),
-                _packed(x["q"]),
-                _packed(x["k"]),
-                _packed(x["v"]),
-                _packed(x["v"]),
-                lse.astype(np.float32),
-                cu,
-                cu,
-                causal=causal,
-            )
-        ]
-    if iface == "attn_probs":
-        return [mod.case_from_reference(x["q"][p], x["k_hist"], pos=s - b + p) for p in range(b)]
-    if iface == "attn_probs_batched":
-        return [mod.case_from_reference(x["q"], x["k_hist"], positions=np.arange(s - b, s))]
-    raise ValueError(f"no benchmark job for kernel {kernel_id!r}")
-
-
-def plans(kernel_id: str, op: str, shape: Sequence[int], causal: bool = False, seed: int = 0) -> List[Plan]:
-    """The plans one timed run of `kernel_id` on the job dispatches (several for a kernel that
-    takes one position per dispatch)."""
+def plans(
+    kernel_id: str, op: str, shape: Sequence[int], causal: bool = False, seed: int = 0, target: Target = DEFAULT
+) -> List[Plan]:
+    """The plans one timed run of `kernel_id` on the job dispatches on `target` (several for a
+    kernel that takes one position per dispatch); their `unavailable` says when it cannot."""
     kernel = registry.load().kernel(kernel_id)
-    mod = module(kernel.interface.name)
-    return [mod.plan(kernel, case) for case in _cases(kernel_id, op, shape, causal, seed)]
+    iface = interfaces.of(kernel)
+    if iface.bench_op != op:
+        raise ValueError(f"no {op} benchmark job for kernel {kernel_id!r}")
+    return [iface.plan(kernel, case, target) for case in iface.bench_cases(dense_inputs(op, shape, seed), causal)]
 
 
 # ---------------------------------------------------------------------------
@@ -375,14 +346,10 @@ def torch_cuda() -> Optional[str]:
 
 
 def _numpy_fn(op: str, shape, causal: bool):
-    x = dense_inputs(op, shape)
-    if op == "fwd":
-        return lambda: reference.sdpa(x["q"], x["k"], x["v"], causal=causal, dtype=np.float32)
-    if op == "probs":
-        b, _, s, _ = shape
-        return lambda: [reference.attention_probs(x["q"][p], x["k_hist"], pos=s - b + p, dtype=np.float32) for p in range(b)]
-    (case,) = _cases("varlen_bwd.seed", op, shape, causal, 0)
-    return lambda: module("varlen_bwd").reference(case, dtype=np.float32)
+    """The reference in float32 on the op's first interface's cases (the baseline's job)."""
+    iface = serving(op)[0]
+    cases = iface.bench_cases(dense_inputs(op, shape), causal)
+    return lambda: [iface.reference(c, dtype=np.float32) for c in cases]
 
 
 class _WallTimed(protocol.Timed):
@@ -467,14 +434,14 @@ def run(
                     cpu.append(_Entry("numpy", "f32", "CPU (NumPy reference, float32)", "numpy", numpy_timed))
                     continue
                 kernel = registry.load().kernel(impl)
-                missing = [r for r in kernel.requires if native._FEATURE_NAMES.get(r, r) not in rt.features]
-                if missing:
-                    log(f"skip {label}: needs adapter features {missing}")
-                    continue
                 try:
-                    job = plans(impl, op, shape, causal)
+                    job = plans(impl, op, shape, causal, target=rt.target)
                 except ValueError as e:
                     log(f"skip {label}: {e}")
+                    continue
+                why = next((p.unavailable for p in job if p.unavailable), "")
+                if why:
+                    log(f"skip {label}: {why}")
                     continue
                 config = " ".join(f"{k}={v}" for k, v in job[0].dispatches[0].constants.items())
                 kernel_modes = [m for m in modes if m == "checked" or kernel.trusted]

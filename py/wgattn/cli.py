@@ -17,6 +17,7 @@ from typing import List, Optional
 
 from . import bench, precision, protocol
 from .check import CheckError, check, render_table, to_json
+from .errors import AdapterError
 
 
 def _sets(items: List[str]):
@@ -102,7 +103,7 @@ def _probe(args) -> int:
     try:
         rt = native.runtime()
         report = rt.precision() if args.samples is None else precision.probe(rt, args.samples)
-    except (native.AdapterError, ValueError) as exc:
+    except (AdapterError, ValueError) as exc:
         print(f"wgattn probe: {exc}", file=sys.stderr)
         return 2
     print(precision.to_json(report) if args.json else precision.render_table(report))

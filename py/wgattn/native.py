@@ -18,11 +18,11 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from . import precision, protocol
-from .errors import CompileError, DoesNotFit
-from .interfaces import module
+from . import interfaces, precision, protocol
+from .errors import AdapterError, CompileError, DoesNotFit
 from .plan import Plan
-from .registry import Kernel, load, set_target_limits, shader_dir
+from .registry import Kernel, load, shader_dir
+from .target import Target
 
 __all__ = [
     "AdapterError",
@@ -48,6 +48,7 @@ LOOP_PROBE_TARGET = 200_000
 # Adapter limits the device asks for in full (defaults are far below what adapters offer).
 _LIMITS = (
     "max-storage-buffer-binding-size",
+    "max-uniform-buffer-binding-size",
     "max-buffer-size",
     "max-compute-workgroup-storage-size",
     "max-compute-invocations-per-workgroup",
@@ -56,8 +57,8 @@ _LIMITS = (
     "max-storage-buffers-per-shader-stage",
 )
 _OPTIONAL_FEATURES = ("shader-f16", "subgroup", "timestamp-query")
-# Our plan uses "subgroups" (the WebGPU name); wgpu-native calls the same feature "subgroup".
-_FEATURE_NAMES = {"subgroups": "subgroup"}
+# Plans use WebGPU's feature names ("subgroups"); wgpu-native calls that one "subgroup".
+_WEBGPU_NAMES = {"subgroup": "subgroups"}
 
 
 # `enable subgroups;` is standard WGSL and browsers require it before any subgroup builtin, but
@@ -93,10 +94,6 @@ def _trusted_module(device: "wgpu.GPUDevice", label: str, code: str) -> "wgpu.GP
     if handle == ffi.NULL:
         raise RuntimeError(f"{label}: trusted shader module creation failed")
     return _api.GPUShaderModule(label, handle, device)
-
-
-class AdapterError(RuntimeError):
-    """No usable adapter: none found, or one that computes wrong answers."""
 
 
 @dataclass
@@ -138,10 +135,12 @@ class NativeRuntime:
         )
         self._pipelines: Dict[Tuple, wgpu.GPUComputePipeline] = {}
         self.trusted = trusted_default() if trusted is None else bool(trusted)
-        set_target_limits(
-            self.limits["max-compute-workgroup-storage-size"],
-            self.limits["max-compute-invocations-per-workgroup"],
-            cpu=str(adapter.info.get("adapter_type", "")).lower() == "cpu",
+        # What plans for this device are built for and checked against (wgattn.target).
+        self.target = Target(
+            features=frozenset(_WEBGPU_NAMES.get(f, f) for f in self.features),
+            limits=dict(self.limits),
+            software=str(adapter.info.get("adapter_type", "")).lower() == "cpu",
+            name=f"this adapter ({self.name})",
         )
         self._precision: Optional[precision.ProbeReport] = None
         if check_loops:
@@ -240,23 +239,11 @@ class NativeRuntime:
         return pipeline
 
     def check_plan(self, plan: Plan) -> None:
-        """Raise ValueError before dispatch when the plan exceeds this adapter's limits."""
-        max_binding = self.limits["max-storage-buffer-binding-size"]
-        max_buffer = self.limits["max-buffer-size"]
-        for b in plan.buffers:
-            limit = max_binding if b.usage == "storage" else 65536
-            if b.size > min(limit, max_buffer):
-                raise DoesNotFit(
-                    f"buffer {b.name!r} needs {b.size} bytes; this adapter binds at most "
-                    f"{min(limit, max_buffer)} bytes per {b.usage} buffer: use smaller inputs"
-                )
-        max_wg = self.limits["max-compute-workgroups-per-dimension"]
-        for d in plan.dispatches:
-            if any(n > max_wg for n in d.workgroups):
-                raise DoesNotFit(f"{d.label}: workgroups {d.workgroups} exceed {max_wg} per dimension")
-            missing = [f for f in d.requires if _FEATURE_NAMES.get(f, f) not in self.features]
-            if missing:
-                raise DoesNotFit(f"{d.label}: needs adapter features {missing}, which this adapter lacks")
+        """DoesNotFit before dispatch when this adapter cannot run the plan (wgattn.target's one
+        answer: its features, sizes and grid, whatever target the plan was built for)."""
+        why = self.target.why_not(plan)
+        if why:
+            raise DoesNotFit(why)
 
     def _upload(self, plan: Plan, trusted: Optional[bool] = None):
         """Buffers (filled), pipelines and bind groups for every dispatch of the plan; `trusted`
@@ -412,8 +399,8 @@ def _impl_name(kernel: Kernel) -> str:
 def implementations(op_name: str) -> List[str]:
     """Implementation names available for `op_name` (e.g. "sdpa") on the current adapter,
     best first; each is a kernel id without its interface ("seed", "tiled", ...)."""
-    have = runtime().features
-    return [_impl_name(k) for k in _kernels_for(op_name) if all(_FEATURE_NAMES.get(f, f) in have for f in k.requires)]
+    target = runtime().target
+    return [_impl_name(k) for k in _kernels_for(op_name) if not target.lacks(k)]
 
 
 def _run_op(op: str, impl, build_case):
@@ -430,16 +417,19 @@ def _run_op(op: str, impl, build_case):
         if _impl_name(k) in names and (impl == _impl_name(k) or (impl is None and k.precision == "f32"))
     ]
     refusals = []
+    rt = runtime()
     for kernel in kernels:
-        mod = module(kernel.interface.name)
+        iface = interfaces.of(kernel)
         try:
-            plan = mod.plan(kernel, build_case(mod))
+            plan = iface.plan(kernel, build_case(iface), rt.target)
+            if plan.unavailable:
+                raise DoesNotFit(plan.unavailable)
         except ValueError as e:
             if impl is not None:
                 raise
             refusals.append(f"{kernel.id}: {e}")  # that interface cannot carry the call: try the next
             continue
-        return runtime().run(plan).outputs
+        return rt.run(plan).outputs
     raise ValueError(f"no implementation of {op} accepts this call: " + "; ".join(refusals))
 
 

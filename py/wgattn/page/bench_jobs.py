@@ -15,10 +15,11 @@ import json
 import math
 from typing import Any, Dict, List, Optional, Tuple
 
-from .. import bench, protocol, registry
+from .. import bench, interfaces, protocol, registry
 from ..plan import Plan
-from ..registry import Kernel
-from .tables import BenchItem, BenchJob
+from ..target import Target
+from .replies import BenchCalibration, BenchItem, BenchSeries, BenchSkip, BenchStart, BenchWarm
+from .tables import BenchJob
 
 # What one request may ask for: (lowest, highest) per knob, ...
 RANGES: Dict[str, Tuple[int, int]] = {
@@ -101,26 +102,14 @@ def _impls(value: object, op: str, known: List[str]) -> List[str]:
     return [i for i in known if i in items]  # baseline first, whatever order was asked
 
 
-def _skip_reason(kernel: Kernel, features: List[str], d: int) -> Optional[str]:
-    """Why this browser cannot run `kernel` at head_dim d, or None."""
-    missing = [f for f in kernel.requires if f not in features]
-    if missing:
-        return f"needs adapter features {missing}, which this browser's adapter lacks"
-    if not kernel.path.exists():
-        return f"its shader {kernel.path.name} is not in this build"
-    most = kernel.limits.get("head_dim")
-    if most is not None and d > most:
-        return f"supports head_dim <= {most}, got D={d}"
-    return None
-
-
-def start(request_json: str) -> Tuple[BenchJob, Dict[str, Any]]:
+def start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, BenchStart]:
     """{"op", "impls"?, "B", "H", "D", "seq_lens", "causal", "rounds"?, "warmup_s"?, "repeat"?,
-    "features"?, "user_agent"?} -> the job and the page's reply {"op", "baseline", "impls",
-    "seq_lens", "protocol", "repeat", "jobs": [{"index", "impl", "shape", "causal", "flops",
-    "dtype", "plans"}], "series": [{"shape", "jobs"}], "stamps_kept", "skipped": [{"impl",
-    "reason"}], "limits"}; ValueError says what is wrong and what is allowed. `features` are the
-    browser adapter's (kernels needing others are skipped); `user_agent` names the runtime."""
+    "user_agent"?} -> the job and the page's reply (BenchStart: {"bench", "op", "baseline",
+    "impls", "seq_lens", "protocol", "repeat", "jobs", "series", "stamps_kept", "skipped",
+    "limits"}); ValueError says what is wrong and what is allowed. Kernels that `target`, the
+    browser's device, cannot run are skipped with the reason (wgattn.target); a kernel that
+    cannot take a job's sizes says so when its plans are asked for. `user_agent` names the
+    runtime."""
     try:
         request = json.loads(request_json)
     except ValueError:
@@ -141,9 +130,6 @@ def start(request_json: str) -> Tuple[BenchJob, Dict[str, Any]]:
     causal = request.get("causal", False)
     if not isinstance(causal, bool):
         raise ValueError(f"causal must be true or false, got {causal!r}")
-    features = request.get("features") or []
-    if not isinstance(features, list) or not all(isinstance(f, str) for f in features):
-        raise ValueError(f"features must be a list of adapter feature names, got {features!r}")
     user_agent = request.get("user_agent", "")
     if not isinstance(user_agent, str):
         raise ValueError(f"user_agent must be a string, got {user_agent!r}")
@@ -157,35 +143,48 @@ def start(request_json: str) -> Tuple[BenchJob, Dict[str, Any]]:
             )
 
     reg = registry.load()
-    skipped, runnable = [], []
+    skipped: List[BenchSkip] = []
+    runnable: List[str] = []
     for impl in impls:
-        why = _skip_reason(reg.kernel(impl), features, d)
+        why = target.lacks(reg.kernel(impl))
         if why:
             skipped.append({"impl": impl, "reason": why})
         else:
             runnable.append(impl)
     items: List[BenchItem] = []
-    series: List[Dict[str, Any]] = []
+    series: List[BenchSeries] = []
     for s in seq_lens:
         shape = [b, h, s, d]
         first = len(items)
         for impl in runnable:
-            # attn_probs takes one position per plan (the count bench_plan returns)
-            plans = b if reg.kernel(impl).interface.name == "attn_probs" else 1
+            plans = interfaces.of(reg.kernel(impl)).bench_plans(shape)  # the count bench_plan returns
             flops = bench.flops(op, shape, causal)
-            items.append(BenchItem(len(items), op, impl, shape, causal, flops, bench.dtype_of(impl), plans))
+            dtype = bench.dtype_of(impl)
+            items.append(
+                {
+                    "index": len(items),
+                    "op": op,
+                    "impl": impl,
+                    "shape": shape,
+                    "causal": causal,
+                    "flops": flops,
+                    "dtype": dtype,
+                    "plans": plans,
+                }
+            )
         if len(items) > first:
             series.append({"shape": shape, "jobs": list(range(first, len(items)))})
     runtime, browser = bench.browser_of(user_agent)
     info = bench.RunInfo.now(runtime=runtime, browser=browser)
-    reply = {
+    reply: BenchStart = {
+        "bench": bench_id,
         "op": op,
         "baseline": known[0],
         "impls": impls,
         "seq_lens": seq_lens,
-        "protocol": proto.to_json(),
+        "protocol": proto,
         "repeat": repeat,
-        "jobs": [vars(i) for i in items],
+        "jobs": items,
         "series": series,
         "stamps_kept": protocol.STAMPS_KEPT,
         "skipped": skipped,
@@ -201,15 +200,19 @@ def item(job: BenchJob, index: int) -> BenchItem:
     return job.items[index]
 
 
-def job_plans(job: BenchJob, index: int) -> List[Plan]:
-    """Job `index`'s plans, built once and kept until another job's are asked for or the last
-    is handed out (`handed_out`); ValueError when the kernel cannot build them. The tile that
-    ran is kept for the record."""
+def job_plans(job: BenchJob, index: int, target: Target) -> List[Plan]:
+    """Job `index`'s plans for `target`, built once and kept until another job's are asked for or
+    the last is handed out (`handed_out`); ValueError when the kernel cannot build them (a size
+    past its limit, no tile that fits: the plans' `unavailable`). The tile that ran is kept for
+    the record."""
     if job.cache is None or job.cache[0] != index:
         it = item(job, index)
         job.cache = None  # free the previous job's bytes first
-        plans = bench.plans(it.impl, it.op, tuple(it.shape), it.causal)
-        it.config = " ".join(f"{k}={v}" for k, v in plans[0].dispatches[0].constants.items())
+        plans = bench.plans(it["impl"], it["op"], tuple(it["shape"]), it["causal"], target=target)
+        why = next((p.unavailable for p in plans if p.unavailable), "")
+        if why:
+            raise ValueError(why)
+        job.configs[index] = " ".join(f"{k}={v}" for k, v in plans[0].dispatches[0].constants.items())
         job.cache = (index, plans)
     return job.cache[1]
 
@@ -252,7 +255,7 @@ def schedule(job: BenchJob, n_entries: int) -> List[List[int]]:
     return protocol.schedule(n_entries, job.protocol.rounds)
 
 
-def warm(job: BenchJob, state_json: str) -> Dict[str, bool]:
+def warm(job: BenchJob, state_json: str) -> BenchWarm:
     """{"elapsed_s", "rounds": [ms of each warm-up round]} -> {"done", "warmed"}: whether to stop
     warming, and whether the warm-up settled (wgattn.protocol.warm_verdict)."""
     state = _json_object(state_json, "the warm-up state")
@@ -261,7 +264,7 @@ def warm(job: BenchJob, state_json: str) -> Dict[str, bool]:
     return {"done": verdict is not None, "warmed": bool(verdict)}
 
 
-def calibrate(job: BenchJob, state_json: str) -> Dict[str, List]:
+def calibrate(job: BenchJob, state_json: str) -> BenchCalibration:
     """{"per_run": [[ms of each warm-up run] per entry], "stamps": [[ns] per entry], "passes":
     [per entry], "resolution_ns": [known, or 0, per entry]} -> {"reps", "resolution_ns"} per
     entry (wgattn.protocol.calibrate)."""
@@ -306,8 +309,10 @@ def record(job: BenchJob, index: int, payload_json: str) -> Tuple[Dict[str, obje
         resolution_ns=protocol.resolution_of(known, _stamps(p.get("stamps", []), "stamps")),
     )
     try:
-        rec = bench.make_record(it.op, it.impl, it.shape, it.causal, it.dtype, adapter, measured, job.protocol, timer, job.info)
-        rec.mode, rec.config, rec.repeat = "checked", it.config, repeat
+        rec = bench.make_record(
+            it["op"], it["impl"], it["shape"], it["causal"], it["dtype"], adapter, measured, job.protocol, timer, job.info
+        )
+        rec.mode, rec.config, rec.repeat = "checked", job.configs.get(index, ""), repeat
     except ValueError as exc:
-        raise ValueError(f"{it.impl}: {exc}") from None
+        raise ValueError(f"{it['impl']}: {exc}") from None
     return rec.to_json(), repeat == job.repeat - 1
