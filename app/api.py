@@ -18,26 +18,9 @@ router = APIRouter(prefix="/api", tags=["api"], route_class=JSONBodyRoute, respo
 
 @router.get("/kernels")
 def kernels():
-    """Every registered interface and kernel (from shaders/manifest.json)."""
-    reg = registry.load()
-    return {
-        "interfaces": {
-            name: {"summary": i.summary, "reference": i.reference, "conventions": dict(i.conventions)}
-            for name, i in reg.interfaces.items()
-        },
-        "kernels": [
-            {
-                "id": k.id,
-                "interface": k.interface.name,
-                "summary": k.summary,
-                "requires": list(k.requires),
-                "precision": k.precision,
-            }
-            for k in reg.kernels.values()
-        ],
-        # the live configuration's fields per interface (POST /api/run's config)
-        "configs": live.schema(),
-    }
+    """Every registered interface and kernel (from shaders/manifest.json) and, in `configs`, the
+    live configuration's fields per interface with their bounds (POST /api/run's config)."""
+    return live.catalogue()
 
 
 def service(request: Request) -> NativeService:
@@ -69,7 +52,7 @@ async def adapter(request: Request):
 
 
 def _prepare(body: RunRequest):
-    """The live run and its plan (CPU work: drawing the seeded tensors), or HTTPException."""
+    """The live run (CPU work: drawing the seeded tensors), or HTTPException."""
     try:
         kernel = registry.load().kernel(body.kernel)
     except ValueError as exc:
@@ -78,8 +61,7 @@ def _prepare(body: RunRequest):
         tensors = None
         if body.inputs is not None:
             tensors = {name: t.array(name) for name, t in body.inputs.items()}
-        run_ = live.build(kernel.id, body.config, tensors)
-        return run_, run_.plan()
+        return live.build(kernel.id, body.config, tensors)
     except ValueError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from None
 
@@ -120,13 +102,13 @@ async def run(body: RunRequest, request: Request):
     page builds the identical case) and return its outputs (base64), the input digest and timings.
     Runs are queued (503 + Retry-After when the queue is full) and time-limited (504); a run
     whose client leaves is dropped, or stopped at its next dispatch."""
-    run_, plan = await _prepared(body, request)
+    run_ = await _prepared(body, request)
     native = service(request)
     info = await native.adapter_info()
     if "error" in info:
         raise HTTPException(status_code=503, detail=info["error"])
-    try:
-        result = await native.run(lambda rt, stop: rt.run(plan, between=stop), request.is_disconnected)
+    try:  # planned for the native device (its tile shapes, its limits)
+        result = await native.run(lambda rt, stop: rt.run(run_.plan(rt.target), between=stop), request.is_disconnected)
     except ValueError as exc:  # does not fit this adapter, or does not compile
         raise HTTPException(status_code=422, detail=str(exc)) from None
     return await run_in_threadpool(_answer, run_, info, result)

@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
-from wgattn.native import AdapterError
+from wgattn.errors import AdapterError
 
 from . import limits, native_service, security
 

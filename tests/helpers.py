@@ -7,7 +7,19 @@ from typing import Iterable, List, Mapping, Optional, Tuple
 
 import pytest
 
-__all__ = ["LOCAL", "needs_features", "failures", "WIDE", "ratio", "first_wide_failure", "browser_stand_in"]
+from wgattn.target import Target
+
+__all__ = [
+    "LOCAL",
+    "needs_features",
+    "failures",
+    "WIDE",
+    "ratio",
+    "first_wide_failure",
+    "browser_stand_in",
+    "session_on",
+    "TARGET",
+]
 
 # TestClient's base URL: a Host the app serves by default (TestClient's own "testserver" is refused
 # by the Host check, app/limits.py ALLOWED_HOSTS).
@@ -19,14 +31,16 @@ LOCAL = "http://localhost"
 # more (or gives NaN, -inf): a margin of 4 keeps the verdict the same on any runtime.
 WIDE = 4.0
 
+# An adapter with WebGPU's default limits and every feature a kernel asks for: plans built
+# without a device (they are only inspected, or run on a runtime that checks them itself).
+TARGET = Target(features=frozenset({"shader-f16", "subgroups", "timestamp-query"}), name="a test adapter")
+
 
 def needs_features(runtime, kernel) -> None:
-    """Skip, saying why, when `runtime`'s adapter lacks a feature `kernel` requires."""
-    from wgattn import native
-
-    missing = [f for f in kernel.requires if native._FEATURE_NAMES.get(f, f) not in runtime.features]
-    if missing:
-        pytest.skip(f"{kernel.id} needs adapter features {missing}, which {runtime.name} lacks")
+    """Skip, saying why, when `runtime`'s adapter cannot run `kernel` (wgattn.target says)."""
+    why = runtime.target.lacks(kernel)
+    if why:
+        pytest.skip(why)
 
 
 def failures(rows: List[Mapping[str, object]]) -> List[str]:
@@ -68,3 +82,16 @@ def browser_stand_in(session, run: int, runtime) -> None:
         assert session.plan_bytes(run, b.name) == (b.data or b"")
     for name, data in runtime.run(plan).raw.items():
         session.add_buffer(run, name, data)
+
+
+def session_on(runtime):
+    """A wgattn.page.PageSession whose browser device is `runtime`'s (wgattn.native): plans are
+    built for it, as the page builds them for the browser's (use_target), and browser_stand_in
+    runs them there."""
+    import json
+
+    from wgattn.page import PageSession
+
+    session = PageSession()
+    session.use_target(json.dumps(runtime.target.to_json()))
+    return session

@@ -36,7 +36,7 @@ def _distinct_pipelines(rt, kernel_id, head_dims):
     """Runs of `kernel_id` at each head_dim, checked against the float64 reference."""
     for d in head_dims:
         run = live.build(kernel_id, dict(FLASH, head_dim=d))
-        outs = rt.run(run.plan()).outputs
+        outs = rt.run(run.plan(rt.target)).outputs
         ref, naive = run.expected()
         for name in ref:
             err = tolerance.max_abs_err(outs[name], ref[name])
@@ -59,7 +59,8 @@ def test_many_shapes_keep_the_runtime_cache_under_its_bound(native_runtime, monk
 def test_a_run_stops_between_dispatches_when_asked(native_runtime):
     """varlen_bwd.tiled is several dispatches: `between` runs after each but the last, and the run
     ends where it raises (the server's "the client has gone")."""
-    plan = live.build("varlen_bwd.tiled", {"batch": 2, "heads": 2, "seq_q": 8, "seq_k": 8, "head_dim": 8}).plan()
+    run = live.build("varlen_bwd.tiled", {"batch": 2, "heads": 2, "seq_q": 8, "seq_k": 8, "head_dim": 8})
+    plan = run.plan(native_runtime.target)
     assert len(plan.dispatches) > 1
     calls = []
 

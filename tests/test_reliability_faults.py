@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from app import create_app, limits, native_service
 from helpers import LOCAL
 from wgattn import native, tolerance, wire
-from wgattn.cases import SdpaCase
+from wgattn.interfaces.sdpa_arena import SdpaCase
 
 SMALL = {"batch": 1, "heads": 2, "seq_q": 6, "seq_k": 9, "head_dim": 4, "mask": "none", "seed": 5}
 

@@ -38,7 +38,7 @@ from real_server import (
 
 from app import connections, limits
 from wgattn import tolerance, wire
-from wgattn.cases import SdpaCase
+from wgattn.interfaces.sdpa_arena import SdpaCase
 
 
 @pytest.fixture(scope="module")
