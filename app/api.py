@@ -4,7 +4,7 @@ import anyio
 from fastapi import APIRouter, HTTPException, Request
 from starlette.concurrency import run_in_threadpool
 
-from wgattn import live, registry, wire
+from wgattn import live, wire
 
 from .connections import open_connections
 from .errors import RESPONSES
@@ -52,16 +52,13 @@ async def adapter(request: Request):
 
 
 def _prepare(body: RunRequest):
-    """The live run (CPU work: drawing the seeded tensors), or HTTPException."""
-    try:
-        kernel = registry.load().kernel(body.kernel)
-    except ValueError as exc:
-        raise HTTPException(status_code=404, detail=str(exc)) from None
+    """The live run (CPU work: drawing the seeded tensors), or HTTPException: what the request
+    model cannot say (rules between fields, the inputs' shapes) is a 422 naming the fields."""
     try:
         tensors = None
         if body.inputs is not None:
-            tensors = {name: t.array(name) for name, t in body.inputs.items()}
-        return live.build(kernel.id, body.config, tensors)
+            tensors = {name: getattr(body.inputs, name).array(name) for name in body.inputs.model_fields_set}
+        return live.build(body.kernel, body.config.model_dump(exclude_unset=True), tensors)
     except ValueError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from None
 

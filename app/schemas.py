@@ -1,23 +1,42 @@
-"""Request and response bodies of the JSON API (pydantic validates; errors become 422 JSON)."""
+"""Request and response bodies of the JSON API (pydantic validates; errors become 422 JSON).
 
+The run request is generated from the interfaces' live configurations (wgattn.interfaces.config:
+each field's bounds, choices and float check as data), one model per interface, chosen by the
+kernel the request names: the OpenAPI document then says what the server accepts field by field
+(no unknown keys, every bound), and a schema-driven client reaches the run. What JSON Schema
+cannot say, rules between fields (GQA, the size of a case) and the inputs' shapes, stays in
+wgattn.live: a 422 naming the fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
 import math
-from typing import Annotated, Any, Dict, List, Literal, Optional
+import typing
+from typing import Annotated, Any, Callable, Dict, List, Literal, Mapping, Optional, Tuple, Type, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    WithJsonSchema,
+    create_model,
+    model_validator,
+)
 
-from wgattn import live, wire
+from wgattn import interfaces, live, registry, wire
 from wgattn.cases import MAX_ELEMENTS
+from wgattn.interfaces.config import F32_RANGES, check_field
 
-# A name the client chooses (a config field, an input): every real one is a short identifier.
-Name = Annotated[str, StringConstraints(max_length=64)]
+__all__ = ["Tensor", "RunRequest", "RunResponse", "DEFAULT_KERNEL", "request_models"]
+
 # The base64 of the largest tensor a case may have (MAX_ELEMENTS 4-byte values).
 MAX_DATA_CHARS = 4 * math.ceil(4 * MAX_ELEMENTS / 3)
-
-_CONFIG_DOC = (
-    "The seeded configuration, by the kernel's interface (wgattn.live; unknown fields and fields "
-    "the interface has no knob for are a 422): "
-    + "; ".join(f"{name}: " + ", ".join(f"{f['name']}={f['default']!r}" for f in rows) for name, rows in live.schema().items())
-)
+DEFAULT_KERNEL = "sdpa_arena.seed"  # what a request that names no kernel runs
+_BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"  # whole quads, padded
 
 
 class Tensor(BaseModel):
@@ -25,25 +44,161 @@ class Tensor(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     dtype: Literal["float32", "int32", "bool"]
-    shape: List[int] = Field(max_length=8)
-    data: str = Field(max_length=MAX_DATA_CHARS)
+    shape: List[Annotated[int, Field(ge=0)]] = Field(max_length=8)
+    data: str = Field(max_length=MAX_DATA_CHARS, pattern=_BASE64)
 
     def array(self, name: str):
         return wire.decode(self.model_dump(), name)
 
 
-class RunRequest(BaseModel):
-    """Run `kernel` (any registered one) natively on `config`'s seeded inputs, or on `inputs`."""
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_"))
 
-    model_config = ConfigDict(extra="forbid")
-    kernel: str = Field("sdpa_arena.seed", max_length=200, description="a registered kernel id (GET /api/kernels)")
-    config: Dict[Name, Any] = Field(default_factory=dict, max_length=32, description=_CONFIG_DOC)
-    inputs: Optional[Dict[Name, Tensor]] = Field(
-        None,
-        max_length=8,
-        description="the float tensors the configuration draws, in its shapes (sdpa_arena: q, k, v "
-        "and mask for padding; varlen: q, k, v, dout; probs: q, k_hist); default: seeded",
+
+def _json_schema(kind: type, md: Mapping[str, Any]) -> Dict[str, Any]:
+    """What one live-configuration field takes, as JSON Schema, from its knob() metadata."""
+    if kind is bool:
+        return {"type": "boolean"}
+    if kind is int:
+        return {"type": "integer", "minimum": int(md["min"]), "maximum": int(md["max"])}
+    if kind is str:
+        return {"type": "string", "enum": list(md["choices"])}
+    if kind is float:  # the closed intervals its one check lets through
+        return {"anyOf": [{"type": "number", "minimum": lo, "maximum": hi} for lo, hi in F32_RANGES[md["f32"]]]}
+    raise TypeError(f"a live configuration field of type {kind.__name__} has no request type")
+
+
+def _field_type(name: str, kind: type, md: Mapping[str, Any]) -> Any:
+    """One field: checked by the configuration's own check (its message says what is allowed),
+    described by its bounds."""
+
+    def check(value: Any) -> Any:
+        if kind is int and isinstance(value, float) and value.is_integer():
+            value = int(value)  # JSON Schema's integer: 2.0 is 2
+        check_field(name, kind, value, md)
+        return value
+
+    return Annotated[Any, AfterValidator(check), WithJsonSchema(_json_schema(kind, md))]
+
+
+def _description(md: Mapping[str, Any]) -> Optional[str]:
+    meanings = [f"{value}: {meaning}" for value, meaning in (md.get("sentinels") or {}).items()]
+    text = "; ".join(filter(None, [md.get("hint", ""), *meanings]))
+    return text or None
+
+
+def _known_keys(refuse: Callable[[List[str], Mapping[str, Any]], None]) -> Any:
+    """A model's check that its body names only its fields, before pydantic's own "extra inputs
+    are not permitted": `refuse(unknown, body)` raises a ValueError saying what is allowed."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def known(cls, body: Any) -> Any:
+        if isinstance(body, dict):
+            unknown = sorted(set(body) - set(cls.model_fields))
+            if unknown:
+                refuse(unknown, body)
+        return body
+
+    return known
+
+
+def _config_model(iface: interfaces.Interface) -> Type[BaseModel]:
+    """The interface's live configuration as a pydantic model: its fields, defaults and bounds."""
+    hints = typing.get_type_hints(iface.Config)
+    fields: Dict[str, Any] = {
+        f.name: (_field_type(f.name, hints[f.name], f.metadata), Field(f.default, description=_description(f.metadata)))
+        for f in dataclasses.fields(iface.Config)
+    }
+    return create_model(
+        f"{_camel(iface.name)}Config",
+        __config__=ConfigDict(extra="forbid"),
+        __doc__=f"The seeded configuration of a {iface.name} kernel (wgattn.live).",
+        __validators__={"known": _known_keys(lambda unknown, body: live.make_config(iface, body))},
+        **fields,
     )
+
+
+def _input_names(iface: interfaces.Interface) -> List[str]:
+    """The float and bool tensors the interface's configurations draw (those a client may
+    replace): the defaults' and those each choice or flag adds (sdpa_arena's mask, drawn for
+    mask="padding"), in the order drawn."""
+    hints = typing.get_type_hints(iface.Config)
+    variants: List[Dict[str, Any]] = [{}]
+    for f in dataclasses.fields(iface.Config):
+        if hints[f.name] is bool:
+            variants.append({f.name: not f.default})
+        elif hints[f.name] is str:
+            variants += [{f.name: choice} for choice in f.metadata["choices"]]
+    names: Dict[str, None] = {}
+    for variant in variants:
+        try:
+            drawn = iface.Config(**variant).tensors()
+        except ValueError:  # a choice the defaults' other fields rule out
+            continue
+        names.update((n, None) for n, t in drawn.items() if t.dtype.kind in "fb")
+    return list(names)
+
+
+def _inputs_model(iface: interfaces.Interface) -> Type[BaseModel]:
+    names = _input_names(iface)
+    fields: Dict[str, Any] = {name: (Tensor, None) for name in names}
+
+    def unknown_inputs(unknown: List[str], body: Mapping[str, Any]) -> None:
+        raise ValueError(f"unknown inputs {unknown}; a {iface.name} configuration draws at most {names}")
+
+    return create_model(
+        f"{_camel(iface.name)}Inputs",
+        __config__=ConfigDict(extra="forbid"),
+        __validators__={"known": _known_keys(unknown_inputs)},
+        __doc__=f"Tensors in place of the seeded ones of a {iface.name} configuration: every float one it "
+        "draws, in its shapes (the configuration decides which: a 422 names what is missing or wrong).",
+        **fields,
+    )
+
+
+def _run_model(iface: interfaces.Interface) -> Type[BaseModel]:
+    """POST /api/run's body for the kernels of one interface."""
+    ids = tuple(k.id for k in iface.kernels())
+    Config = _config_model(iface)
+    kernel_field: Any = Field(..., description=f"a registered {iface.name} kernel (GET /api/kernels)")
+    if DEFAULT_KERNEL in ids:
+        kernel_field = Field(DEFAULT_KERNEL, description=f"a registered {iface.name} kernel; default {DEFAULT_KERNEL}")
+    return create_model(
+        f"Run{_camel(iface.name)}",
+        __config__=ConfigDict(extra="forbid"),
+        __doc__=f"Run a {iface.name} kernel natively on `config`'s seeded inputs, or on `inputs`.",
+        kernel=(Literal[ids], kernel_field),
+        config=(Config, Field(default_factory=Config)),
+        inputs=(Optional[_inputs_model(iface)], None),
+    )
+
+
+def request_models() -> Dict[str, Type[BaseModel]]:
+    """interface -> its run request model."""
+    return {iface.name: _run_model(iface) for iface in interfaces.every()}
+
+
+def _interface_of(body: Any) -> Optional[str]:
+    """Which interface's model reads this body (a dict from JSON, a model when validated again):
+    that of the kernel it names (DEFAULT_KERNEL when none); None, a 422 listing the kernels, for a
+    kernel that is not registered."""
+    if not isinstance(body, dict):  # the default's model says what a body must be
+        body = {"kernel": getattr(body, "kernel", DEFAULT_KERNEL)}
+    kernel = body.get("kernel", DEFAULT_KERNEL)
+    known = registry.load().kernels
+    return known[kernel].interface if isinstance(kernel, str) and kernel in known else None
+
+
+_KERNELS: Tuple[str, ...] = tuple(registry.load().kernels)
+RunRequest = Annotated[
+    Union[tuple(Annotated[model, Tag(name)] for name, model in request_models().items())],
+    Discriminator(
+        _interface_of,
+        custom_error_type="unknown_kernel",
+        custom_error_message=f"kernel must be a registered kernel id, one of {list(_KERNELS)}",
+    ),
+]
 
 
 class RunResponse(BaseModel):

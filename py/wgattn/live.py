@@ -2,7 +2,7 @@
 turned into the same case everywhere (the page's Pyodide, the server, the tests), so the browser,
 the reference and the native run see identical inputs without shipping them.
 
-`build(kernel_id, config)` checks a configuration (a dict, as a URL or the JSON API gives it) for
+`build(kernel_id, config, tensors)` checks a configuration (a dict, as a URL or the JSON API gives it) for
 the kernel's interface and returns a `Live` run: the seeded tensors, the interface's case (f16
 kernels judged on f16-rounded inputs) and its digest. Every problem is a ValueError that names the
 field and what is allowed. `schema()` describes every interface's fields, with their bounds, for
@@ -102,16 +102,15 @@ def seeded_tensors(kernel_id: str, config: Optional[Mapping[str, object]] = None
 
 
 def check_tensors(seeded: Mapping[str, np.ndarray], given: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
-    """Seeded tensors with the given float/bool ones in their place: same shapes and dtypes, finite.
-    Integer tensors (sequence offsets) follow from the configuration and cannot be replaced."""
+    """Seeded tensors with the given float/bool ones in their place (any of them: those not given
+    stay seeded): same shapes and dtypes, finite. Integer tensors (sequence offsets) follow from
+    the configuration and cannot be replaced."""
     allowed = sorted(n for n, t in seeded.items() if t.dtype.kind in "fb")
     unknown = sorted(set(given) - set(allowed))
     if unknown:
         raise ValueError(f"unknown inputs {unknown}; this configuration takes {allowed}")
     out = dict(seeded)
-    for name in allowed:
-        if name not in given:
-            raise ValueError(f"inputs must include {name!r} (shape {list(seeded[name].shape)})")
+    for name in given:
         arr, want = np.asarray(given[name]), seeded[name]
         if arr.dtype != want.dtype or arr.shape != want.shape:
             raise ValueError(

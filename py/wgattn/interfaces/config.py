@@ -9,7 +9,8 @@ whose stream is the same in numpy 1.17 under Pyodide and in 2.x on the server). 
 
 carries in `dataclasses.fields(cls)[i].metadata` its bounds (`min`, `max`), `choices`,
 `sentinels` (values that mean something special) and a `hint`; float fields name the one numeric
-check they go through (wgattn.reference.check_scale or check_softcap). `LiveConfig` checks every
+check they go through (wgattn.reference.check_scale or check_softcap; F32_RANGES says what each
+lets through). `LiveConfig` checks every
 field against that data when the object is made (a ValueError naming the field and what is
 allowed), and `schema()` hands the same data to the page's form and to whoever derives a request
 model from it. Cross-field rules (GQA, sizes) live in each class's `check()`.
@@ -20,20 +21,25 @@ from __future__ import annotations
 import numbers
 import typing
 from dataclasses import MISSING, asdict, dataclass, field, fields
-from typing import Any, Callable, Dict, List, Literal, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Literal, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import reference
 
-__all__ = ["knob", "LiveConfig", "FieldSchema", "F32_CHECKS"]
+__all__ = ["knob", "LiveConfig", "FieldSchema", "F32_CHECKS", "F32_RANGES", "check_field"]
 
 # The one numeric check per kind of float field: what the kernel receives is a normal float32.
 F32_CHECKS: Dict[str, Callable[[Any], float]] = {
     "scale": lambda x: reference.check_scale(x, 1),
     "softcap": reference.check_softcap,
 }
-_F32_BOUNDS = {"scale": (-reference.F32_MAX, reference.F32_MAX), "softcap": (0.0, reference.F32_MAX)}
+# The values each check lets through, as closed intervals: a scale's magnitude is a normal float32
+# of either sign; a softcap is 0 (off) or a positive normal float32. A request model states them.
+F32_RANGES: Dict[str, Tuple[Tuple[float, float], ...]] = {
+    "scale": ((-reference.F32_MAX, -reference.F32_MIN), (reference.F32_MIN, reference.F32_MAX)),
+    "softcap": ((0.0, 0.0), (reference.F32_MIN, reference.F32_MAX)),
+}
 _TYPES: Dict[type, Literal["int", "float", "bool", "str"]] = {int: "int", float: "float", bool: "bool", str: "str"}
 
 
@@ -49,9 +55,9 @@ def knob(
 ) -> Any:
     """A configuration field: its default, its bounds [lo, hi] (ints), its `choices` (strings),
     `sentinels` ({value: meaning}), a `hint`, and for a float the name of its numeric check
-    (F32_CHECKS: "scale" or "softcap", whose bounds it takes)."""
+    (F32_CHECKS: "scale" or "softcap", whose bounds it takes: F32_RANGES' ends)."""
     if f32:
-        lo, hi = _F32_BOUNDS[f32]
+        lo, hi = F32_RANGES[f32][0][0], F32_RANGES[f32][-1][1]
     metadata = {
         "min": lo,
         "max": hi,
@@ -79,8 +85,9 @@ class FieldSchema(_Field, total=False):
     hint: str
 
 
-def _check_field(name: str, kind: type, value: Any, md: Mapping[str, Any]) -> None:
-    """One field against its metadata: a ValueError naming it and what is allowed."""
+def check_field(name: str, kind: type, value: Any, md: Mapping[str, Any]) -> None:
+    """One field (its type and knob() metadata) against a value: a ValueError naming it and what
+    is allowed. The one check of a field, wherever a configuration is read."""
     if kind is bool:
         if not isinstance(value, bool):
             raise ValueError(f"{name} must be true or false, got {value!r}")
@@ -102,7 +109,7 @@ class LiveConfig:
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
         for f in fields(self):
-            _check_field(f.name, hints[f.name], getattr(self, f.name), f.metadata)
+            check_field(f.name, hints[f.name], getattr(self, f.name), f.metadata)
         self.check()
 
     def check(self) -> None:

@@ -1,0 +1,121 @@
+"""The OpenAPI document says what POST /api/run accepts: one request model per interface, chosen
+by the kernel named, whose configuration has exactly the live configuration's fields and bounds
+and whose inputs exactly the tensors a client may replace (no other keys anywhere)."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from app import main
+from helpers import LOCAL
+from wgattn import interfaces, live, registry
+from wgattn.interfaces.config import F32_CHECKS, F32_RANGES
+
+client = TestClient(main, base_url=LOCAL)
+SPEC = client.get("/openapi.json").json()
+SCHEMAS = SPEC["components"]["schemas"]
+
+
+def _resolve(node):
+    while "$ref" in node:
+        node = SCHEMAS[node["$ref"].rsplit("/", 1)[1]]
+    return node
+
+
+def _run_models():
+    body = SPEC["paths"]["/api/run"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    return [_resolve(m) for m in body["oneOf"]]
+
+
+def _kernels(model):
+    kernel = model["properties"]["kernel"]
+    return kernel["enum"] if "enum" in kernel else [kernel["const"]]
+
+
+def _model_of(iface):
+    return next(m for m in _run_models() if _kernels(m)[0].startswith(iface + "."))
+
+
+def test_one_closed_model_per_interface_with_its_kernels():
+    models = _run_models()
+    reg = registry.load()
+    assert sorted(tuple(sorted(_kernels(m))) for m in models) == sorted(
+        tuple(sorted(k.id for k in i.kernels())) for i in interfaces.every()
+    )
+    for m in models:
+        assert m["additionalProperties"] is False
+        for kernel in _kernels(m):
+            assert kernel in reg.kernels
+    # only the default kernel's model may leave the kernel out
+    optional = [m for m in models if "kernel" not in m.get("required", [])]
+    assert [m["properties"]["kernel"]["default"] for m in optional] == ["sdpa_arena.seed"]
+
+
+@pytest.mark.parametrize("iface", [i.name for i in interfaces.every()])
+def test_config_model_is_the_live_configuration(iface):
+    """Every field of the live configuration with its type, default and bounds; nothing else."""
+    model = _model_of(iface)
+    config = _resolve(model["properties"]["config"])
+    assert config["additionalProperties"] is False
+    rows = live.schema()[iface]
+    assert list(config["properties"]) == [r["name"] for r in rows]
+    for row in rows:
+        prop = config["properties"][row["name"]]
+        assert prop["default"] == row["default"]
+        if row["type"] == "int":
+            assert (prop["type"], prop["minimum"], prop["maximum"]) == ("integer", row["min"], row["max"])
+        elif row["type"] == "str":
+            assert (prop["type"], prop["enum"]) == ("string", row["choices"])
+        elif row["type"] == "bool":
+            assert prop["type"] == "boolean"
+        else:  # a float: the union of what its check lets through, ends at the row's bounds
+            ranges = [(r["minimum"], r["maximum"]) for r in prop["anyOf"]]
+            assert ranges[0][0] == row["min"] and ranges[-1][1] == row["max"]
+
+
+@pytest.mark.parametrize("iface", [i.name for i in interfaces.every()])
+def test_inputs_model_names_the_tensors_a_client_may_replace(iface):
+    model = _model_of(iface)
+    inputs = _resolve(next(a for a in model["properties"]["inputs"]["anyOf"] if a.get("type") != "null"))
+    assert inputs["additionalProperties"] is False
+    cls = interfaces.get(iface).Config
+    default = {n for n, t in cls().tensors().items() if t.dtype.kind in "fb"}
+    assert default <= set(inputs["properties"])
+    assert all(_resolve(p) is SCHEMAS["Tensor"] for p in inputs["properties"].values())
+
+
+@pytest.mark.parametrize("check", sorted(F32_RANGES))
+def test_float_ranges_are_what_the_check_lets_through(check):
+    """Each interval's ends pass the one check; just outside each end fails, as does the gap
+    between intervals (a schema that drifts from the check fails here)."""
+    ranges = F32_RANGES[check]
+    assert ranges == tuple(sorted(ranges)) and set(F32_RANGES) == set(F32_CHECKS)
+    for lo, hi in ranges:
+        for ok in (lo, hi):
+            F32_CHECKS[check](ok)
+        for out in (np.nextafter(lo, -math.inf), np.nextafter(hi, math.inf)):
+            if not any(a <= out <= b for a, b in ranges):
+                with pytest.raises(ValueError):
+                    F32_CHECKS[check](float(out))
+    for (_, hi), (lo, _) in zip(ranges, ranges[1:]):
+        with pytest.raises(ValueError):
+            F32_CHECKS[check]((hi + lo) / 2 if hi + lo else lo / 2)
+
+
+@pytest.mark.parametrize("iface", [i.name for i in interfaces.every()])
+def test_a_value_just_outside_a_bound_is_refused_by_the_model(iface):
+    """The model refuses what the schema excludes, naming the field and its range (before any
+    tensor is drawn): each int field one past its bounds."""
+    cls = interfaces.get(iface).Config
+    kernel = interfaces.get(iface).kernels()[0].id
+    for f in dataclasses.fields(cls):
+        lo, hi = f.metadata["min"], f.metadata["max"]
+        if isinstance(f.default, bool) or not isinstance(f.default, int):
+            continue
+        for bad in (int(lo) - 1, int(hi) + 1):
+            r = client.post("/api/run", json={"kernel": kernel, "config": {f.name: bad}})
+            assert r.status_code == 422, (f.name, bad, r.text[:200])
+            assert f"{f.name} must be an integer in {int(lo)}..{int(hi)}" in r.text
