@@ -11,6 +11,7 @@ wgattn.live: a 422 naming the fields.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import typing
 from typing import Annotated, Any, Callable, Dict, List, Literal, Mapping, Optional, Tuple, Type, Union
@@ -119,10 +120,10 @@ def _config_model(iface: interfaces.Interface) -> Type[BaseModel]:
     )
 
 
-def _input_names(iface: interfaces.Interface) -> List[str]:
-    """The float and bool tensors the interface's configurations draw (those a client may
-    replace): the defaults' and those each choice or flag adds (sdpa_arena's mask, drawn for
-    mask="padding"), in the order drawn."""
+def _inputs_drawn(iface: interfaces.Interface) -> Dict[str, Tuple[str, int]]:
+    """name -> (dtype, rank) of the float and bool tensors the interface's configurations draw
+    (those a client may replace): the defaults' and those each choice or flag adds (sdpa_arena's
+    mask, drawn for mask="padding"), in the order drawn."""
     hints = typing.get_type_hints(iface.Config)
     variants: List[Dict[str, Any]] = [{}]
     for f in dataclasses.fields(iface.Config):
@@ -130,19 +131,32 @@ def _input_names(iface: interfaces.Interface) -> List[str]:
             variants.append({f.name: not f.default})
         elif hints[f.name] is str:
             variants += [{f.name: choice} for choice in f.metadata["choices"]]
-    names: Dict[str, None] = {}
+    drawn: Dict[str, Tuple[str, int]] = {}
     for variant in variants:
         try:
-            drawn = iface.Config(**variant).tensors()
+            tensors = iface.Config(**variant).tensors()
         except ValueError:  # a choice the defaults' other fields rule out
             continue
-        names.update((n, None) for n, t in drawn.items() if t.dtype.kind in "fb")
-    return list(names)
+        drawn.update((n, (t.dtype.name, t.ndim)) for n, t in tensors.items() if t.dtype.kind in "fb")
+    return drawn
+
+
+@functools.lru_cache(maxsize=None)
+def _tensor_model(dtype: str, rank: int) -> Type[Tensor]:
+    """A Tensor of one dtype and rank (its shape's extents follow from the configuration)."""
+    return create_model(
+        f"Tensor{dtype.capitalize()}{rank}d",
+        __base__=Tensor,
+        __doc__=f"A {rank}-d {dtype} tensor on the wire: little-endian bytes, base64 (see wgattn.wire).",
+        dtype=(Literal[dtype], ...),
+        shape=(List[Annotated[int, Field(ge=0)]], Field(min_length=rank, max_length=rank)),
+    )
 
 
 def _inputs_model(iface: interfaces.Interface) -> Type[BaseModel]:
-    names = _input_names(iface)
-    fields: Dict[str, Any] = {name: (Tensor, None) for name in names}
+    drawn = _inputs_drawn(iface)
+    names = list(drawn)
+    fields: Dict[str, Any] = {name: (_tensor_model(*drawn[name]), None) for name in names}
 
     def unknown_inputs(unknown: List[str], body: Mapping[str, Any]) -> None:
         raise ValueError(f"unknown inputs {unknown}; a {iface.name} configuration draws at most {names}")
@@ -151,8 +165,8 @@ def _inputs_model(iface: interfaces.Interface) -> Type[BaseModel]:
         f"{_camel(iface.name)}Inputs",
         __config__=ConfigDict(extra="forbid"),
         __validators__={"known": _known_keys(unknown_inputs)},
-        __doc__=f"Tensors in place of the seeded ones of a {iface.name} configuration: every float one it "
-        "draws, in its shapes (the configuration decides which: a 422 names what is missing or wrong).",
+        __doc__=f"Tensors in place of the seeded ones of a {iface.name} configuration (any of those it draws; "
+        "the rest stay seeded), each in the configuration's shape: a 422 names the shape otherwise.",
         **fields,
     )
 

@@ -82,9 +82,12 @@ def test_inputs_model_names_the_tensors_a_client_may_replace(iface):
     inputs = _resolve(next(a for a in model["properties"]["inputs"]["anyOf"] if a.get("type") != "null"))
     assert inputs["additionalProperties"] is False
     cls = interfaces.get(iface).Config
-    default = {n for n, t in cls().tensors().items() if t.dtype.kind in "fb"}
-    assert default <= set(inputs["properties"])
-    assert all(_resolve(p) is SCHEMAS["Tensor"] for p in inputs["properties"].values())
+    default = {n: t for n, t in cls().tensors().items() if t.dtype.kind in "fb"}
+    assert set(default) <= set(inputs["properties"])
+    for name, t in default.items():  # each of its dtype and rank
+        tensor = _resolve(inputs["properties"][name])["properties"]
+        assert tensor["dtype"]["const"] == t.dtype.name
+        assert tensor["shape"]["minItems"] == tensor["shape"]["maxItems"] == t.ndim
 
 
 @pytest.mark.parametrize("check", sorted(F32_RANGES))
