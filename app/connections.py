@@ -47,6 +47,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from . import limits, security
+from .errors import clip
 
 __all__ = [
     "BoundedH11Protocol",
@@ -63,6 +64,7 @@ __all__ = [
 log = logging.getLogger("wgattn.app")
 
 LOG_WINDOW_S = 10.0
+MAX_LOGGED_TRACE = 20_000  # characters of one logged traceback
 _APP_LOGGERS = ("wgattn.app", "wgattn.access")
 # A logger's filters see only its own records (not its children's): name each one.
 _FLOOD_LOGGERS = ("asyncio", "uvicorn.error", "wgattn.app")
@@ -211,7 +213,8 @@ class BoundedH11Protocol(H11Protocol):
 
 class RateLimitedLog(logging.Filter):
     """Lets a message (by its logger and format) through once per `window` seconds; the next
-    one let through says how many were left out in between."""
+    one let through says how many were left out in between. A traceback it lets through is cut
+    to MAX_LOGGED_TRACE characters, both ends kept (an exception's text may hold a whole input)."""
 
     def __init__(self, window: float = LOG_WINDOW_S):
         super().__init__()
@@ -227,6 +230,8 @@ class RateLimitedLog(logging.Filter):
             return False
         if seen is not None and seen[1]:
             record.msg = f"{record.msg} ({seen[1]} more like it in the last {now - seen[0]:.0f} s were not logged)"
+        if record.exc_info and not record.exc_text:  # a traceback may quote a request's 50 MB
+            record.exc_text = clip(logging.Formatter().formatException(record.exc_info), MAX_LOGGED_TRACE)
         self._seen[key] = [now, 0]
         self._seen.move_to_end(key)
         while len(self._seen) > 1000:  # a bounded memory of message kinds

@@ -32,7 +32,7 @@ from wgattn import interfaces, live, registry, wire
 from wgattn.cases import MAX_ELEMENTS
 from wgattn.interfaces.config import F32_RANGES, check_field
 
-__all__ = ["Tensor", "RunRequest", "RunResponse", "DEFAULT_KERNEL", "request_models"]
+__all__ = ["Tensor", "OutputTensor", "RunRequest", "RunResponse", "DEFAULT_KERNEL", "request_models"]
 
 # The base64 of the largest tensor a case may have (MAX_ELEMENTS 4-byte values).
 MAX_DATA_CHARS = 4 * math.ceil(4 * MAX_ELEMENTS / 3)
@@ -215,10 +215,19 @@ RunRequest = Annotated[
 ]
 
 
+class OutputTensor(BaseModel):
+    """An output on the wire, as `Tensor` but unbounded: an output may be larger than any input
+    (attn_probs_batched's probabilities: up to wgattn.cases' MAX_SCORES values)."""
+
+    dtype: Literal["float32", "int32", "bool"]
+    shape: List[int]
+    data: str
+
+
 class RunResponse(BaseModel):
     kernel: str
     config: Dict[str, Any] = Field(description="the configuration with every field filled in")
     adapter: Dict[str, object]
     digest: str = Field(description="sha256 of the inputs (wgattn.cases.digest)")
-    outputs: Dict[str, Tensor]
+    outputs: Dict[str, OutputTensor]
     timings: Dict[str, float] = Field(description="milliseconds: wall, and gpu from timestamps if any")

@@ -7,7 +7,7 @@ from fastapi.testclient import TestClient
 from app import main
 from helpers import LOCAL
 from wgattn import tolerance, wire
-from wgattn.cases import digest
+from wgattn.cases import MAX_ELEMENTS, digest
 from wgattn.interfaces.sdpa_arena import SdpaCase
 
 client = TestClient(main, base_url=LOCAL)
@@ -82,6 +82,18 @@ def test_run_on_client_inputs(native_runtime):
     out = wire.decode(r.json()["outputs"]["out"])
     assert np.allclose(out, 1.0, atol=1e-6)
     assert r.json()["digest"] == digest(inputs)
+
+
+def test_an_output_larger_than_any_input_is_answered(native_runtime):
+    """attn_probs_batched's probabilities (positions x heads x history) may pass the element limit
+    of an input (they are scores, bounded by MAX_SCORES): the answer holds them (it was a 500:
+    the response model bounded outputs as inputs)."""
+    config = {"positions": 64, "heads": 8, "heads_kv": 1, "history": 8193, "head_dim": 4}
+    r = client.post("/api/run", json={"kernel": "attn_probs_batched.fast", "config": config})
+    assert r.status_code == 200, r.text[:300]
+    probs = wire.decode(r.json()["outputs"]["probs"])
+    assert probs.size == 64 * 8 * 8193 > MAX_ELEMENTS
+    assert np.allclose(probs.sum(axis=-1), 1.0, atol=1e-4)
 
 
 def test_inputs_not_given_stay_seeded(native_runtime):

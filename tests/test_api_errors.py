@@ -5,6 +5,7 @@ on every response, and no endpoint takes WGSL from a client."""
 
 import base64
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -381,3 +382,23 @@ def test_no_endpoint_takes_wgsl_from_a_client():
             assert not bad, f"{method.upper()} {path} takes {bad}: client WGSL must stay in the browser"
     r = client.post("/api/run", json={"config": SMALL, "source": "@compute fn main() {}"})
     check_error(r, 422, "extra_forbidden")
+
+
+def test_a_logged_traceback_quoting_a_huge_input_is_cut():
+    """An exception whose text holds a whole request (pydantic's errors quote their input) is
+    logged with its traceback cut to MAX_LOGGED_TRACE characters, both ends kept: a 20 MB value
+    is not written to the log twice per request."""
+    import logging
+
+    from app import connections
+
+    try:
+        raise ValueError("x" * HUGE)
+    except ValueError:
+        record = logging.LogRecord(
+            "uvicorn.error", logging.ERROR, __file__, 1, "Exception in ASGI application", None, sys.exc_info()
+        )
+    assert connections.RateLimitedLog().filter(record)
+    text = logging.Formatter().format(record)
+    assert len(text) <= connections.MAX_LOGGED_TRACE + 200
+    assert "Traceback (most recent call last)" in text and "characters cut" in text and text.endswith("x")
