@@ -55,8 +55,8 @@ def test_pasted_planted_bug_fails(page, server):
 def test_pasted_wgsl_that_does_not_compile_shows_a_message(page, server):
     _open(page, server)
     assert _run_grid(page, "sdpa_arena", "fn broken( {") == "error"
-    assert page.is_visible("#message")
-    assert "does not compile" in page.inner_text("#message")
+    assert page.is_visible("#grid-error")
+    assert "does not compile" in page.inner_text("#grid-error")
     assert in_progress(page) == {}  # the abandoned grid's job was released
 
 
@@ -68,4 +68,4 @@ def test_compile_error_text_is_shown_verbatim(page, server):
     table = page.inner_text("#grid-table")
     assert "does not compile" in table and "vec4<f32>" in table, table
     assert page.evaluate("document.querySelectorAll('#grid-table f32').length") == 0
-    assert "vec4<f32>" in page.inner_text("#message")
+    assert "vec4<f32>" in page.inner_text("#grid-error")

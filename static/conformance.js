@@ -21,7 +21,7 @@ const grid = { cancel: false };
 /** Where a localised element is: its sequence, row or key, head and column in a packed case, else its index.
  * @param {WorstElement} it */
 function place(it) {
-  if (it.sequence === undefined) return `index [${it.index}]`;
+  if (it.sequence === undefined) return `element (${it.index.join(", ")})`;
   const span = it.keys || it.queries || [];
   return `seq ${it.sequence} ${it.key !== undefined ? "key " + it.key : "row " + it.row} head ${it.head}` +
     `${it.column !== undefined ? " col " + it.column : ""} (${it.keys ? "keys" : "queries"} ${span[0]}..${span[1]})`;
@@ -110,11 +110,19 @@ export async function runGrid(ctx, iface, source) {
   return summary;
 }
 
+/** Why the grid stopped, next to its Run button.
+ * @param {string} text */
+function stopped(text) {
+  const error = $("grid-error");
+  error.textContent = text;
+  error.hidden = false;
+  error.scrollIntoView({ block: "nearest" });
+}
+
 /** Wire the view's form (interface select, WGSL textarea or dropped file, Run button).
  * @param {import("./main.js").ReadyContext} ctx
- * @param {string[]} interfaces
- * @param {import("./main.js").ShowMessage} showMessage */
-export function setupConformance(ctx, interfaces, showMessage) {
+ * @param {string[]} interfaces */
+export function setupConformance(ctx, interfaces) {
   const select = $("grid-interface", HTMLSelectElement);
   select.replaceChildren(...interfaces.map((n) => new Option(n)));
   const area = $("grid-source", HTMLTextAreaElement);
@@ -129,8 +137,10 @@ export function setupConformance(ctx, interfaces, showMessage) {
   $("grid-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const section = $("conformance");
+    const error = $("grid-error");
+    error.hidden = true;
     if (!ctx.executor) {
-      showMessage("The conformance view needs WebGPU, which this browser does not offer.");
+      stopped("The conformance view needs WebGPU, which this browser does not offer.");
       section.dataset.status = "error";
       return;
     }
@@ -143,11 +153,13 @@ export function setupConformance(ctx, interfaces, showMessage) {
       const summary = await runGrid(ctx, select.value, area.value.trim());
       section.dataset.status = summary.cancelled ? "cancelled" : "done";
     } catch (e) {
-      showMessage(`Conformance run stopped: ${errorText(e)}`);
+      stopped(`Conformance run stopped: ${errorText(e)}`);
+      $("grid-status").textContent = "stopped: see the message above";
       section.dataset.status = "error";
     } finally {
       run.disabled = false;
       $("grid-cancel").hidden = true;
+      $("grid-progress").hidden = true;
     }
   });
 }
