@@ -50,6 +50,11 @@ def test_pasted_planted_bug_fails(page, server):
     assert summary["user"] is True
     failed = [c["case"] for c in summary["cases"] if not c["pass"]]
     assert failed and all("causal" in name or "window" in name for name in failed), failed
+    # a failing row shows its error map: |error| / allowance by head and row block, over 1 marked
+    mapped = [r for c in summary["cases"] for r in c["rows"] if not r["pass"] and (r.get("where") or {}).get("map")]
+    assert mapped, "no failing row carries an error map"
+    assert page.locator("#grid-table table.errgrid").count() == len(mapped)
+    assert page.locator("#grid-table table.errgrid td.over").count() >= len(mapped)
 
 
 def test_pasted_wgsl_that_does_not_compile_shows_a_message(page, server):

@@ -105,6 +105,8 @@ def test_every_kernel_live_in_the_browser(live):
     assert f"{n - len(partial)} of {n} kernels pass in all three runtimes" in verdict, verdict
     assert page.get_attribute("#verdict", "data-state") == ("partial" if partial else "pass")
     assert all(k in verdict for k in partial) and (not partial or "not run in this browser" in verdict), verdict
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.locator("#check").screenshot(path=str(SHOTS / "every-kernel.png"))
     # a row opens its run's details
     first = page.locator("#all-table button.expand").first
     first.click()
@@ -273,6 +275,25 @@ def test_a_dropped_bench_json_is_charted(live):
     page.wait_for_function("document.getElementById('bench').dataset.status === 'error'")
     assert "Could not read bad.json: record 0: expected the fields" in page.inner_text("#bench-error")
     assert errors == []
+
+
+def test_a_kernel_s_wgsl_opens_in_the_editor(live):
+    page, errors = live
+    page.select_option("#kernel", "sdpa_arena.seed")
+    assert page.get_attribute("#kernel-wgsl", "href") == "/shaders/sdpa_arena.seed.wgsl"
+    page.click("#kernel-wgsl")
+    page.wait_for_function("document.getElementById('grid-source').value.length > 0")
+    assert page.input_value("#grid-source") == (ROOT / "shaders" / "sdpa_arena.seed.wgsl").read_text()
+    assert page.input_value("#grid-interface") == "sdpa_arena"
+    assert _in_view(page, "#grid-source")
+    assert errors == []
+
+
+def _in_view(page, selector):
+    return page.evaluate(
+        "(s) => { const r = document.querySelector(s).getBoundingClientRect(); return r.top >= 0 && r.top < innerHeight; }",
+        selector,
+    )
 
 
 def test_a_bad_url_says_why_and_the_page_still_works(page, server):

@@ -31,9 +31,22 @@ function place(it) {
  * @param {Where} w */
 function whereRow(w) {
   const at = (w.worst || []).slice(0, 3).map((it) => `${place(it)}: |err| ${fmt(it.err)}`).join("; ");
-  const td = el("td", { class: "l", colspan: 5 }, "likely ", el("b", {}, String(w.likely)), ` — ${at}`, el("br"),
+  const td = el("td", { class: "l wrap", colspan: 5 }, "likely ", el("b", {}, String(w.likely)), ` — ${at}`, el("br"),
     el("span", { class: "muted" }, (w.evidence || []).join("; ")));
+  if (w.map) td.append(errorGrid(w.map));
   return el("tr", { class: "where" }, el("td"), td);
+}
+
+/** A failing output's error map: |error| / allowance per head (rows) and block of rows (columns),
+ * over 1 in red, so that a mask edge shows as a column and a bad head as a row.
+ * @param {WhereMap} m */
+function errorGrid(m) {
+  const blocks = m.axis0_blocks.map(([a, b]) => `${a}..${b - 1}`);
+  const heads = m.ratio_by_head.slice(0, 16);
+  return el("div", { class: "scroll", tabindex: 0 }, el("table", { class: "errgrid", "aria-label": "|error| / allowance by head and row block" },
+    row("th", [["head ↓  rows →", "l"], ...blocks]),
+    ...heads.map((ratios, h) => el("tr", {}, el("th", { class: "l" }, String(h)),
+      ...ratios.map((r) => el("td", { class: r > 1 ? "over" : undefined }, r.toPrecision(2)))))));
 }
 
 /** One judged output as a table row, every field as text (a compiler's `vec4<f32>` stays text, never a tag).

@@ -539,6 +539,13 @@ function showPictures(result, params = new URLSearchParams(location.search)) {
   }
 }
 
+/** What a kernel needs of the adapter, in words ("needs shader-f16"), or that it could not run.
+ * @param {string} id */
+function needs(id) {
+  const k = kernelInfo(id);
+  return k && k.requires.length ? `needs ${k.requires.join(", ")}` : "see its details";
+}
+
 /** A row of the every-kernel table and its folded details (the run's card); a failing row opens.
  * @param {HTMLElement} made
  * @param {LiveResult} result */
@@ -558,7 +565,7 @@ function allRow(made, result) {
   const tr = el("tr", { "data-kernel": result.kernel, "data-state": v.state },
     el("td", { class: "l" }, toggle),
     el("td", { class: `l ${v.state === "pass" ? "pass" : v.state === "fail" ? "fail" : "skipped"}` }, v.word),
-    el("td", { class: "l" }, browser.ok ? "ran" : el("span", { class: "skipped" }, browser.skipped ? "not run: lacks a feature" : "error")),
+    el("td", { class: "l" }, browser.ok ? "ran" : el("span", { class: "skipped" }, browser.skipped ? `not run: ${needs(result.kernel)}` : "error")),
     el("td", {}, Number.isFinite(v.worst) ? `${v.worst.toPrecision(2)}×` : "∞"), el("td", {}, ms));
   $("all-table").append(tr, more);
 }
