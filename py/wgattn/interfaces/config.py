@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import reference
 
-__all__ = ["knob", "LiveConfig", "FieldSchema", "F32_CHECKS", "F32_RANGES", "check_field"]
+__all__ = ["knob", "LiveConfig", "FieldSchema", "F32_CHECKS", "F32_RANGES", "LABELS", "check_field"]
 
 # The one numeric check per kind of float field: what the kernel receives is a normal float32.
 F32_CHECKS: Dict[str, Callable[[Any], float]] = {
@@ -39,6 +39,28 @@ F32_CHECKS: Dict[str, Callable[[Any], float]] = {
 F32_RANGES: Dict[str, Tuple[Tuple[float, float], ...]] = {
     "scale": ((-reference.F32_MAX, -reference.F32_MIN), (reference.F32_MIN, reference.F32_MAX)),
     "softcap": ((0.0, 0.0), (reference.F32_MIN, reference.F32_MAX)),
+}
+# The form's words for the fields that interfaces share (a field not named here shows its name).
+LABELS = {
+    "batch": "batch size",
+    "heads": "query heads",
+    "heads_kv": "key/value heads",
+    "history": "keys in the history",
+    "positions": "query positions",
+    "seq_q": "query length",
+    "seq_k": "key length",
+    "head_dim": "head dimension",
+    "layout": "memory layout",
+    "mask": "mask",
+    "window": "window (keys)",
+    "window_left": "window: keys to the left",
+    "window_right": "window: keys to the right",
+    "causal": "causal",
+    "causal_align": "causal alignment",
+    "softcap": "score softcap",
+    "padding": "ragged lengths",
+    "scale": "score scale",
+    "seed": "random seed",
 }
 _TYPES: Dict[type, Literal["int", "float", "bool", "str"]] = {int: "int", float: "float", bool: "bool", str: "str"}
 
@@ -78,6 +100,7 @@ class _Field(typing.TypedDict):
 class FieldSchema(_Field, total=False):
     """One field of a live configuration, as the page's form shows it (wgattn.live.schema)."""
 
+    label: str  # the field in words, for the form (LABELS; the name when it has none)
     min: float
     max: float
     choices: List[str]
@@ -135,6 +158,7 @@ class LiveConfig:
             md = f.metadata
             row: FieldSchema = {
                 "name": f.name,
+                "label": LABELS.get(f.name, f.name),
                 "type": _TYPES[hints[f.name]],
                 "default": None if f.default is MISSING else f.default,
             }
