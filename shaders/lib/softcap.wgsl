@@ -1,6 +1,6 @@
 // cap * tanh(x / cap) and its slope without the tanh built-in: WGSL and Vulkan let tanh inherit
 // exp's error as an ABSOLUTE error, and lavapipe's is 1e-7 near 0 (thousands of ulps), so
-// 30 * tanh(s / 30) moved small scores by 3e-6 (docs/runtimes.md, issue 11). Here |y| < 0.55
+// 30 * tanh(s / 30) moved small scores by 3e-6 (docs/runtimes.md). Here |y| < 0.55
 // takes an odd polynomial (relative error 1e-9 before f32 rounding: the first term is y itself)
 // and |y| >= 0.55 takes (1 - e) / (1 + e) with e = exp(-2|y|) <= 0.33, where no cancellation
 // amplifies exp2's error. Both stay finite for every finite input (e underflows to 0: t = 1).
