@@ -681,7 +681,7 @@ def test_contract_doc_drawings_are_correct():
 
 def test_public_api_and_docstrings():
     assert sorted(ref.__all__) == sorted(
-        ["varlen_attention_fwd", "varlen_attention_bwd", "attention_probs", "attention_probs_batched", "sdpa"]
+        ["varlen_attention_fwd", "varlen_attention_bwd", "attention_probs", "attention_probs_batched", "sdpa", "decode_attention"]
     )
     assert ref.__doc__
     for name in ref.__all__:
