@@ -29,7 +29,7 @@ MESA_MIN=23
 MESA22=".cache/mesa22"   # Debian 12's own lavapipe, for tests/test_loop_probe.py
 # Download sizes measured on a fresh Debian 12 (scripts/fresh-root-test.sh, 2026-11-23); apt's are
 # exact, from apt itself.
-PIP_MB=330 PYODIDE_MB=185 NODE_MODULES_MB=12 MESA22_MB=8
+PIP_MB=240 PYODIDE_MB=185 NODE_MODULES_MB=12 MESA22_MB=8
 # Shared libraries the bundled binaries need that a minimal Debian may lack, and their packages.
 LIB_PACKAGES="libatomic.so.1:libatomic1"
 
