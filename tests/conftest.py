@@ -23,6 +23,11 @@ SLOW = {
         "test_planted_*",
         "test_other_workgroup_sizes",
     ),
+    "test_native_decode.py": (
+        "test_kernel_matches_reference",
+        "test_planted_bugs_are_caught",
+        "test_a_sample_passes_with_runtime_checks_too",
+    ),
     "test_native_flash_fwd.py": ("test_kernel_matches_reference", "test_planted_tiling_bugs_are_caught"),
     "test_native_varlen_bwd.py": (
         "test_kernel_matches_reference",

@@ -3,11 +3,21 @@ Import them as `from helpers import ...` (pytest puts tests/ on sys.path: it has
 and no __init__.py)."""
 
 import math
+import re
 from typing import Iterable, List, Mapping, Optional, Tuple
 
 import pytest
 
-__all__ = ["needs_features", "failures", "WIDE", "ratio", "first_wide_failure", "browser_stand_in"]
+__all__ = [
+    "needs_features",
+    "failures",
+    "WIDE",
+    "ratio",
+    "first_wide_failure",
+    "browser_stand_in",
+    "wgsl_functions",
+    "workgroup_storage",
+]
 
 # A planted bug counts as caught only where some case fails by at least this many times its
 # allowance. lavapipe's JIT rounds differently per host CPU: a bug that failed by 1.1x the
@@ -64,3 +74,34 @@ def browser_stand_in(session, run: int, runtime) -> None:
         assert session.plan_bytes(run, b.name) == (b.data or b"")
     for name, data in runtime.run(plan).raw.items():
         session.add_buffer(run, name, data)
+
+
+def wgsl_functions(src: str):
+    """name -> body text of every WGSL function (bodies end at the first line that is "}")."""
+    return {m.group(1): m.group(2) for m in re.finditer(r"\bfn\s+(\w+)\s*\([^{]*\{(.*?)\n\}", src, re.S)}
+
+
+def workgroup_storage(src: str, knobs, entry: str) -> int:
+    """Bytes of the `var<workgroup>` arrays that `entry` uses (directly or through the functions it
+    calls, as WebGPU counts them), each size expression evaluated on the knobs."""
+    from wgattn import registry
+
+    alias = dict(re.findall(r"alias\s+(\w+)\s*=\s*(\w+)\s*;", src))
+    size = {"f32": 4, "i32": 4, "u32": 4, "f16": 2}
+    fns = wgsl_functions(src)
+    seen, todo, text = set(), [entry], ""
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in fns:
+            continue
+        seen.add(name)
+        text += fns[name]
+        todo.extend(re.findall(r"\b(\w+)\s*\(", fns[name]))
+    total = 0
+    for name, elem, expr in re.findall(r"var<workgroup>\s+(\w+)\s*:\s*array<(.+?),\s*([^>]+)>\s*;", src):
+        if not re.search(r"\b%s\b" % name, text):
+            continue
+        m = re.fullmatch(r"vec(\d)<(\w+)>", elem.strip())
+        scalar = alias.get(m.group(2), m.group(2)) if m else alias.get(elem.strip(), elem.strip())
+        total += (int(m.group(1)) if m else 1) * size[scalar] * registry._evaluate(re.sub(r"(\d+)u\b", r"\1", expr), knobs)
+    return total

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from helpers import needs_features
+from helpers import needs_features, workgroup_storage
 from wgattn import conformance, registry
 from wgattn.interfaces import flash_fwd, module
 from wgattn.wgsl import preprocess
@@ -70,35 +70,6 @@ def test_variants_share_one_template():
     assert "array<vec4<f32>>" not in f32.source({"head_dim": 59})
 
 
-def _functions(src: str):
-    """name -> body text of every WGSL function (bodies end at the first line that is "}")."""
-    return {m.group(1): m.group(2) for m in re.finditer(r"\bfn\s+(\w+)\s*\([^{]*\{(.*?)\n\}", src, re.S)}
-
-
-def _storage_from_wgsl(src: str, knobs, entry: str) -> int:
-    """Bytes of the `var<workgroup>` arrays that `entry` uses (directly or through the functions it
-    calls, as WebGPU counts them), each size expression evaluated on the knobs."""
-    alias = dict(re.findall(r"alias\s+(\w+)\s*=\s*(\w+)\s*;", src))
-    size = {"f32": 4, "i32": 4, "u32": 4, "f16": 2}
-    fns = _functions(src)
-    seen, todo, text = set(), [entry], ""
-    while todo:
-        name = todo.pop()
-        if name in seen or name not in fns:
-            continue
-        seen.add(name)
-        text += fns[name]
-        todo.extend(re.findall(r"\b(\w+)\s*\(", fns[name]))
-    total = 0
-    for name, elem, expr in re.findall(r"var<workgroup>\s+(\w+)\s*:\s*array<(.+?),\s*([^>]+)>\s*;", src):
-        if not re.search(r"\b%s\b" % name, text):
-            continue
-        m = re.fullmatch(r"vec(\d)<(\w+)>", elem.strip())
-        scalar = alias.get(m.group(2), m.group(2)) if m else alias.get(elem.strip(), elem.strip())
-        total += (int(m.group(1)) if m else 1) * size[scalar] * registry._evaluate(re.sub(r"(\d+)u\b", r"\1", expr), knobs)
-    return total
-
-
 @pytest.mark.parametrize("kernel", TILED, ids=lambda k: k.id)
 @pytest.mark.parametrize("dim", [1, 8, 59, 64, 111, 128, 256])
 @pytest.mark.parametrize("limits", LIMITS, ids=lambda lim: f"{lim['max_wg_storage']}{'-cpu' if lim['cpu'] else ''}")
@@ -110,7 +81,7 @@ def test_tile_choice_fits_the_adapter(kernel, dim, limits):
         assert dim == 256 or limits["max_wg_storage"] <= 16384, "only the largest head dims may find no tile"
         return
     src = kernel.source({"head_dim": dim})
-    used = max(_storage_from_wgsl(src, knobs, p.entry_point) for p in kernel.interface.passes)
+    used = max(workgroup_storage(src, knobs, p.entry_point) for p in kernel.interface.passes)
     assert used == registry._evaluate(kernel.storage, {"head_dim": dim, **knobs}), "storage expression drifted"
     assert used <= limits["max_wg_storage"] and knobs["WG"] <= limits["max_invocations"]
     for name, most in kernel.caps.items():
