@@ -11,8 +11,8 @@
 //   A row with nothing visible and no sink (an idle slot, n = 0) gets out = 0 and lse = -inf.
 //
 // Layout: q, out [B, Sq_new, Hq, D] f32; k_cache, v_cache [num_blocks, block_size, Hkv, D], f32 or
-// (F16) f16, key j of sequence b in block block_table[b * max_blocks + j / block_size] at slot
-// j % block_size; seq_lens [B] i32; alibi_slopes, sinks [Hq] f32 (zero slopes when ALiBi is off:
+// (F16) f16, key j of sequence b in block block_table[b * max_blocks + j / BS] at slot j % BS
+// (BS = block_size); seq_lens [B] i32; alibi_slopes, sinks [Hq] f32 (zero slopes when ALiBi is off:
 // they add exactly nothing); lse [B, Sq_new, Hq]. Partial states, row gr = (b * Sq_new + i) * Hq + h:
 // part_o [rows, num_splits, D4] (vec4, unnormalised) and part_ml [rows, num_splits] (max, sum).
 //
@@ -67,6 +67,9 @@ override NRG: u32;   // row groups of the P.V phase and rows per combine workgro
 override RPT: u32;   // rows per invocation in the P.V phase: ceil(RB / NRG), at most MAX_RPT
 override CPT: u32;   // vec4 columns per invocation: ceil(D4 / NC), at most MAX_CPT
 override PF: u32;    // vec4 of k (and of v) each invocation moves per tile: ceil(BC * D4 / WG)
+override BS: u32;    // tokens per cache block: a constant, so that j / BS and j % BS compile to
+                     // multiplies and shifts instead of a division in every load (one pipeline per
+                     // block size, which a model fixes)
 const MAX_SPT: u32 = 16u;
 const MAX_RPT: u32 = 16u;
 const MAX_CPT: u32 = 2u;
@@ -81,7 +84,6 @@ struct Params {
   heads_kv: u32,     // Hkv (Hq % Hkv == 0)
   head_dim: u32,     // D
   num_blocks: u32,   // blocks in the cache
-  block_size: u32,   // tokens per block
   max_blocks: u32,   // columns of block_table
   window_left: i32,  // keys j >= pos - window_left are visible; -1 unbounded
   softcap: f32,      // > 0: s = softcap * tanh(s / softcap); 0 off
@@ -91,6 +93,7 @@ struct Params {
   row_blocks: u32,   // ceil(Sq_new * G / RB)
   _pad0: u32,
   _pad1: u32,
+  _pad2: u32,
 }
 
 #if VEC4
@@ -170,14 +173,13 @@ fn load_cache(from_v: bool, row: u32, c: u32, dim: u32) -> vec4<T> {
 // whose block is out of range (refused before dispatch; guarded all the same), are zeros.
 fn fetch_tile(from_v: bool, lid: u32, t0: u32, end: u32, b: u32, g: u32) -> array<vec4<T>, MAX_PF> {
   var r: array<vec4<T>, MAX_PF>;
-  let bs = params.block_size;
   for (var f = 0u; f < min(PF, MAX_PF); f++) {
     let e = lid + WG * f;
     let j = t0 + e / D4;
     if (e < BC * D4 && j < end) {
-      let blk = block_table[b * params.max_blocks + j / bs];
+      let blk = block_table[b * params.max_blocks + j / BS];
       if (blk >= 0 && u32(blk) < params.num_blocks) {
-        r[f] = load_cache(from_v, (u32(blk) * bs + j % bs) * params.heads_kv + g, e % D4, params.head_dim);
+        r[f] = load_cache(from_v, (u32(blk) * BS + j % BS) * params.heads_kv + g, e % D4, params.head_dim);
       }
     }
   }
@@ -208,7 +210,7 @@ fn decode_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
   let dim = params.head_dim;
   // Tokens in the cache, at most what the block table addresses; fewer than Sq_new (an idle
   // slot holds 0) means nothing is visible.
-  let n = min(u32(max(seq_lens[b], 0)), params.max_blocks * params.block_size);
+  let n = min(u32(max(seq_lens[b], 0)), params.max_blocks * BS);
   let live = n >= sq && nrows > 0u;
   let wl = params.window_left;
   // Keys any row of the block sees, [lo, hi): the first row's window start to the last row's key.

@@ -212,8 +212,8 @@ PLANTED = {
         "more-splits-than-tiles",
     ),
     "the slot inside a block off by one": (
-        "(u32(blk) * bs + j % bs)",
-        "(u32(blk) * bs + (j + 1u) % bs)",
+        "(u32(blk) * BS + j % BS)",
+        "(u32(blk) * BS + (j + 1u) % BS)",
         "more-splits-than-tiles",
     ),
     "the last tile dropped": (

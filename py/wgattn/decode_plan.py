@@ -57,7 +57,6 @@ PARAMS: Tuple[Tuple[str, str], ...] = (
     ("heads_kv", "u32"),
     ("head_dim", "u32"),
     ("num_blocks", "u32"),
-    ("block_size", "u32"),
     ("max_blocks", "u32"),
     ("window_left", "i32"),
     ("softcap", "f32"),
@@ -67,6 +66,7 @@ PARAMS: Tuple[Tuple[str, str], ...] = (
     ("row_blocks", "u32"),
     ("_pad0", "u32"),
     ("_pad1", "u32"),
+    ("_pad2", "u32"),
 )
 _FORMAT = {"u32": "I", "i32": "i", "f32": "f"}
 # The split pass's bindings, then the combine pass's: (binding, buffer) and the buffer's type.
@@ -136,14 +136,23 @@ def _odd(x: int) -> int:
     return x if x % 2 else x + 1
 
 
+def _rows_per_block(rows: int, row_blocks: int, cap: int) -> int:
+    """ceil(rows / row_blocks) rounded up to 1, 2, 4 or a multiple of 8, at most `cap`: the rows
+    of a step (G * Sq_new, Sq_new varying under speculative decoding) then share a few pipelines;
+    spare rows are masked and read no more of the cache."""
+    rb = -(-max(rows, 1) // row_blocks)
+    rb = 1 << (rb - 1).bit_length() if rb <= 8 else -(-rb // 8) * 8
+    return min(rb, cap)
+
+
 def tiles(head_dim: int, rows: int, f16: bool, limits: Optional[Mapping[str, int]] = None) -> Tiles:
-    """The first (invocations, keys per tile) candidate whose private arrays hold the rows and whose
-    workgroup memory fits the adapter (`limits`: wgattn.registry.target_limits() by default), with
-    the fewest row blocks: rows per workgroup as many as the registers allow, so that the cache is
-    read once per kv head where it can be."""
+    """The tile shape for `rows` query rows of a kv head on an adapter with `limits`
+    (wgattn.registry.target_limits() by default): of the (invocations, keys per tile) candidates
+    whose private arrays hold the rows and whose workgroup memory fits, the one with the fewest
+    row blocks (each row block reads the cache again), the earlier candidate on a tie."""
     lim = dict(target_limits() if limits is None else limits)
     d4 = -(-head_dim // 4)
-    tried = []
+    tried, best = [], None
     for wg, bc in _CANDIDATES["cpu" if lim.get("cpu") else "gpu"]:
         if wg > lim["max_invocations"]:
             continue
@@ -155,20 +164,24 @@ def tiles(head_dim: int, rows: int, f16: bool, limits: Optional[Mapping[str, int
         cap = min(_MAX_SPT * srg, (_MAX_RPT // cpt) * nrg)
         row_blocks = -(-max(rows, 1) // cap)
         while True:
-            rb = -(-max(rows, 1) // row_blocks)
+            rb = _rows_per_block(rows, row_blocks, cap)
             t = Tiles(
                 wg, bc, rb, d4, _odd(d4), _odd(max(d4, nc * cpt)), srg, -(-rb // srg), nc, nrg, -(-rb // nrg), cpt, pf, row_blocks
             )
             if t.storage(f16) <= lim["max_wg_storage"]:
-                return t
+                if best is None or t.row_blocks < best.row_blocks:
+                    best = t
+                break
             if rb == 1:
                 tried.append(f"WG={wg} BC={bc}: {t.storage(f16)} bytes")
                 break
             row_blocks += 1
-    raise ValueError(
-        f"decode.split: no tile shape fits an adapter with {lim['max_wg_storage']} bytes of workgroup storage and "
-        f"{lim['max_invocations']} invocations at head_dim {head_dim} ({'; '.join(tried) or 'none tried'})"
-    )
+    if best is None:
+        raise ValueError(
+            f"decode.split: no tile shape fits an adapter with {lim['max_wg_storage']} bytes of workgroup storage and "
+            f"{lim['max_invocations']} invocations at head_dim {head_dim} ({'; '.join(tried) or 'none tried'})"
+        )
+    return best
 
 
 def _spans(args: _reference.DecodeArgs) -> List[int]:
@@ -283,7 +296,6 @@ def plan(
         "heads_kv": hkv,
         "head_dim": d,
         "num_blocks": num_blocks,
-        "block_size": block_size,
         "max_blocks": max_blocks,
         "window_left": args.window_left,
         "softcap": args.softcap,
@@ -318,7 +330,7 @@ def plan(
             label=f"{kernel}.{name}",
             source=source,
             entry_point=entry,
-            constants=t.constants(),
+            constants={**t.constants(), "BS": float(block_size)},
             bindings={i: BINDINGS[i][0] for i in uses},
             layout=[(i, BINDINGS[i][1]) for i in uses],
             workgroups=Pass(name, entry, uses, {"items": str(count)}).workgroups({}, {}),
