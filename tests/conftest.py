@@ -12,6 +12,7 @@ import pytest
 SLOW = {
     "test_api_fuzz.py": ("*",),
     "test_bench_cli.py": ("test_json_records",),
+    "test_bench_decode.py": ("test_smoke_run_records_checked_figures",),
     "test_check.py": ("test_project_kernels_pass_with_json", "test_planted_*"),
     "test_js_typecheck.py": ("test_planted_type_errors_fail_the_check",),
     "test_localise.py": ("test_a_kernel_trusting_tanh_is_caught_and_explained",),
