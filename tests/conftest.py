@@ -46,18 +46,22 @@ SLOW = {
 
 @pytest.hookimpl(tryfirst=True)  # before -m and -k deselect anything
 def pytest_collection_modifyitems(items):
-    collected, used = set(), set()
+    modules = {}
     for item in items:
         path, _, rest = item.nodeid.partition("::")
         if not path.startswith("tests/"):
             continue
-        name, file = rest.split("[")[0], path[len("tests/") :]
-        collected.add(file)
-        for pattern in SLOW.get(file, ()):
-            if fnmatch(name, pattern):
-                item.add_marker(pytest.mark.slow)
-                used.add((file, pattern))
-    stale = [f"{f}::{p}" for f in collected for p in SLOW.get(f, ()) if (f, p) not in used]
+        file = path[len("tests/") :]
+        modules.setdefault(file, getattr(item, "module", None))
+        if any(fnmatch(rest.split("[")[0], pattern) for pattern in SLOW.get(file, ())):
+            item.add_marker(pytest.mark.slow)
+    # Checked against the test functions each module defines, whichever of them were selected.
+    stale = [
+        f"{file}::{pattern}"
+        for file, mod in modules.items()
+        for pattern in SLOW.get(file, ())
+        if mod is not None and not any(fnmatch(name, pattern) for name in dir(mod) if name.startswith("test"))
+    ]
     if stale:
         raise pytest.UsageError(f"tests/conftest.py's SLOW names tests that no longer exist: {stale}")
 
