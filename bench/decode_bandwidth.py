@@ -31,7 +31,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from wgattn import decode_plan, reference
+from wgattn import bench, decode_plan, reference
 from wgattn.plan import Buffer, Dispatch, Plan
 from wgattn.registry import Pass
 
@@ -160,19 +160,12 @@ def wgsl_copy_gbps(rt, nbytes: int, runs: int, warm_s: float) -> Dict[str, float
 
 
 def _torch_time(torch, fn: Callable, runs: int, warm_s: float) -> Dict[str, float]:
+    """CUDA-event milliseconds of `fn` (wgattn.bench's timer) after `warm_s` seconds of it."""
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < warm_s:
         fn()
         torch.cuda.synchronize()
-    samples = []
-    for _ in range(runs):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        samples.append(start.elapsed_time(end))
-    return _spread(samples)
+    return _spread(bench._time_torch(fn, runs, warmup=0))
 
 
 def torch_copy_gbps(torch, nbytes: int, runs: int, warm_s: float) -> Dict[str, float]:

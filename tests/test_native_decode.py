@@ -11,6 +11,7 @@ import re
 
 import numpy as np
 import pytest
+from test_reference_decode import paged
 
 from helpers import WIDE, workgroup_storage
 from wgattn import decode_plan, reference, tolerance
@@ -52,23 +53,15 @@ def _inputs(name):
     block_table, seq_lens and the keywords of one grid case."""
     lens, sq, hq, hkv, d, bs, opts, f16, ns = GRID[name]
     rs = np.random.RandomState(sum(map(ord, name)))
-    need = [-(-n // bs) for n in lens]
-    num_blocks = sum(need) + 3
-    table = np.full((len(lens), max(need) + 2), -1, dtype=np.int32)
-    order, at = rs.permutation(num_blocks), 0
-    for b, k in enumerate(need):
-        table[b, :k] = order[at : at + k]
-        at += k
-    q = rs.standard_normal((len(lens), sq, hq, d)).astype(np.float32)
+    q, k_cache, v_cache, table, seq_lens = paged(rs, lens, sq, hq, hkv, d, bs)
     cache = np.float16 if f16 else np.float32
-    k_cache = rs.standard_normal((num_blocks, bs, hkv, d)).astype(cache)
-    v_cache = rs.standard_normal((num_blocks, bs, hkv, d)).astype(cache)
+    q, k_cache, v_cache = q.astype(np.float32), k_cache.astype(cache), v_cache.astype(cache)
     kw = {k: v for k, v in opts.items() if k not in ("alibi", "sinks")}
     if "alibi" in opts:
         kw["alibi_slopes"] = (2.0 ** -np.linspace(1, 8, hq)).astype(np.float32)  # ALiBi's geometric slopes
     if "sinks" in opts:
         kw["sinks"] = (rs.standard_normal(hq) * 2).astype(np.float32)
-    return (q, k_cache, v_cache, table, np.array(lens, dtype=np.int32)), kw, ns
+    return (q, k_cache, v_cache, table, seq_lens), kw, ns
 
 
 def judge(runtime, name, source=None, kernel=None):

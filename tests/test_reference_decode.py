@@ -3,15 +3,15 @@
 The oracle is a plain Python loop over scalars (math.fsum, math.exp) written from the contract in
 docs/contract.md: each key found through the block table one at a time, the sink added to the
 denominator by hand. Cross-checks tie the paged decode to the contract's other functions (the
-cache gathered into one sequence is varlen_attention_fwd, bottom-right causal). Runs on CPython
-3.8+ with NumPy 1.17+ and pytest 3.6+ (also inside Pyodide).
+cache gathered into one sequence is varlen_attention_fwd, bottom-right causal). The drawings of
+visible keys are checked with the others' (test_reference.py). `paged` builds the scattered
+caches the decode tests share. Runs on CPython 3.8+ with NumPy 1.17+ and pytest 3.6+ (also inside
+Pyodide).
 """
 
 from __future__ import annotations
 
 import math
-import os
-import re
 
 import numpy as np
 import pytest
@@ -317,37 +317,3 @@ def test_check_decode_args_gives_the_resolved_values():
     assert a.scale == 1.0 / math.sqrt(3) and a.window_left == 3 and a.softcap == 0.0
     assert a.seq_lens == (6, 0, 9) and a.block_table.dtype == np.int64 and a.alibi_slopes is None
     assert a.sinks.dtype == np.float64 and list(a.sinks) == [1.0, 2.0, 3.0, 4.0]
-
-
-# ---------------------------------------------------------------------------
-# the drawings of visible keys in the docstring and docs/contract.md
-# ---------------------------------------------------------------------------
-
-_DECODE_HEAD = re.compile(r"decode: seq_len=(\d+) new=(\d+) window_left=(-?\d+)")
-
-
-def _check_decode_drawings(text, where):
-    lines = text.splitlines()
-    found = 0
-    for n, line in enumerate(lines):
-        m = _DECODE_HEAD.search(line)
-        if not m:
-            continue
-        seq_len, new, wl = (int(x) for x in m.groups())
-        for i, row in enumerate(lines[n + 2 : n + 2 + new]):
-            cells = row.split()
-            assert cells[0] == "q%d" % i, (where, row)
-            pos = seq_len - new + i
-            want = [j <= pos and (wl < 0 or j >= pos - wl) for j in range(seq_len)]
-            assert [c == "1" for c in cells[1:]] == want, (where, line, row)
-        found += 1
-    return found
-
-
-def test_decode_drawings_are_correct():
-    assert _check_decode_drawings(ref.decode_attention.__doc__, "decode_attention") >= 1
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "docs", "contract.md")
-    if not os.path.exists(path):
-        pytest.skip("docs/contract.md is not shipped alongside the tests here")
-    with open(path, encoding="utf-8") as f:
-        assert _check_decode_drawings(f.read(), "contract.md") >= 2

@@ -20,6 +20,7 @@ import os
 
 import numpy as np
 import pytest
+from test_reference_decode import paged
 
 from wgattn import reference as ref
 
@@ -382,16 +383,7 @@ def test_decode_against_oracle(name):
     lens, sq, hq, hkv, d, bs, wl, cap, with_alibi, with_sinks, scale = DECODE_ORACLE_CASES[name]
     _jax()
     rs = np.random.RandomState(sum(map(ord, name)))
-    need = [-(-n // bs) for n in lens]
-    num_blocks = sum(need) + 2
-    table = np.full((len(lens), max(need) + 1), -1, dtype=np.int32)
-    order, at = rs.permutation(num_blocks), 0
-    for b, k in enumerate(need):
-        table[b, :k] = order[at : at + k]
-        at += k
-    q = rs.standard_normal((len(lens), sq, hq, d))
-    k_cache = rs.standard_normal((num_blocks, bs, hkv, d))
-    v_cache = rs.standard_normal((num_blocks, bs, hkv, d))
+    q, k_cache, v_cache, table, _ = paged(rs, lens, sq, hq, hkv, d, bs)
     alibi = 2.0 ** -np.arange(1, hq + 1) if with_alibi else None  # ALiBi's geometric slopes
     sinks = rs.standard_normal(hq) * 2 if with_sinks else None
     kw = dict(scale=scale, window_left=wl, softcap=cap, alibi_slopes=alibi, sinks=sinks)
