@@ -4,7 +4,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export XDG_RUNTIME_DIR ?= /tmp/wgattn-xdg
 
-.PHONY: setup demo test test-fast check typecheck-js
+.PHONY: setup demo test test-fast check typecheck-js bench-gpu
 setup:
 	@bash scripts/setup.sh
 
@@ -32,3 +32,9 @@ typecheck-js: setup
 # without the browser; under 90 s on a 2-core machine.
 test-fast: setup
 	$(PY) -m pytest tests -m "not slow"
+
+# The benchmark suite on this machine's GPU, one run: wgpu-py (trusted, checked), PyTorch's SDPA and
+# Chromium's WebGPU (robustness on and off), by one protocol; records in .cache/bench/ (bench/suite.py,
+# ARGS="--kernels ... --shapes ..." to choose). A lent machine with no registry: bench/devcarry.py.
+bench-gpu: setup
+	PYTHONUNBUFFERED=1 $(PY) bench/suite.py $(ARGS)

@@ -15,26 +15,9 @@ router = APIRouter(prefix="/api", tags=["api"], route_class=JSONBodyRoute, respo
 
 @router.get("/kernels")
 def kernels():
-    """Every registered interface and kernel (from shaders/manifest.json)."""
-    reg = registry.load()
-    return {
-        "interfaces": {
-            name: {"summary": i.summary, "reference": i.reference, "conventions": dict(i.conventions)}
-            for name, i in reg.interfaces.items()
-        },
-        "kernels": [
-            {
-                "id": k.id,
-                "interface": k.interface.name,
-                "summary": k.summary,
-                "requires": list(k.requires),
-                "precision": k.precision,
-            }
-            for k in reg.kernels.values()
-        ],
-        # the live configuration's fields per interface (POST /api/run's config)
-        "configs": live.schema(),
-    }
+    """Every registered interface and kernel (from shaders/manifest.json) and, in `configs`, the
+    live configuration's fields per interface with their bounds (POST /api/run's config)."""
+    return live.catalogue()
 
 
 @router.get("/adapter")
@@ -65,14 +48,13 @@ def run(request: RunRequest):
         if request.inputs is not None:
             tensors = {name: t.array(name) for name, t in request.inputs.items()}
         run_ = live.build(kernel.id, request.config, tensors)
-        plan = run_.plan()
     except ValueError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from None
     info = native_service.adapter_info()
     if "error" in info:
         raise HTTPException(status_code=503, detail=info["error"])
-    try:
-        result = native_service.run_locked(lambda rt: rt.run(plan))
+    try:  # planned for the native device (its tile shapes, its limits)
+        result = native_service.run_locked(lambda rt: rt.run(run_.plan(rt.target)))
     except ValueError as exc:  # does not fit this adapter, or does not compile
         raise HTTPException(status_code=422, detail=str(exc)) from None
     return {

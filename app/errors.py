@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
-from wgattn.native import AdapterError
+from wgattn.errors import AdapterError
 
 from . import limits, native_service, security
 

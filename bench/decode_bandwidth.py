@@ -1,37 +1,38 @@
-"""Decode attention as bandwidth, on a GPU, in one run: the decode kernels (wgattn.decode_plan)
-against the copy bandwidth measured in the same run and against PyTorch's SDPA on the same tensors.
+"""Decode attention as bandwidth, on a GPU, in one run, by the measurement protocol (wgattn.protocol):
+the decode kernels (the `decode` interface, wgattn.interfaces.decode) against the copy bandwidth of
+the same device and against PyTorch's SDPA on the same tensors, in one interleaved series per case.
 
-    bash bench/device.sh python3 bench/decode_bandwidth.py --json decode.json
+    python3 bench/decode_bandwidth.py --json decode.jsonl
+    (on the lent H100: python3 bench/devcarry.py run -- python3 bench/decode_bandwidth.py --json $OUT/decode.jsonl)
 
-For each case (`cases()`): the effective bandwidth of the cache read, bytes of K and V the step
-must read (`bytes_touched()`: each visible key of each kv head once) over the kernel's median GPU
-time (timestamp queries, both passes summed); the copy bandwidth of the same device, (read +
-written bytes) / time of a WGSL vec4 copy through the same wgpu device and of torch's
-device-to-device copy; and PyTorch's scaled_dot_product_attention on the same values unpaged
-([B, H, S, D], the cache's dtype), each backend tried and the fastest kept as the anchor. Every
-output is checked against wgattn.reference.decode_attention (float64) before it is timed.
+For each case (`cases()`), one series timed by wgattn.protocol.measure (warm-up by time until the
+rounds agree, interleaved rounds, median with its interquartile spread): the decode kernel in each
+mode (trusted: no runtime bounds checks; checked), at the split rule's count and, for the first
+case, at other split counts (`--sweep`: is the rule's choice the best?); a WGSL vec4 copy of the
+case's K and V bytes through the same wgpu device; and, with PyTorch on CUDA, torch's copy_ of
+those bytes and scaled_dot_product_attention on the same values unpaged ([B, H, S, D], the cache's
+dtype), each SDPA backend that runs the case. Bandwidth = the bytes of K and V the step must read
+(`bytes_touched`: each visible key of each kv head once) over the median; the copy counts its
+read and written bytes. Every output is checked against wgattn.reference.decode_attention
+(float64) before it is timed.
 
-Target (issue's): B=8, Hq=32, Hkv=8, D=128, 32k tokens, f16 cache, Sq_new=1 at >= 70% of the copy
-bandwidth natively (trusted) and faster than SDPA. A cold H100 idles at low clocks: every timing
-is preceded by --warm seconds of the same work, then --runs timed runs; medians with p10-p90.
-`--sweep` times the first case at several split counts (is the split rule's choice the best?).
-`cases()` and `bytes_touched()` are what a `wgattn bench --op decode` can take over.
+Target: B=8, Hq=32, Hkv=8, D=128, 32k tokens, f16 cache, Sq_new=1 at >= 70% of the copy bandwidth
+natively (trusted) and faster than SDPA.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
-import statistics
-import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from wgattn import bench, decode_plan, reference
+from wgattn import bench, protocol, reference, registry
+from wgattn.interfaces.decode import INTERFACE as decode
+from wgattn.interfaces.decode import bytes_touched as _bytes_touched
 from wgattn.plan import Buffer, Dispatch, Plan
 from wgattn.registry import Pass
 
@@ -71,7 +72,7 @@ def _itemsize(case: DecodeCase) -> int:
 
 def bytes_touched(case: DecodeCase) -> int:
     """Bytes of K and V one decoding step of `case` reads at least."""
-    return decode_plan.bytes_touched(
+    return _bytes_touched(
         [case.seq_len] * case.batch, case.window_left, case.new_tokens, case.heads_kv, case.head_dim, _itemsize(case)
     )
 
@@ -96,30 +97,20 @@ def inputs(case: DecodeCase, seed: int = 0) -> Dict[str, np.ndarray]:
     return out
 
 
-def _keywords(case: DecodeCase, x: Dict[str, np.ndarray]) -> Dict[str, object]:
-    return {"window_left": case.window_left, "sinks": x.get("sinks")}
+ARGS = ("q", "k_cache", "v_cache", "block_table", "seq_lens")
+
+
+def decode_case(case: DecodeCase, x: Dict[str, np.ndarray], num_splits: Optional[int] = None):
+    """The interface's case for the inputs (the split rule's count, or `num_splits`)."""
+    return decode.case_from_reference(
+        *(x[n] for n in ARGS), window_left=case.window_left, sinks=x.get("sinks"), num_splits=num_splits, name=case.name
+    )
 
 
 def unpaged(case: DecodeCase, x: Dict[str, np.ndarray], name: str) -> np.ndarray:
     """The cache of every sequence gathered through its block table: [B, Hkv, S, D]."""
     c = x[name][x["block_table"]].reshape(case.batch, -1, case.heads_kv, case.head_dim)[:, : case.seq_len]
     return np.ascontiguousarray(c.transpose(0, 2, 1, 3))
-
-
-def _spread(samples: Sequence[float]) -> Dict[str, float]:
-    s = sorted(samples)
-    pick = lambda f: s[min(len(s) - 1, int(f * len(s)))]  # noqa: E731
-    return {"median_ms": statistics.median(s), "p10_ms": pick(0.1), "p90_ms": pick(0.9)}
-
-
-def time_plan(rt, plan: Plan, runs: int, warm_s: float) -> Dict[str, float]:
-    """GPU milliseconds of one run of `plan` (every pass), after `warm_s` seconds of it."""
-    _, first = rt.time(plan, runs=10, warmup=1)
-    warm = max(1, math.ceil(warm_s * 1e3 / max(statistics.median(first), 1e-3)))
-    timer, samples = rt.time(plan, runs=runs, warmup=warm)
-    if timer != "gpu":
-        print("  (no timestamp queries on this adapter: wall-clock times)", file=sys.stderr)
-    return _spread(samples)
 
 
 COPY_WGSL = """
@@ -137,10 +128,10 @@ fn copy(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 """
 
 
-def wgsl_copy_gbps(rt, nbytes: int, runs: int, warm_s: float) -> Dict[str, float]:
-    """(read + written bytes) / median time of a vec4 copy of `nbytes` through the same device."""
+def copy_plan(rt, nbytes: int) -> Plan:
+    """A vec4 copy of `nbytes` (at most a binding's limit) through the same device."""
     nbytes = min(nbytes, rt.limits["max-storage-buffer-binding-size"]) // 16 * 16
-    plan = Plan(
+    return Plan(
         buffers=[Buffer("src", nbytes, "storage"), Buffer("dst", nbytes, "storage")],
         dispatches=[
             Dispatch(
@@ -155,28 +146,29 @@ def wgsl_copy_gbps(rt, nbytes: int, runs: int, warm_s: float) -> Dict[str, float
         ],
         outputs=[],
     )
-    t = time_plan(rt, plan, runs, warm_s)
-    return {**t, "gbps": 2 * nbytes / t["median_ms"] / 1e6, "bytes": nbytes}
 
 
-def _torch_time(torch, fn: Callable, runs: int, warm_s: float) -> Dict[str, float]:
-    """CUDA-event milliseconds of `fn` (wgattn.bench's timer) after `warm_s` seconds of it."""
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < warm_s:
-        fn()
-        torch.cuda.synchronize()
-    return _spread(bench._time_torch(fn, runs, warmup=0))
+class TorchTimed(protocol.Timed):
+    """A CUDA function timed with CUDA events around `reps` calls (wgattn.bench's timer)."""
+
+    timer = "cuda"
+    resolution_ns = bench.CUDA_EVENT_RESOLUTION_NS
+
+    def __init__(self, torch, fn: Callable[[], object]):
+        self.torch, self.fn = torch, fn
+
+    def sample(self, reps: int):
+        start, end = self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(reps):
+            self.fn()
+        end.record()
+        self.torch.cuda.synchronize()
+        return start.elapsed_time(end) / reps, []
 
 
-def torch_copy_gbps(torch, nbytes: int, runs: int, warm_s: float) -> Dict[str, float]:
-    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    t = _torch_time(torch, lambda: dst.copy_(src), runs, warm_s)
-    return {**t, "gbps": 2 * nbytes / t["median_ms"] / 1e6, "bytes": nbytes}
-
-
-def torch_sdpa(torch, case: DecodeCase, x: Dict[str, np.ndarray], runs: int, warm_s: float):
-    """[(backend, timing, out [B, Sq_new, Hq, D] as float32)] for each SDPA backend that runs the
+def torch_sdpa(torch, case: DecodeCase, x: Dict[str, np.ndarray]):
+    """[(backend, its function, out [B, Sq_new, Hq, D] as float32)] for each SDPA backend that runs the
     case: q, k, v on CUDA in the cache's dtype, [B, H, S, D], GQA through enable_gqa, the new
     tokens causal bottom-right, sinks (no SDPA argument) left out: such a case has no anchor."""
     import torch.nn.functional as F
@@ -196,7 +188,7 @@ def torch_sdpa(torch, case: DecodeCase, x: Dict[str, np.ndarray], runs: int, war
     found = []
     for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH):
 
-        def fn():
+        def fn(backend=backend):
             with sdpa_kernel([backend]):
                 return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
 
@@ -206,7 +198,7 @@ def torch_sdpa(torch, case: DecodeCase, x: Dict[str, np.ndarray], runs: int, war
         except (RuntimeError, TypeError, NotImplementedError) as exc:
             print(f"  torch {backend.name}: does not run this case ({str(exc).splitlines()[0][:120]})")
             continue
-        found.append((backend.name, _torch_time(torch, fn, runs, warm_s), out.float().cpu().numpy().transpose(0, 2, 1, 3)))
+        found.append((backend.name, fn, out.float().cpu().numpy().transpose(0, 2, 1, 3)))
     return found
 
 
@@ -218,46 +210,41 @@ def check(name: str, got: np.ndarray, want: np.ndarray, allowed: float) -> float
     return err
 
 
+@dataclass
+class Entry:
+    """One entry of a case's series: what its record says besides the measurement."""
+
+    impl: str
+    timed: protocol.Timed
+    nbytes: int  # the bytes its bandwidth counts
+    mode: str = ""
+    splits: int = 0
+    rule: bool = False
+    config: str = ""
+    kind: str = "decode"
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--case", action="append", help="run only these cases (default: all)")
-    ap.add_argument("--runs", type=int, default=100)
-    ap.add_argument("--warm", type=float, default=2.0, help="seconds of warm-up before each timing")
     ap.add_argument("--modes", default="trusted,checked", help="wgattn.native shader modules to time")
     ap.add_argument("--sweep", default="1,4,8,16,32,64,128", help="split counts tried on the first case ('' for none)")
-    ap.add_argument("--copy-mib", type=int, default=1024)
+    ap.add_argument("--rounds", type=int, default=20, help="the protocol's interleaved rounds")
+    ap.add_argument("--warm", type=float, default=2.0, help="the protocol's warm-up, seconds (capped at 3x)")
     ap.add_argument("--json", help="append one JSON line per record to this file")
     ap.add_argument("--smoke", action="store_true", help="shrunk cases (2 sequences of 700 tokens): does the script run?")
     args = ap.parse_args(argv)
+    proto = protocol.Protocol.of(args.rounds, args.warm)
 
     from wgattn import native
 
     rt = native.runtime()
-    try:
+    torch_name = bench.torch_cuda()
+    torch = None
+    if torch_name:
         import torch
-
-        torch_ok = torch.cuda.is_available()
-    except ImportError:
-        torch, torch_ok = None, False
-    print(f"adapter: {rt.name}; torch: {torch.cuda.get_device_name(0) if torch_ok else 'absent (no anchors)'}")
-    records: List[Dict[str, object]] = []
-
-    def record(**kw):
-        records.append(kw)
-        if args.json:
-            with open(args.json, "a") as f:
-                f.write(json.dumps(kw) + "\n")
-
-    copy = wgsl_copy_gbps(rt, args.copy_mib << 20, args.runs, args.warm)
-    mib, gbps0 = copy["bytes"] >> 20, copy["gbps"]
-    print(f"copy bandwidth, WGSL vec4 copy of {mib} MiB: {gbps0:.1f} GB/s (median {copy['median_ms']:.3f} ms)")
-    record(kind="copy", impl="wgsl", adapter=rt.name, **copy)
-    tcopy = None
-    if torch_ok:
-        tcopy = torch_copy_gbps(torch, args.copy_mib << 20, args.runs, args.warm)
-        print(f"copy bandwidth, torch copy_: {tcopy['gbps']:.1f} GB/s")
-        record(kind="copy", impl="torch", **tcopy)
-
+    print(f"adapter: {rt.name}; torch: {torch_name or 'absent (no anchors)'}; {proto}")
+    info = bench.RunInfo.now(commit=bench.git_commit())
     chosen = [c for c in cases() if not args.case or c.name in args.case]
     if args.smoke:
         chosen = [replace(c, batch=min(c.batch, 2), seq_len=min(c.seq_len, 700)) for c in chosen]
@@ -265,59 +252,82 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         nbytes = bytes_touched(case)
         print(f"\n{case.name}: {asdict(case)}; {nbytes / 1e9:.3f} GB of K and V a step")
         x = inputs(case)
-        kw = _keywords(case, x)
-        try:
-            decode_plan.plan(*(x[n] for n in ("q", "k_cache", "v_cache", "block_table", "seq_lens")), **kw)
-        except ValueError as exc:  # wgattn.errors.DoesNotFit is one: a buffer past the adapter's limits
-            print(f"  skipped: {exc}")
+        kernel = registry.load().kernel("decode.split_f16" if case.cache == "f16" else "decode.split")
+        plan = decode.plan(kernel, decode_case(case, x), rt.target)
+        if plan.unavailable:
+            print(f"  skipped: {plan.unavailable}")
             continue
-        args5 = (x["q"], x["k_cache"], x["v_cache"], x["block_table"], x["seq_lens"])
         t0 = time.perf_counter()
-        want_out, _ = reference.decode_attention(*args5, **kw)
+        want_out, _ = reference.decode_attention(*(x[n] for n in ARGS), window_left=case.window_left, sinks=x.get("sinks"))
         print(f"  float64 reference: {time.perf_counter() - t0:.1f} s")
+        entries: List[Entry] = []
         splits = [None] + ([int(s) for s in args.sweep.split(",") if s] if i == 0 else [])
         for mode in [m for m in args.modes.split(",") if m]:
-            rt.trusted = mode == "trusted"
             for ns in splits:
-                plan = decode_plan.plan(*args5, num_splits=ns, **kw)
+                p = decode.plan(kernel, decode_case(case, x, ns), rt.target)
                 if ns is None:
-                    check(f"wgattn {mode}", rt.run(plan).outputs["out"], want_out, 1e-4)
-                t = time_plan(rt, plan, args.runs, args.warm)
-                gbps = nbytes / t["median_ms"] / 1e6
-                tiles = plan.meta["tiles"]
-                config = f"WG={tiles.WG} BC={tiles.BC} RB={tiles.RB} row_blocks={tiles.row_blocks}"
-                label = f"splits={plan.meta['num_splits']}{' (rule)' if ns is None else ''}"
-                pct = 100 * gbps / copy["gbps"]
-                print(
-                    f"  wgattn {mode:8s} {label:18s} {t['median_ms']:8.3f} ms [{t['p10_ms']:.3f}-{t['p90_ms']:.3f}]"
-                    f" {gbps:8.1f} GB/s = {pct:5.1f}% of the WGSL copy"
-                    + (f", {100 * gbps / tcopy['gbps']:5.1f}% of torch's" if tcopy else "")
-                    + f"  {config}"
-                )
-                record(
-                    kind="decode",
-                    case=case.name,
-                    impl=plan.meta["kernel"],
-                    mode=mode,
-                    splits=plan.meta["num_splits"],
-                    rule=ns is None,
-                    config=config,
-                    bytes=nbytes,
-                    gbps=gbps,
-                    pct_of_copy=pct,
-                    **t,
-                )
-        rt.trusted = True
-        if torch_ok:
-            for backend, t, out in torch_sdpa(torch, case, x, args.runs, args.warm):
-                err = float(np.abs(out - want_out).max())
-                gbps = nbytes / t["median_ms"] / 1e6
-                print(
-                    f"  torch {backend:20s} {t['median_ms']:8.3f} ms [{t['p10_ms']:.3f}-{t['p90_ms']:.3f}]"
-                    f" {gbps:8.1f} GB/s = {100 * gbps / copy['gbps']:5.1f}% of the WGSL copy; max abs err {err:.1e}"
-                )
-                record(kind="decode", case=case.name, impl=f"torch.{backend}", bytes=nbytes, gbps=gbps, err=err, **t)
+                    rt.trusted = mode == "trusted"
+                    check(f"{kernel.id} {mode}", rt.run(p).outputs["out"], want_out, 1e-4)
+                    rt.trusted = True
+                lay = decode.layout_on(kernel, decode_case(case, x, ns), rt.target)
+                k = lay.knobs
+                config = f"WG={k['WG']} BC={k['BC']} RB={k['RB']} row_blocks={lay.values['row_blocks']}"
+                timed = rt.timing([p], trusted=mode == "trusted")
+                entries.append(Entry(kernel.id, timed, nbytes, mode, int(lay.values["num_splits"]), ns is None, config))
+        cp = copy_plan(rt, nbytes)
+        copied = cp.buffers[0].size
+        entries.append(Entry("wgsl.copy", rt.timing([cp]), 2 * copied, kind="copy"))
+        if torch is not None:
+            src = torch.empty(copied, dtype=torch.uint8, device="cuda")
+            dst = torch.empty_like(src)
+            entries.append(Entry("torch.copy_", TorchTimed(torch, lambda: dst.copy_(src)), 2 * copied, kind="copy"))
+            for backend, fn, out in torch_sdpa(torch, case, x):
+                check(f"torch {backend}", out, want_out, 5e-2 if case.cache == "f16" else 1e-4)
+                entries.append(Entry(f"torch.{backend}", TorchTimed(torch, fn), nbytes))
         del x
+        measured = protocol.measure([e.timed for e in entries], proto, log=print)
+        copy_gbps = None
+        rows = []
+        for e, m in zip(entries, measured):
+            st = protocol.summarize(proto, m.samples)
+            gbps = e.nbytes / st.median_ms / 1e6
+            if e.impl == "wgsl.copy":
+                copy_gbps = gbps
+            rows.append((e, m, st, gbps))
+        for e, m, st, gbps in rows:
+            pct = 100 * gbps / copy_gbps if copy_gbps else 0.0
+            label = e.impl + (f" [{e.mode}] splits={e.splits}{' (rule)' if e.rule else ''}" if e.mode else "")
+            print(
+                f"  {label:44s} {st.median_ms:9.4f} ms \u00b1{100 * st.spread:4.1f}% {gbps:8.1f} GB/s"
+                f" = {pct:5.1f}% of the WGSL copy ({len(m.samples)}x{m.reps}, {e.timed.timer}"
+                f"{'' if m.warmed else ', NOT warmed'}) {e.config}"
+            )
+            record = {
+                "kind": e.kind,
+                "case": case.name,
+                "shape": asdict(case),
+                "impl": e.impl,
+                "mode": e.mode,
+                "splits": e.splits,
+                "rule": e.rule,
+                "config": e.config,
+                "adapter": rt.name if not e.impl.startswith("torch") else torch_name,
+                "bytes": e.nbytes,
+                "gbps": gbps,
+                "pct_of_copy": pct,
+                **asdict(st),
+                "rounds": len(m.samples),
+                "reps": m.reps,
+                "warmup_s": round(m.warmup_s, 3),
+                "warmed": m.warmed,
+                "timer": e.timed.timer,
+                "timer_resolution_ns": m.resolution_ns,
+                "time": info.time,
+                "commit": info.commit,
+            }
+            if args.json:
+                with open(args.json, "a") as f:
+                    f.write(json.dumps(record) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """What the end-to-end tests share besides fixtures: the Chromium they drive, the demo server as
 `make demo` starts it, and waits on the page's state. The fixtures (conftest.py) build on these;
-tests and bench/browser_robustness.py import them from here, never from a conftest."""
+tests and bench/suite.py import them from here, never from a conftest (the suite runs where
+pytest may be missing: it is imported only to skip a test)."""
 
 import contextlib
 import json
@@ -11,8 +12,6 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("WGATTN_CHROMIUM", "/usr/bin/chromium")
@@ -39,6 +38,8 @@ def serve(log_path: Path, env=None):
     """The demo server exactly as `make demo` starts it (with `env` if given), on a free port;
     yields its base URL and stops it afterwards."""
     if not (ROOT / ".cache" / "pyodide").is_dir():
+        import pytest
+
         pytest.skip("Pyodide is not installed (.cache/pyodide): run make setup")
     # The page installs the wgattn wheel: build it from these sources (a no-op when up to date).
     subprocess.run(

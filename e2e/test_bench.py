@@ -1,6 +1,7 @@
 """The page's benchmark view times the project's kernels in the browser's WebGPU (SwiftShader here)
-and writes records of `wgattn bench --json`'s shape, one per (impl, seq_len), charted as TFLOP/s
-against sequence length; bad input gets a visible message and status error."""
+by the measurement protocol (wgattn.protocol) and writes records of `wgattn bench --json`'s shape,
+one per (impl, seq_len), charted as TFLOP/s against sequence length; bad input gets a visible
+message and status error."""
 
 import math
 
@@ -16,13 +17,14 @@ def _open(page, server):
     assert wait_for_status(page) == "done"
 
 
-def _run(page, *, op="fwd", seq_lens="64,128", runs="10", causal=True, b=B, h=H, d=D):
+def _run(page, *, op="fwd", seq_lens="64,128", rounds="5", warmup_s="0.2", causal=True, b=B, h=H, d=D):
     page.select_option("#bench-form select[name=op]", op)
     page.fill("#bench-form input[name=B]", str(b))
     page.fill("#bench-form input[name=H]", str(h))
     page.fill("#bench-form input[name=D]", str(d))
     page.fill("#bench-form input[name=seq_lens]", seq_lens)
-    page.fill("#bench-form input[name=runs]", str(runs))
+    page.fill("#bench-form input[name=rounds]", str(rounds))
+    page.fill("#bench-form input[name=warmup_s]", str(warmup_s))
     page.set_checked("#bench-form input[name=causal]", causal)
     page.click("#bench-run")
     page.wait_for_function("['done', 'error'].includes(document.getElementById('bench').dataset.status)", timeout=120_000)
@@ -50,10 +52,16 @@ def test_small_benchmark_records_and_chart(page, server, console_errors):
     assert skipped == set(bench.kernel_impls("fwd")) - set(impls)
     for r in records:
         assert set(r) == set(bench.Record.__dataclass_fields__), r
-        assert r["op"] == "fwd" and r["causal"] is True and r["runs"] == 10
+        assert r["op"] == "fwd" and r["causal"] is True and r["rounds"] == 5 and r["reps"] >= 1
         assert r["shape"] == [B, H, r["shape"][2], D]
         assert r["dtype"] == bench.dtype_of(r["impl"]) and r["timer"] in ("gpu", "wall")
-        assert "browser" in r["adapter"]
+        assert "browser" in r["adapter"] and r["runtime"] == "chromium" and r["browser"].startswith("Chromium ")
+        assert r["mode"] == "checked" and r["config"]  # robustness on; the tile that ran
+        assert 0 < r["min_ms"] <= r["q1_ms"] <= r["median_ms"] <= r["q3_ms"] <= r["max_ms"]
+        assert r["warmup_s"] >= 0.2 or not r["warmed"]
+        # The timer's tick as the timestamps showed it: Chromium started with --enable-unsafe-webgpu
+        # does not quantize them (docs/performance.md); a wall clock is coarsened to 100 us.
+        assert r["timer_resolution_ns"] > 0
         assert math.isfinite(r["median_ms"]) and r["median_ms"] > 0
         assert math.isfinite(r["tflops"]) and r["tflops"] > 0
         f = bench.flops("fwd", tuple(r["shape"]), True)
@@ -77,7 +85,9 @@ def test_bad_input_shows_a_message(page, server, console_errors):
     assert page.is_visible("#bench-error")
     assert "seq_lens must be a comma-separated list" in page.inner_text("#bench-error")
     assert page.evaluate("window.wgattn.bench.status") == "error"
-    assert _run(page, runs=3) == "error"
-    assert "runs must be an integer in 10..100, got 3" in page.inner_text("#bench-error")
+    assert _run(page, rounds=3) == "error"
+    assert "rounds must be an integer in 5..100, got 3" in page.inner_text("#bench-error")
+    assert _run(page, warmup_s="99") == "error"
+    assert "warmup_s must be a number of seconds in 0..30, got 99.0" in page.inner_text("#bench-error")
     assert page.evaluate("window.wgattn.bench.records") == []
     assert console_errors == []

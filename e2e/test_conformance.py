@@ -8,7 +8,7 @@ from pagetools import in_progress, wait_for_status
 from wgattn import registry
 
 REG = registry.load()
-INTERFACES = sorted(n for n in REG.interfaces if REG.kernels_of(n) and all(k.path.exists() for k in REG.kernels_of(n)))
+INTERFACES = sorted(n for n in REG.abis if REG.kernels_of(n) and all(k.path.exists() for k in REG.kernels_of(n)))
 
 
 def _open(page, server):
@@ -61,7 +61,7 @@ def test_pasted_wgsl_that_does_not_compile_shows_a_message(page, server):
 
 
 def test_compile_error_text_is_shown_verbatim(page, server):
-    """Issue 14: rows were built with innerHTML, so a compiler message naming `vec4<f32>` lost its
+    """Rows were once built with innerHTML, so a compiler message naming `vec4<f32>` lost its
     `<f32>` as an unknown tag. Every field is text now: the table and the message show it as is."""
     _open(page, server)
     assert _run_grid(page, "sdpa_arena", "fn f() { let x: vec4<f32> = 1.0; }") == "error"

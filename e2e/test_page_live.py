@@ -12,8 +12,8 @@ import pytest
 from png import colours
 
 from pagetools import ROOT, in_progress, wait_for_status
-from wgattn import pictures, registry
-from wgattn.interfaces import flash_fwd, module
+from wgattn import bench, interfaces, pictures, registry
+from wgattn.interfaces.flash_fwd import INTERFACE as flash_fwd
 
 REG = registry.load()
 SHOTS = ROOT / "test-results" / "screenshots"
@@ -78,7 +78,7 @@ def test_every_kernel_live_in_the_browser(live):
     features = page.evaluate("window.wgattn.results.adapter.features")
     runs = page.evaluate("window.wgattn.results.runs")[-len(REG.kernels) :]
     assert [r["kernel"] for r in runs] == list(REG.kernels)
-    outputs = {k.interface.name: set(module(k.interface.name).OUTPUTS) for k in REG.kernels.values()}
+    outputs = {k.interface: set(interfaces.of(k).OUTPUTS) for k in REG.kernels.values()}
     for r in runs:
         kernel = REG.kernel(r["kernel"])
         lacking = [f for f in kernel.requires if f not in features]
@@ -87,7 +87,7 @@ def test_every_kernel_live_in_the_browser(live):
         want_runtimes = (
             [("pyodide", "native")] if lacking else [("browser", "pyodide"), ("browser", "native"), ("pyodide", "native")]
         )
-        assert got == {(a, b, o) for a, b in want_runtimes for o in outputs[kernel.interface.name]}, r["kernel"]
+        assert got == {(a, b, o) for a, b in want_runtimes for o in outputs[kernel.interface]}, r["kernel"]
         assert all(p["pass"] for p in r["pairs"]), (r["kernel"], r["pairs"])
         assert r["pass"] is True, r
         if lacking:
@@ -105,7 +105,7 @@ def test_every_kernel_live_in_the_browser(live):
             const heat = JSON.parse(p.heatmap(run, 0));
             return [heat.width * heat.height, ...outputs.map((o) => JSON.parse(p.error_map(run, o, a, b, 0)).over)];
         }""",
-            [r["run"], sorted(outputs[REG.kernel(r["kernel"]).interface.name]), *pair],
+            [r["run"], sorted(outputs[REG.kernel(r["kernel"]).interface]), *pair],
         )
         assert drawn[0] > 0 and drawn[1:] == [0] * (len(drawn) - 1), (r["kernel"], drawn)
     assert errors == []
@@ -189,6 +189,8 @@ def test_grid_and_benchmark_show_progress_and_cancel(live):
     page.fill("#bench-form input[name=seq_lens]", "64,128,256,512")
     page.fill("#bench-form input[name=H]", "2")
     page.fill("#bench-form input[name=D]", "32")
+    page.fill("#bench-form input[name=rounds]", "5")
+    page.fill("#bench-form input[name=warmup_s]", "0.2")
     page.click("#bench-run")
     page.wait_for_function("window.wgattn.bench.records.length >= 1", timeout=120_000)
     page.click("#bench-cancel")
@@ -198,44 +200,59 @@ def test_grid_and_benchmark_show_progress_and_cancel(live):
     assert in_progress(page) == {}  # the cancelled benchmark was released
 
 
-def test_a_dropped_bench_json_is_charted(live):
-    page, errors = live
-    records = [
-        {
-            "op": "fwd",
-            "impl": "torch.sdpa",
-            "shape": [1, 2, s, 32],
-            "causal": True,
-            "dtype": "f16",
-            "adapter": "NVIDIA H100 80GB HBM3",
-            "median_ms": 0.01 * s / 64,
-            "tflops": 1.5 * s / 64,
-            "runs": 10,
-            "timer": "gpu",
-        }
-        for s in (64, 128, 256)
-    ]
+def _drop(page, text, name):
     page.evaluate(
-        """(text) => {
+        """([text, name]) => {
         const dt = new DataTransfer();
-        dt.items.add(new File([text], 'h100.json', { type: 'application/json' }));
+        dt.items.add(new File([text], name, { type: 'application/json' }));
         document.getElementById('bench-drop').dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true }));
     }""",
-        json.dumps(records),
+        [text, name],
     )
-    page.wait_for_function("window.wgattn.bench.imported.length === 3")
-    line = page.locator("#bench-chart polyline.series[data-source=file]")
-    assert line.count() == 1 and len(line.get_attribute("points").split()) == 3
+
+
+def _record(impl, mode, s, tflops, runtime="native", dtype="f32"):
+    """A record as `wgattn bench --json` writes it (H100 figures, made up)."""
+    ms = bench.flops("fwd", (1, 2, s, 32), True) / (tflops * 1e9)
+    return {
+        "op": "fwd", "impl": impl, "shape": [1, 2, s, 32], "causal": True, "dtype": dtype, "runtime": runtime,
+        "mode": mode, "config": "BR=64 BC=32 WG=128" if mode else "", "adapter": "NVIDIA H100 80GB HBM3 (Vulkan)",
+        "browser": "", "flags": [], "median_ms": ms, "tflops": tflops, "min_ms": ms, "q1_ms": ms, "q3_ms": ms,
+        "max_ms": ms, "spread": 0.0, "wide": False, "rounds": 20, "reps": 1, "warmup_s": 2.1, "warmed": True,
+        "timer": "gpu", "timer_resolution_ns": 32.0, "repeat": 0, "time": "2026-11-24T10:00:00+00:00", "commit": "abc",
+    }  # fmt: skip
+
+
+def test_a_dropped_bench_json_is_charted(live):
+    """Trusted and checked rows of one kernel are two lines (one colour, two dashes), and dropping
+    the same file again adds nothing."""
+    page, errors = live
+    records = [
+        _record("flash_fwd.blocked", m, s, t * s / 64) for m, t in (("trusted", 17.0), ("checked", 1.8)) for s in (64, 128, 256)
+    ]
+    records += [_record("torch", "", s, 28.0 * s / 64, runtime="torch") for s in (64, 128, 256)]
+    text = json.dumps(records)
+    before = page.evaluate("window.wgattn.bench.imported.length")
+    _drop(page, text, "h100.json")
+    page.wait_for_function(f"window.wgattn.bench.imported.length === {before + 9}")
+    lines = page.evaluate("""[...document.querySelectorAll('#bench-chart polyline.series[data-source=file]')].map((p) =>
+        [p.dataset.impl, p.dataset.mode, p.getAttribute('stroke'), p.getAttribute('stroke-dasharray'),
+         p.getAttribute('points').trim().split(/\\s+/).length])""")
+    blocked = sorted(line for line in lines if line[0] == "flash_fwd.blocked")
+    assert [(m, n) for _, m, _, _, n in blocked] == [("checked", 3), ("trusted", 3)]  # two lines, not one zig-zag
+    assert blocked[0][2] == blocked[1][2] and blocked[0][3] != blocked[1][3]  # one colour, two dashes
+    assert [line[0] for line in lines].count("torch") == 1
     if page.evaluate("window.wgattn.bench.records.length"):  # earlier runs of this page: they stay
         assert page.locator("#bench-chart polyline.series[data-source=browser]").count() >= 1
-    assert "NVIDIA H100" in page.inner_text("#bench-chart")
+    legend = page.inner_text("#bench-chart")
+    assert "NVIDIA H100" in legend and "[trusted]" in legend and "[checked]" in legend
+    _drop(page, text, "h100.json")  # again: nothing new
+    page.wait_for_function("document.getElementById('bench-imported').textContent.includes('already charted')")
+    assert page.evaluate("window.wgattn.bench.imported.length") == before + 9
+    assert page.locator("#bench-chart polyline.series[data-source=file]").count() == len(lines)
     shot = page.locator("#bench-chart").screenshot(path=str(SHOTS / "bench-chart.png"))
     assert len(colours(shot)) >= 10
-    page.evaluate("""() => {
-        const dt = new DataTransfer();
-        dt.items.add(new File(['{"op": 1}'], 'bad.json'));
-        document.getElementById('bench-drop').dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true }));
-    }""")
+    _drop(page, '{"op": 1}', "bad.json")
     page.wait_for_function("document.getElementById('bench').dataset.status === 'error'")
     assert "Could not read bad.json: record 0: expected the fields" in page.inner_text("#bench-error")
     assert errors == []
@@ -244,5 +261,5 @@ def test_a_dropped_bench_json_is_charted(live):
 def test_a_bad_url_says_why_and_the_page_still_works(page, server):
     page.goto(f"{server}/?kernel=varlen_fwd.seed&window_left=3")
     assert wait_for_status(page) == "error"
-    assert "window_left does not apply to varlen_fwd" in page.inner_text("#message")
+    assert "unknown config field(s) ['window_left'] for varlen_fwd" in page.inner_text("#message")
     assert page.is_enabled("#run") and page.is_enabled("#grid-run")

@@ -1,4 +1,4 @@
-"""Issue 11 in the browser: the page measures its WebGPU built-ins (the precision probe) and shows
+"""The precision probe in the browser: the page measures its WebGPU built-ins and shows
 them beside the server's; a failing conformance case is localised (likely class, worst elements)."""
 
 from pagetools import wait_for_status

@@ -28,28 +28,11 @@ override WG: u32;            // invocations per workgroup (any value >= 1; need 
 const LOG2E: f32 = 1.4426950408889634;
 const LOWEST: f32 = -3.4028234663852886e38;  // finite "minus infinity": WGSL may assume no infinities
 
-struct Params {
-  head_dim: u32,      // D
-  n_heads: u32,       // Hq, query heads (the grid's workgroup count)
-  n_kv_heads: u32,    // Hkv, key heads; Hq = Hkv * heads_per_kv
-  heads_per_kv: u32,  // query heads sharing one key head: head h reads key head h / heads_per_kv
-  pos: u32,           // position of the current token, 0 <= pos < history_len
-  history_len: u32,   // keys in k_hist (and columns of probs)
-  window: u32,        // visible keys including the current one; 0 = unbounded
-  _pad: u32,          // pads Params to 32 bytes
-}
-
-@group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> q: array<f32>;             // [n_heads, head_dim]
-@group(0) @binding(2) var<storage, read> k_hist: array<f32>;        // [history_len, n_kv_heads, head_dim]
-@group(0) @binding(3) var<storage, read_write> probs: array<f32>;   // [n_heads, history_len]
+#include "interfaces/attn_probs.wgsl"
 
 var<workgroup> scratch: array<f32, WG>;  // one partial maximum (then sum) per invocation
 
-// The smallest power of two >= WG: the tree reductions halve it, so any WG works.
-fn wg_pow2() -> u32 {
-  return 1u << (32u - countLeadingZeros(WG - 1u));
-}
+#include "lib/reduce.wgsl"
 
 // q[qb .. qb + d) . k_hist[kb .. kb + d), summed pairwise (a cascade over blocks of 4 products,
 // merged like a binary counter): the rounding error grows with log2(d) instead of d. A plain
@@ -81,27 +64,6 @@ fn dot_qk(qb: u32, kb: u32, d: u32) -> f32 {
     }
   }
   return total;
-}
-
-// scratch[0] = max over scratch[0 .. WG). Called in uniform control flow by every invocation;
-// the caller has put its value in scratch[lid] and passed a barrier.
-fn reduce_max(lid: u32) {
-  for (var s: u32 = wg_pow2() >> 1u; s > 0u; s = s >> 1u) {
-    if (lid < s && lid + s < WG) {
-      scratch[lid] = max(scratch[lid], scratch[lid + s]);
-    }
-    workgroupBarrier();
-  }
-}
-
-// scratch[0] = sum over scratch[0 .. WG); same contract as reduce_max.
-fn reduce_sum(lid: u32) {
-  for (var s: u32 = wg_pow2() >> 1u; s > 0u; s = s >> 1u) {
-    if (lid < s && lid + s < WG) {
-      scratch[lid] = scratch[lid] + scratch[lid + s];
-    }
-    workgroupBarrier();
-  }
 }
 
 @compute @workgroup_size(WG)

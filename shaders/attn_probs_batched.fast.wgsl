@@ -1,5 +1,11 @@
-// attn_probs_batched.fast: attention probabilities of many query positions at once (Gemma style,
-// GQA, sliding window, any history length), portable: no optional feature.
+#if SUBGROUP
+enable subgroups;
+#endif
+
+// attn_probs_batched.fast (and attn_probs_batched.subgroup, define SUBGROUP): attention
+// probabilities of many query positions at once (Gemma style, GQA, sliding window, any history
+// length). fast is portable (no optional feature); subgroup does its two workgroup reductions with
+// subgroup operations (the "subgroups" feature).
 //
 //   probs[i, h, t] = exp(s_t - m) / sum_{u visible} exp(s_u - m)   for visible t, exactly 0 otherwise
 //   s_t = scale * q[i, h, :] . k_hist[t, h / heads_per_kv, :]
@@ -34,58 +40,34 @@
 // products each) merged pairwise at the end; NumPy's float32 matmul, the yardstick, sums all D.
 // No barrier comes before sweep 1: on CPU implementations (lavapipe) code after a barrier runs
 // from a coroutine frame, which slows a hot loop that follows one.
-// Workgroup memory: WG vec4s (4 KiB at WG 256), whatever the history length. A barrier separates
-// reading m out of the scratch from reusing the scratch for the sum (seed B's race).
+// Reductions (max, then sum; vec4 lanes = the block's 4 rows). fast: workgroup tree reductions
+// (lib/reduce.wgsl) over WG vec4s of workgroup memory (4 KiB at WG 256). subgroup: subgroupMax /
+// subgroupAdd within each subgroup, then one workgroup slot per subgroup, folded by every
+// invocation in slot order. Nothing is assumed about the subgroup size (1 to 128 all work, and
+// partial subgroups when WG is not a multiple of it; the subgroup_size builtin is not even needed)
+// nor about which invocations share a subgroup: each subgroup's leader (its smallest local index,
+// subgroupMin) sets its bit in a workgroup bitmask, and its slot is the number of leaders below it.
+// The numbering comes after sweep 1, so that no barrier precedes the hot loop. Workgroup memory:
+// WG vec4s plus ceil(WG / 32) words, whatever the history length. Either way a barrier separates
+// every invocation's reading of the maxima from the memory's reuse for the sums (seed B's race).
 // Reference: wgattn.reference.attention_probs_batched(q, k_hist, positions, window=, scale=).
 
 override WG: u32;            // invocations per workgroup (any value >= 1; need not be a power of two)
 const LOWEST: f32 = -3.4028234663852886e38;  // finite "minus infinity": WGSL may assume no infinities
 const SUM_BLOCK: u32 = 16u;  // keys summed on their own before joining an invocation's running sum
 
-struct Params {
-  head_dim: u32,      // D (q and k_hist rows hold ceil(D / 4) vec4s, zero-padded)
-  n_heads: u32,       // Hq, query heads
-  n_kv_heads: u32,    // Hkv, key heads; Hq = Hkv * heads_per_kv
-  heads_per_kv: u32,  // query heads sharing one key head: head h reads key head h / heads_per_kv
-  n_pos: u32,         // query positions (rows of q and positions)
-  history_len: u32,   // keys in k_hist (and columns of probs)
-  window: u32,        // visible keys including the current one; 0 = unbounded
-  scale: f32,         // score scale (1.0: un-scaled, Gemma style)
-}
+#include "interfaces/attn_probs_batched.wgsl"
 
-@group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;        // [n_pos, n_heads, D4]
-@group(0) @binding(2) var<storage, read> k_hist: array<vec4<f32>>;   // [history_len, n_kv_heads, D4]
-@group(0) @binding(3) var<storage, read> positions: array<u32>;      // [n_pos]
-@group(0) @binding(4) var<storage, read_write> probs: array<f32>;    // [n_pos, n_heads, history_len]
+#if SUBGROUP
+const SLOT_BLOCK: u32 = 8u;   // subgroup slots summed on their own before joining the total
 
-var<workgroup> scratch: array<vec4<f32>, WG>;  // one partial maximum (then sum) per invocation, 4 rows
+var<workgroup> sg_part: array<vec4<f32>, WG>;                      // one slot per subgroup (at most WG)
+var<workgroup> leader_bits: array<atomic<u32>, (WG + 31u) / 32u>;  // bit lid: lid leads its subgroup
+#else
+var<workgroup> scratch: array<vec4<f32>, WG>;  // one partial maximum (then sum) per invocation
 
-// The smallest power of two >= WG: the tree reductions halve it, so any WG works.
-fn wg_pow2() -> u32 {
-  return 1u << (32u - countLeadingZeros(WG - 1u));
-}
-
-// scratch[0] = lane-wise max over scratch[0 .. WG). Called in uniform control flow by every
-// invocation; the caller has put its value in scratch[lid] and passed a barrier.
-fn reduce_max(lid: u32) {
-  for (var s: u32 = wg_pow2() >> 1u; s > 0u; s = s >> 1u) {
-    if (lid < s && lid + s < WG) {
-      scratch[lid] = max(scratch[lid], scratch[lid + s]);
-    }
-    workgroupBarrier();
-  }
-}
-
-// scratch[0] = lane-wise sum over scratch[0 .. WG); same contract as reduce_max.
-fn reduce_sum(lid: u32) {
-  for (var s: u32 = wg_pow2() >> 1u; s > 0u; s = s >> 1u) {
-    if (lid < s && lid + s < WG) {
-      scratch[lid] = scratch[lid] + scratch[lid + s];
-    }
-    workgroupBarrier();
-  }
-}
+#include "lib/reduce.wgsl"
+#endif
 
 fn hsum(v: vec4<f32>) -> f32 {
   return (v.x + v.y) + (v.z + v.w);
@@ -217,12 +199,52 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
       }
     }
   }
+#if SUBGROUP
+  // Number the subgroups: the leader of each (its smallest local index) sets its bit, and its slot
+  // is the count of leaders below it; n_sg is the number of subgroups. Any size, any layout.
+  let words = (WG + 31u) / 32u;
+  if (lid < words) {
+    atomicStore(&leader_bits[lid], 0u);
+  }
+  workgroupBarrier();
+  let leader = subgroupMin(lid);
+  let leads = lid == leader;
+  if (leads) {
+    atomicOr(&leader_bits[lid / 32u], 1u << (lid % 32u));
+  }
+  workgroupBarrier();
+  var n_sg: u32 = 0u;
+  var slot: u32 = 0u;
+  for (var w: u32 = 0u; w < words; w++) {
+    let bits = atomicLoad(&leader_bits[w]);
+    n_sg += countOneBits(bits);
+    if (w < lid / 32u) {
+      slot += countOneBits(bits);
+    } else if (w == lid / 32u) {
+      slot += countOneBits(bits & ((1u << (lid % 32u)) - 1u));
+    }
+  }
+
+  let m_sg = subgroupMax(m_own);
+  if (leads) {
+    sg_part[slot] = m_sg;
+  }
+  workgroupBarrier();
+  var m = sg_part[0];
+  for (var i: u32 = 1u; i < n_sg; i++) {
+    m = max(m, sg_part[i]);
+  }
+  // m is finite on valid rows: key p is visible.
+  // Every invocation must have read the maxima before any leader reuses the slots for its sum.
+  workgroupBarrier();  // max-sum separation
+#else
   scratch[lid] = m_own;
   workgroupBarrier();
   reduce_max(lid);
   let m = scratch[0];  // finite on valid rows: key p is visible
   // Every invocation must have read m before any reuses the scratch for its sum.
   workgroupBarrier();  // max-sum separation
+#endif
 
   // Sweep 2: exp(s - m) in place, and this invocation's share of each row's sum.
   var l_own = vec4<f32>(0.0);
@@ -245,10 +267,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
       in_blk = 0u;
     }
   }
+#if SUBGROUP
+  let l_sg = subgroupAdd(l_own + l_blk);
+  if (leads) {
+    sg_part[slot] = l_sg;
+  }
+  workgroupBarrier();
+  // Every invocation folds the slots in the same order (blocks of SLOT_BLOCK, then the blocks):
+  // the same l everywhere; l >= 1 on valid rows, where the maximal key contributes exp(0).
+  var l = vec4<f32>(0.0);
+  for (var i: u32 = 0u; i < n_sg; i += SLOT_BLOCK) {
+    var part = vec4<f32>(0.0);
+    for (var k: u32 = i; k < min(i + SLOT_BLOCK, n_sg); k++) {
+      part += sg_part[k];
+    }
+    l += part;
+  }
+#else
   scratch[lid] = l_own + l_blk;
   workgroupBarrier();
   reduce_sum(lid);
   let l = scratch[0];  // >= 1 on valid rows: the maximal key contributes exp(0)
+#endif
 
   // Sweep 3: normalise.
   for (var t: u32 = first; t < hi_any; t += WG) {

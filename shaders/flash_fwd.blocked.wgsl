@@ -63,39 +63,7 @@ const MAX_CPT: u32 = 8u;      // head_dim <= 256 with NCG = 8 (the registry refu
 const LOWEST: f32 = -3.4028234663852886e38;  // stands for -inf in the running max
 const LOG2E: f32 = 1.4426950408889634;
 
-struct Params {
-  total_q: u32,         // query tokens over all sequences
-  total_k: u32,         // key tokens over all sequences
-  heads_q: u32,         // query heads Hq
-  heads_kv: u32,        // key/value heads Hkv (Hq % Hkv == 0)
-  head_dim: u32,        // D
-  batch_size: u32,      // sequences; cu_seqlens_* hold batch_size + 1 entries
-  window_left: i32,     // keys j >= i + offset - window_left are visible; -1 unbounded
-  window_right: i32,    // keys j <= i + offset + window_right are visible; -1 unbounded (causal: 0)
-  align_top_left: u32,  // 1: offset 0 (top-left); 0: offset len_k - len_q (bottom-right)
-  softcap: f32,         // > 0: s = softcap * tanh(s0 / softcap); 0 off
-  scale: f32,           // score scale
-  max_seqlen_q: u32,    // the longest query sequence: the grid has ceil(max_seqlen_q / BR) row blocks
-}
-
-#if VEC4
-@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;        // [total_q, heads_q, D / 4]
-@group(0) @binding(1) var<storage, read> k: array<vec4<f32>>;        // [total_k, heads_kv, D / 4]
-@group(0) @binding(2) var<storage, read> v: array<vec4<f32>>;        // [total_k, heads_kv, D / 4]
-#else
-@group(0) @binding(0) var<storage, read> q: array<f32>;              // [total_q, heads_q, D]
-@group(0) @binding(1) var<storage, read> k: array<f32>;              // [total_k, heads_kv, D]
-@group(0) @binding(2) var<storage, read> v: array<f32>;              // [total_k, heads_kv, D]
-#endif
-@group(0) @binding(3) var<storage, read> cu_seqlens_q: array<i32>;   // [batch_size + 1]
-@group(0) @binding(4) var<storage, read> cu_seqlens_k: array<i32>;   // [batch_size + 1]
-#if VEC4
-@group(0) @binding(5) var<storage, read_write> out: array<vec4<f32>>;  // [total_q, heads_q, D / 4]
-#else
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;      // [total_q, heads_q, D]
-#endif
-@group(0) @binding(6) var<storage, read_write> lse: array<f32>;      // [total_q, heads_q]
-@group(0) @binding(7) var<uniform> params: Params;
+#include "interfaces/flash_fwd.wgsl"
 
 var<workgroup> q_tile: array<vec4<T>, BR * QS>;    // the block's q rows, pre-scaled
 var<workgroup> k_tile: array<vec4<T>, BC * KS>;    // the tile's k rows
@@ -116,28 +84,7 @@ fn load_kv(from_v: bool, row: u32, c: u32, dim: u32) -> vec4<f32> {
   return k[row * (dim / 4u) + c];
 }
 #else
-fn load_q(row: u32, c: u32, dim: u32) -> vec4<f32> {
-  var x = vec4<f32>(0.0);
-  for (var e = 0u; e < 4u; e++) {
-    if (c * 4u + e < dim) {
-      x[e] = q[row * dim + c * 4u + e];
-    }
-  }
-  return x;
-}
-fn load_kv(from_v: bool, row: u32, c: u32, dim: u32) -> vec4<f32> {
-  var x = vec4<f32>(0.0);
-  for (var e = 0u; e < 4u; e++) {
-    if (c * 4u + e < dim) {
-      if (from_v) {
-        x[e] = v[row * dim + c * 4u + e];
-      } else {
-        x[e] = k[row * dim + c * 4u + e];
-      }
-    }
-  }
-  return x;
-}
+#include "lib/flash_fwd_loads.wgsl"
 #endif
 
 // This invocation's share of a tile of BC keys from t0 (rows past the band's end and columns past
@@ -160,32 +107,9 @@ fn fetch_kv(from_v: bool, lid: u32, t0: i32, hi: i32, k_start: i32, hkv: u32, kv
 @compute @workgroup_size(WG)
 fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
              @builtin(local_invocation_index) lid: u32) {
-  // Everything up to the tile loop depends only on the workgroup: returns here are uniform.
-  let w = wid.x + wid.y * nwg.x;
-  let hq = params.heads_q;
-  let nb = params.batch_size;
-  if (nb == 0u) {
-    return;
-  }
-  let head = w % hq;
-  let b = (w / hq) % nb;
+  #include "lib/flash_fwd_grid.wgsl"
   let block = w / (hq * nb);
-  let q_start = cu_seqlens_q[b];
-  let len_q = cu_seqlens_q[b + 1u] - q_start;
-  let k_start = cu_seqlens_k[b];
-  let len_k = cu_seqlens_k[b + 1u] - k_start;
-  let row0 = i32(block * BR);
-  if (row0 >= len_q) {
-    return;
-  }
-  let dim = params.head_dim;
-  let hkv = params.heads_kv;
-  let kvh = head / (hq / hkv);
-  let offset = diagonal_offset(len_q, len_k, params.align_top_left);
-  let wl = params.window_left;
-  let wr = params.window_right;
-  let row_last = min(row0 + i32(BR), len_q) - 1;
-  let band = visible_keys(row0, row_last, offset, len_k, wl, wr);
+  #include "lib/flash_fwd_block.wgsl"
 
   let rg = lid % RG;
   let cg = lid / RG;

@@ -1,4 +1,4 @@
-// flash_fwd.tiled: FlashAttention-2 forward over packed variable-length sequences, wgattn's
+// flash_fwd.tiled (and flash_fwd.tiled_f16, define F16): FlashAttention-2 forward over packed variable-length sequences, wgattn's
 // contract: GQA, (left, right) windows in both alignments, softcap, out and a natural-log lse.
 //
 //   Per sequence b, query row i (head h), key j (kv head g = h / (heads_q / heads_kv)):
@@ -25,105 +25,64 @@
 // have a constant trip count and unroll into registers), BC keys per tile (2 * BC * D4 * 16 bytes
 // of workgroup memory; the registry picks BC for 16 KiB).
 // Reference: wgattn.reference.varlen_attention_fwd, keywords mapped in wgattn/interfaces/flash_fwd.py.
+//
+// F16 (flash_fwd.tiled_f16, "shader-f16"): the staged K/V tiles and each row's q held as f16, half
+// the workgroup memory and half the bytes per broadcast read, so twice the keys fit in a 16 KiB
+// tile; buffers stay f32. Scores take each q * k product in f16 and sum them in f32; P.V sums four
+// p * v products in f16 and adds each such partial into the f32 accumulator o (l and m are f32 too):
+// f16 arithmetic with f32 accumulation, judged against the float64 reference on f16-rounded inputs
+// with a naive f16 implementation's error as the yardstick (wgattn/conformance.py). BC is then a
+// multiple of 4.
+#if F16
+enable f16;
+#endif
 
 override WG: u32;             // query rows (= invocations) per workgroup
+override BR: u32 = WG;        // query rows per workgroup: one per invocation
 override D4: u32;             // vec4 columns of a row: ceil(head_dim / 4), at most MAX_D4
 override BC: u32;             // keys per staged tile, at most MAX_BC
 const MAX_D4: u32 = 64u;      // head_dim <= 256 (the registry refuses more)
 const MAX_BC: u32 = 64u;
 const LOWEST: f32 = -3.4028234663852886e38;  // stands for -inf in the running max
 
+#include "lib/varlen.wgsl"
 #include "lib/softcap.wgsl"
 
-struct Params {
-  total_q: u32,         // query tokens over all sequences
-  total_k: u32,         // key tokens over all sequences
-  heads_q: u32,         // query heads Hq
-  heads_kv: u32,        // key/value heads Hkv (Hq % Hkv == 0)
-  head_dim: u32,        // D
-  batch_size: u32,      // sequences; cu_seqlens_* hold batch_size + 1 entries
-  window_left: i32,     // keys j >= i + offset - window_left are visible; -1 unbounded
-  window_right: i32,    // keys j <= i + offset + window_right are visible; -1 unbounded (causal: 0)
-  align_top_left: u32,  // 1: offset 0 (top-left); 0: offset len_k - len_q (bottom-right)
-  softcap: f32,         // > 0: s = softcap * tanh(s0 / softcap); 0 off
-  scale: f32,           // score scale
-  max_seqlen_q: u32,    // the longest query sequence: the grid has ceil(max_seqlen_q / WG) row blocks
-}
+#include "interfaces/flash_fwd.wgsl"
 
-@group(0) @binding(0) var<storage, read> q: array<f32>;              // [total_q, heads_q, D]
-@group(0) @binding(1) var<storage, read> k: array<f32>;              // [total_k, heads_kv, D]
-@group(0) @binding(2) var<storage, read> v: array<f32>;              // [total_k, heads_kv, D]
-@group(0) @binding(3) var<storage, read> cu_seqlens_q: array<i32>;   // [batch_size + 1]
-@group(0) @binding(4) var<storage, read> cu_seqlens_k: array<i32>;   // [batch_size + 1]
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;      // [total_q, heads_q, D]
-@group(0) @binding(6) var<storage, read_write> lse: array<f32>;      // [total_q, heads_q]
-@group(0) @binding(7) var<uniform> params: Params;
-
+#if F16
+var<workgroup> k_tile: array<vec4<f16>, BC * D4>;
+var<workgroup> v_tile: array<vec4<f16>, BC * D4>;
+#else
 var<workgroup> k_tile: array<vec4<f32>, BC * D4>;
 var<workgroup> v_tile: array<vec4<f32>, BC * D4>;
-
-fn neg_inf() -> f32 {
-  // WGSL has no infinity literal, and a constant bitcast to -inf is rejected (Tint): go through
-  // a variable.
-  var bits = 0xff800000u;
-  return bitcast<f32>(bits);
-}
+#endif
 
 @compute @workgroup_size(WG)
 fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
              @builtin(local_invocation_index) lid: u32) {
-  // Everything up to the tile loop depends only on the workgroup: returns here are uniform.
-  let w = wid.x + wid.y * nwg.x;
-  let hq = params.heads_q;
-  let nb = params.batch_size;
-  if (nb == 0u) {
-    return;
-  }
-  let head = w % hq;
-  let b = (w / hq) % nb;
+  #include "lib/flash_fwd_grid.wgsl"
   let block = w / (hq * nb);
-  let q_start = cu_seqlens_q[b];
-  let len_q = cu_seqlens_q[b + 1u] - q_start;
-  let k_start = cu_seqlens_k[b];
-  let len_k = cu_seqlens_k[b + 1u] - k_start;
-  let row0 = i32(block * WG);
-  if (row0 >= len_q) {
-    return;
-  }
-  let dim = params.head_dim;
-  let hkv = params.heads_kv;
-  let kvh = head / (hq / hkv);
-  var offset = len_k - len_q;
-  if (params.align_top_left != 0u) {
-    offset = 0;
-  }
-  let wl = params.window_left;
-  let wr = params.window_right;
-  let row_last = min(row0 + i32(WG), len_q) - 1;
+  #include "lib/flash_fwd_block.wgsl"
   // The keys any row of the block can see: [lo, hi).
-  var lo = 0;
-  var hi = len_k;
-  if (wl >= 0) {
-    lo = max(lo, row0 + offset - wl);
-  }
-  if (wr >= 0) {
-    hi = min(hi, row_last + offset + wr + 1);
-  }
+  let lo = band.x;
+  let hi = band.y;
 
+  // This invocation's row and the keys it sees: [row_lo, row_hi).
   let i = row0 + i32(lid);
   let live = i <= row_last;
-  var row_lo = 0;
-  var row_hi = len_k;
-  if (wl >= 0) {
-    row_lo = max(row_lo, i + offset - wl);
-  }
-  if (wr >= 0) {
-    row_hi = min(row_hi, i + offset + wr + 1);
-  }
+  let row_band = visible_keys(i, i, offset, len_k, wl, wr);
+  let row_lo = row_band.x;
+  let row_hi = row_band.y;
 
-  // This row's q, pre-scaled (softcap, when on, applies to the scaled score), zero past D.
+  // This row's q, zero past D: pre-scaled in f32 (softcap, when on, applies to the scaled score);
+  // unscaled in f16, so that an f16 input is held exactly (the scale goes to the f32 score).
   let q_base = (u32(q_start + i) * hq + head) * dim;
+#if F16
+  var qr: array<vec4<f16>, MAX_D4>;
+#else
   var qr: array<vec4<f32>, MAX_D4>;
+#endif
   var o: array<vec4<f32>, MAX_D4>;
   for (var c = 0u; c < D4; c++) {
     var x = vec4<f32>(0.0);
@@ -131,11 +90,19 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
       for (var e = 0u; e < 4u; e++) {
         let d = c * 4u + e;
         if (d < dim) {
+#if F16
+          x[e] = q[q_base + d];
+#else
           x[e] = q[q_base + d] * params.scale;
+#endif
         }
       }
     }
+#if F16
+    qr[c] = vec4<f16>(x);
+#else
     qr[c] = x;
+#endif
     o[c] = vec4<f32>(0.0);
   }
   let cap = params.softcap;
@@ -156,8 +123,13 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         kx = k[at];
         vx = v[at];
       }
+#if F16
+      k_tile[jj * D4 + d / 4u][d % 4u] = f16(kx);
+      v_tile[jj * D4 + d / 4u][d % 4u] = f16(vx);
+#else
       k_tile[jj * D4 + d / 4u][d % 4u] = kx;
       v_tile[jj * D4 + d / 4u][d % 4u] = vx;
+#endif
     }
     workgroupBarrier();
     // Not `continue`: the loop holds barriers, so its control flow must stay uniform.
@@ -167,6 +139,14 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
       var tile_max = LOWEST;
       for (var jj = 0u; jj < BC; jj++) {
         let j = t0 + i32(jj);
+#if F16
+        // Products in f16, summed in f32: four partial sums, one per vec4 lane.
+        var acc = vec4<f32>(0.0);
+        for (var c = 0u; c < D4; c++) {
+          acc += vec4<f32>(qr[c] * k_tile[jj * D4 + c]);
+        }
+        var x = ((acc.x + acc.y) + (acc.z + acc.w)) * params.scale;
+#else
         var even = 0.0;
         var odd = 0.0;
         for (var c = 0u; c < D4; c++) {
@@ -178,6 +158,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
           }
         }
         var x = even + odd;
+#endif
         if (cap > 0.0) {
           x = softcap_apply(x, cap);
         }
@@ -195,6 +176,19 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         for (var c = 0u; c < D4; c++) {
           o[c] *= alpha;
         }
+#if F16
+        for (var jj = 0u; jj < BC; jj += 4u) {
+          // A masked key holds LOWEST: exp(LOWEST - m_new) is 0 since m_new is a visible score.
+          let p = exp(vec4<f32>(s[jj], s[jj + 1u], s[jj + 2u], s[jj + 3u]) - m_new);
+          tile_sum += (p.x + p.y) + (p.z + p.w);
+          let ph = vec4<f16>(p);
+          for (var c = 0u; c < D4; c++) {
+            let at = jj * D4 + c;
+            o[c] += vec4<f32>(ph.x * v_tile[at] + ph.y * v_tile[at + D4]
+                              + ph.z * v_tile[at + 2u * D4] + ph.w * v_tile[at + 3u * D4]);
+          }
+        }
+#else
         for (var jj = 0u; jj < BC; jj++) {
           // A masked key holds LOWEST: exp(LOWEST - m_new) is 0 since m_new is a visible score.
           let p = exp(s[jj] - m_new);
@@ -203,6 +197,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
             o[c] += p * v_tile[jj * D4 + c];
           }
         }
+#endif
         l = l * alpha + tile_sum;
         m = m_new;
       }

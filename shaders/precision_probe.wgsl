@@ -4,7 +4,8 @@
 // WGSL lets tanh, exp and log differ by many ulps between drivers: this measures them per adapter.
 //   got[f * n + i] = F_f(args[3 (f * n + i)], args[3 (f * n + i) + 1], args[3 (f * n + i) + 2])
 // Grid: (ceil(n / 64), functions, 1): workgroup row y is the function. Not an attention kernel:
-// no registry entry; wgattn.precision.FUNCTIONS lists the functions in this order (a test checks).
+// no registry entry; wgattn.precision.FUNCTIONS lists the functions, and the host appends the
+// switch that evaluates them.
 
 struct Probe {
   n: u32,      // samples per function
@@ -19,23 +20,8 @@ struct Probe {
 
 #include "lib/softcap.wgsl"
 
-fn evaluate(f: u32, a: f32, b: f32, c: f32) -> f32 {
-  switch f {
-    case 0u: { return exp(a); }                          // exp
-    case 1u: { return exp2(a); }                         // exp2
-    case 2u: { return log(a); }                          // log
-    case 3u: { return log2(a); }                         // log2
-    case 4u: { return tanh(a); }                         // tanh
-    case 5u: { return a / b; }                           // division
-    case 6u: { return inverseSqrt(a); }                  // inverseSqrt
-    case 7u: { return sqrt(a); }                         // sqrt
-    case 8u: { return fma(a, b, c); }                    // fma
-    case 9u: { return b * tanh(a / b); }                 // softcap_builtin_tanh
-    case 10u: { return softcap_apply(a, b); }            // softcap_apply
-    case 11u: { return softcap_slope(a, b); }            // softcap_slope
-    default: { return 0.0; }
-  }
-}
+// fn evaluate(f: u32, a: f32, b: f32, c: f32) -> f32, F_f: written by wgattn.precision from its
+// FUNCTIONS list (case f returns FUNCTIONS[f].expr), so the list and the switch cannot differ.
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {

@@ -37,70 +37,15 @@ const CHUNK: u32 = 64u;      // output columns one sweep accumulates (any head_d
 const SUM_BLOCK: i32 = 32;   // terms summed into a partial sum before it joins the total
 const LOG2E: f32 = 1.4426950408889634;
 
+#include "lib/varlen.wgsl"
 #include "lib/softcap.wgsl"
 
-struct Params {
-  total_q: u32,         // query tokens over all sequences
-  total_k: u32,         // key tokens over all sequences
-  heads_q: u32,         // query heads Hq
-  heads_kv: u32,        // key/value heads Hkv (Hq % Hkv == 0)
-  head_dim: u32,        // D
-  batch_size: u32,      // sequences; cu_seqlens_* hold batch_size + 1 entries
-  window_left: i32,     // keys j >= i + offset - window_left are visible; -1 unbounded
-  window_right: i32,    // keys j <= i + offset + window_right are visible; -1 unbounded (causal: 0)
-  align_top_left: u32,  // 1: offset 0 (top-left); 0: offset len_k - len_q (bottom-right)
-  softcap: f32,         // > 0: s = softcap * tanh(s0 / softcap); 0 off
-  scale: f32,           // score scale
-  _pad: u32,
-}
-
-@group(0) @binding(0) var<storage, read> q: array<f32>;              // [total_q, heads_q, D]
-@group(0) @binding(1) var<storage, read> k: array<f32>;              // [total_k, heads_kv, D]
-@group(0) @binding(2) var<storage, read> v: array<f32>;              // [total_k, heads_kv, D]
-@group(0) @binding(3) var<storage, read> out: array<f32>;            // forward output [total_q, heads_q, D]
-@group(0) @binding(4) var<storage, read> dout: array<f32>;           // gradient into out [total_q, heads_q, D]
-@group(0) @binding(5) var<storage, read> cu_seqlens_q: array<i32>;   // query prefix sums [batch_size + 1]
-@group(0) @binding(6) var<storage, read> cu_seqlens_k: array<i32>;   // key prefix sums [batch_size + 1]
-@group(0) @binding(7) var<storage, read_write> stats: array<f32>;    // [2, total_q, heads_q]: lse, delta
-@group(0) @binding(8) var<storage, read_write> dq: array<f32>;       // [total_q, heads_q, D]
-@group(0) @binding(9) var<storage, read_write> dkv: array<f32>;      // [2, total_k, heads_kv, D]: dk, dv
-@group(0) @binding(10) var<uniform> params: Params;
+#include "interfaces/varlen_bwd.wgsl"
+#include "lib/varlen_tokens.wgsl"
 
 // One (token, head) row per invocation, the workgroup grid unfolded from (x, y).
 fn row_index(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
   return (wid.y * nwg.x + wid.x) * WG + lid;
-}
-
-// A finite lse, tested on the bits: WGSL may assume that no value is infinite, so a comparison
-// with -inf (or +inf, FlashAttention's empty row) could be folded away.
-fn is_finite_bits(x: f32) -> bool {
-  return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u;
-}
-
-// The sequence owning a token: the last b in [0, batch_size) with cu[b] <= t. Empty sequences
-// repeat a prefix sum, and the last of equal entries is the one whose range holds t.
-fn seq_of_q(t: i32) -> u32 {
-  var lo: u32 = 0u;
-  var hi: u32 = params.batch_size;  // invariant: cu[lo] <= t < cu[hi]
-  while (hi - lo > 1u) {
-    let mid = (lo + hi) / 2u;
-    if (cu_seqlens_q[mid] <= t) { lo = mid; } else { hi = mid; }
-  }
-  return lo;
-}
-
-fn seq_of_k(t: i32) -> u32 {
-  var lo: u32 = 0u;
-  var hi: u32 = params.batch_size;
-  while (hi - lo > 1u) {
-    let mid = (lo + hi) / 2u;
-    if (cu_seqlens_k[mid] <= t) { lo = mid; } else { hi = mid; }
-  }
-  return lo;
-}
-
-fn diag_offset(len_q: i32, len_k: i32) -> i32 {
-  return select(len_k - len_q, 0, params.align_top_left != 0u);
 }
 
 // Score terms of one (query row, key): the probability P (0 when the row's lse is not finite) and
@@ -167,17 +112,12 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3<u32>,
   let len_q = cu_seqlens_q[b + 1u] - q0;
   let len_k = cu_seqlens_k[b + 1u] - cu_seqlens_k[b];
   let jk = i32(tk) - cu_seqlens_k[b];
-  let offset = diag_offset(len_q, len_k);
+  let offset = diagonal_offset(len_q, len_k, params.align_top_left);
 
-  // Queries i that see key jk: jk - offset - right <= i <= jk - offset + left, within [0, len_q).
-  var i_lo: i32 = 0;
-  var i_hi: i32 = len_q - 1;
-  if (params.window_right >= 0) {
-    i_lo = max(i_lo, jk - offset - params.window_right);
-  }
-  if (params.window_left >= 0) {
-    i_hi = min(i_hi, jk - offset + params.window_left);
-  }
+  // Queries i that see key jk: [i_lo, i_hi].
+  let seen_by = visible_queries(jk, jk, offset, len_q, params.window_left, params.window_right);
+  let i_lo = seen_by.x;
+  let i_hi = seen_by.y - 1;
 
   let kv_base = row * params.head_dim;
   let rows_q = params.total_q * params.heads_q;
@@ -245,17 +185,12 @@ fn bwd_dq(@builtin(workgroup_id) wid: vec3<u32>,
   let k0 = cu_seqlens_k[b];
   let len_k = cu_seqlens_k[b + 1u] - k0;
   let iq = i32(t) - cu_seqlens_q[b];
-  let offset = diag_offset(len_q, len_k);
+  let offset = diagonal_offset(len_q, len_k, params.align_top_left);
 
-  // Keys j visible to query iq: iq + offset - left <= j <= iq + offset + right, within [0, len_k).
-  var j_lo: i32 = 0;
-  var j_hi: i32 = len_k - 1;
-  if (params.window_left >= 0) {
-    j_lo = max(j_lo, iq + offset - params.window_left);
-  }
-  if (params.window_right >= 0) {
-    j_hi = min(j_hi, iq + offset + params.window_right);
-  }
+  // Keys j visible to query iq: [j_lo, j_hi].
+  let sees = visible_keys(iq, iq, offset, len_k, params.window_left, params.window_right);
+  let j_lo = sees.x;
+  var j_hi = sees.y - 1;
   let lse = stats[row];
   if (!is_finite_bits(lse)) {
     j_hi = j_lo - 1;  // the row contributes nothing: dq = 0

@@ -64,34 +64,11 @@ const SUM_BLOCK: u32 = 32u;   // terms summed into a block sum before it joins t
 const LOG2E: f32 = 1.4426950408889634;
 const EMPTY_LSE: f32 = 1.0e30; // stands for a non-finite lse in a tile: exp(s - EMPTY_LSE) is 0
 
+#include "lib/varlen.wgsl"
 #include "lib/softcap.wgsl"
 
-struct Params {
-  total_q: u32,         // query tokens over all sequences
-  total_k: u32,         // key tokens over all sequences
-  heads_q: u32,         // query heads Hq
-  heads_kv: u32,        // key/value heads Hkv (Hq % Hkv == 0)
-  head_dim: u32,        // D
-  batch_size: u32,      // sequences; cu_seqlens_* hold batch_size + 1 entries
-  window_left: i32,     // keys j >= i + offset - window_left are visible; -1 unbounded
-  window_right: i32,    // keys j <= i + offset + window_right are visible; -1 unbounded (causal: 0)
-  align_top_left: u32,  // 1: offset 0 (top-left); 0: offset len_k - len_q (bottom-right)
-  softcap: f32,         // > 0: s = softcap * tanh(s0 / softcap); 0 off
-  scale: f32,           // score scale
-  _pad: u32,
-}
-
-@group(0) @binding(0) var<storage, read> q: array<f32>;              // [total_q, heads_q, D]
-@group(0) @binding(1) var<storage, read> k: array<f32>;              // [total_k, heads_kv, D]
-@group(0) @binding(2) var<storage, read> v: array<f32>;              // [total_k, heads_kv, D]
-@group(0) @binding(3) var<storage, read> out: array<f32>;            // forward output [total_q, heads_q, D]
-@group(0) @binding(4) var<storage, read> dout: array<f32>;           // gradient into out [total_q, heads_q, D]
-@group(0) @binding(5) var<storage, read> cu_seqlens_q: array<i32>;   // query prefix sums [batch_size + 1]
-@group(0) @binding(6) var<storage, read> cu_seqlens_k: array<i32>;   // key prefix sums [batch_size + 1]
-@group(0) @binding(7) var<storage, read_write> stats: array<f32>;    // [2, total_q, heads_q]: lse, delta
-@group(0) @binding(8) var<storage, read_write> dq: array<f32>;       // [total_q, heads_q, D]
-@group(0) @binding(9) var<storage, read_write> dkv: array<f32>;      // [2, total_k, heads_kv, D]: dk, dv
-@group(0) @binding(10) var<uniform> params: Params;
+#include "interfaces/varlen_bwd.wgsl"
+#include "lib/varlen_tokens.wgsl"
 
 // Staged rows: 4 * T vec4 columns (D rounded up to a multiple of 32, zeros past D), interleaved
 // in 16-column slices: vec4 column 4 * s + c of a row at c * T + s. Partials: [tile row][invocation],
@@ -116,38 +93,6 @@ fn kv_slice(o: u32) -> mat4x4<f32> {
 
 fn workgroup_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
   return wid.y * nwg.x + wid.x;
-}
-
-// A finite lse, tested on the bits: WGSL may assume that no value is infinite, so a comparison
-// with -inf (or +inf, FlashAttention's empty row) could be folded away.
-fn is_finite_bits(x: f32) -> bool {
-  return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u;
-}
-
-// The sequence owning a token: the last b in [0, batch_size) with cu[b] <= t. Empty sequences
-// repeat a prefix sum, and the last of equal entries is the one whose range holds t.
-fn seq_of_q(t: i32) -> u32 {
-  var lo: u32 = 0u;
-  var hi: u32 = params.batch_size;  // invariant: cu[lo] <= t < cu[hi]
-  while (hi - lo > 1u) {
-    let mid = (lo + hi) / 2u;
-    if (cu_seqlens_q[mid] <= t) { lo = mid; } else { hi = mid; }
-  }
-  return lo;
-}
-
-fn seq_of_k(t: i32) -> u32 {
-  var lo: u32 = 0u;
-  var hi: u32 = params.batch_size;
-  while (hi - lo > 1u) {
-    let mid = (lo + hi) / 2u;
-    if (cu_seqlens_k[mid] <= t) { lo = mid; } else { hi = mid; }
-  }
-  return lo;
-}
-
-fn diag_offset(len_q: i32, len_k: i32) -> i32 {
-  return select(len_k - len_q, 0, params.align_top_left != 0u);
 }
 
 // Four columns d .. d + 3 of a row starting at `at`, zero from column `dim` on. (One function per
@@ -318,15 +263,11 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3<u32>,
     let len_q = cu_seqlens_q[b + 1u] - cu_seqlens_q[b];
     let len_k = cu_seqlens_k[b + 1u] - cu_seqlens_k[b];
     let j = i32(tk) - cu_seqlens_k[b];
-    let offset = diag_offset(len_q, len_k);
-    // Queries i that see key j: j - offset - right <= i <= j - offset + left, within [0, len_q).
-    row_hi = len_q - 1;
-    if (wr >= 0) {
-      row_lo = max(row_lo, j - offset - wr);
-    }
-    if (wl >= 0) {
-      row_hi = min(row_hi, j - offset + wl);
-    }
+    let offset = diagonal_offset(len_q, len_k, params.align_top_left);
+    // Queries i that see key j.
+    let seen_by = visible_queries(j, j, offset, len_q, wl, wr);
+    row_lo = seen_by.x;
+    row_hi = seen_by.y - 1;
   }
   let kv_base = mem_row * dim;
   // Its 32 columns of k (pre-scaled: softcap applies to the scaled score) or of v.
@@ -363,18 +304,13 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3<u32>,
     let seg_end = min(last, g * total_k + u32(k_end));
     let q_start = cu_seqlens_q[b];
     let len_q = cu_seqlens_q[b + 1u] - q_start;
-    let offset = diag_offset(len_q, k_end - k_start);
+    let offset = diagonal_offset(len_q, k_end - k_start, params.align_top_left);
     let j_first = i32(t0) - k_start;
     let j_last = i32(seg_end - g * total_k) - 1 - k_start;
-    // The queries any key of the segment can see: [i_lo, i_hi].
-    var i_lo = 0;
-    var i_hi = len_q - 1;
-    if (wr >= 0) {
-      i_lo = max(i_lo, j_first - offset - wr);
-    }
-    if (wl >= 0) {
-      i_hi = min(i_hi, j_last - offset + wl);
-    }
+    // The queries that see some key of the segment: [i_lo, i_hi].
+    let seen_by = visible_queries(j_first, j_last, offset, len_q, wl, wr);
+    let i_lo = seen_by.x;
+    let i_hi = seen_by.y - 1;
     let mine = live && row >= seg && row < seg_end;
 
     for (var hh = 0u; hh < group; hh++) {
@@ -536,14 +472,10 @@ fn bwd_dq(@builtin(workgroup_id) wid: vec3<u32>,
     let len_q = cu_seqlens_q[b + 1u] - cu_seqlens_q[b];
     let len_k = cu_seqlens_k[b + 1u] - cu_seqlens_k[b];
     let i = i32(tq) - cu_seqlens_q[b];
-    let offset = diag_offset(len_q, len_k);
-    col_hi = len_k - 1;
-    if (wl >= 0) {
-      col_lo = max(col_lo, i + offset - wl);
-    }
-    if (wr >= 0) {
-      col_hi = min(col_hi, i + offset + wr);
-    }
+    let offset = diagonal_offset(len_q, len_k, params.align_top_left);
+    let sees = visible_keys(i, i, offset, len_k, wl, wr);
+    col_lo = sees.x;
+    col_hi = sees.y - 1;
     lse = stats[mem_row];
     if (!is_finite_bits(lse)) {
       col_hi = col_lo - 1;  // the row contributes nothing: dq = 0
@@ -582,18 +514,13 @@ fn bwd_dq(@builtin(workgroup_id) wid: vec3<u32>,
     let seg_end = min(last, h * total_q + u32(q_end));
     let k_start = cu_seqlens_k[b];
     let len_k = cu_seqlens_k[b + 1u] - k_start;
-    let offset = diag_offset(q_end - q_start, len_k);
+    let offset = diagonal_offset(q_end - q_start, len_k, params.align_top_left);
     let i_first = i32(t0) - q_start;
     let i_last = i32(seg_end - h * total_q) - 1 - q_start;
     // The keys any row of the segment can see: [j_lo, j_hi].
-    var j_lo = 0;
-    var j_hi = len_k - 1;
-    if (wl >= 0) {
-      j_lo = max(j_lo, i_first + offset - wl);
-    }
-    if (wr >= 0) {
-      j_hi = min(j_hi, i_last + offset + wr);
-    }
+    let sees = visible_keys(i_first, i_last, offset, len_k, wl, wr);
+    let j_lo = sees.x;
+    let j_hi = sees.y - 1;
     let mine = live && row >= seg && row < seg_end;
 
     for (var j0 = j_lo; j0 <= j_hi; j0 += i32(BK)) {

@@ -26,49 +26,9 @@ const CHUNK: u32 = 64u;      // output columns one sweep over the keys accumulat
 const LOG2E: f32 = 1.4426950408889634;
 const LOWEST: f32 = -3.4028234663852886e38;  // finite "minus infinity": WGSL may assume no infinities
 
-struct Params {
-  total_tokens_q: u32,  // rows of q, out and lse
-  total_tokens_k: u32,  // rows of k and v
-  num_heads: u32,       // H, query and key/value heads alike (the interface has no GQA)
-  head_dim: u32,        // D, any value >= 1
-  batch_size: u32,      // sequences: cu_seqlens_* hold batch_size + 1 entries
-  causal: u32,          // 1: top-left causal mask, 0: every key of the sequence
-  scale: f32,           // score scale (the host's default is 1/sqrt(D))
-  _pad: u32,            // pads the struct to 32 bytes
-}
-
-@group(0) @binding(0) var<storage, read> q: array<f32>;             // [total_tokens_q, H, D]
-@group(0) @binding(1) var<storage, read> k: array<f32>;             // [total_tokens_k, H, D]
-@group(0) @binding(2) var<storage, read> v: array<f32>;             // [total_tokens_k, H, D]
-@group(0) @binding(3) var<storage, read> cu_seqlens_q: array<i32>;  // query prefix sums
-@group(0) @binding(4) var<storage, read> cu_seqlens_k: array<i32>;  // key prefix sums
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;     // [total_tokens_q, H, D]
-@group(0) @binding(6) var<storage, read_write> lse: array<f32>;     // [total_tokens_q, H]
-@group(0) @binding(7) var<uniform> params: Params;                 // sizes, causal, scale
-
-// -inf for an empty row's lse. A constant expression may not be infinite, so the bits go
-// through a variable and the bitcast happens at run time.
-fn negative_infinity() -> f32 {
-  var bits: u32 = 0xff800000u;
-  return bitcast<f32>(bits);
-}
-
-// The sequence owning token t: the largest b < batch_size with cu_seqlens_q[b] <= t, found by
-// binary search (seed A scanned linearly). Empty sequences share their start with the next one,
-// so the largest such b is the one with t < cu_seqlens_q[b + 1].
-fn sequence_of(t: u32) -> u32 {
-  var lo: u32 = 0u;                 // cu_seqlens_q[lo] <= t (cu_seqlens_q[0] is 0)
-  var hi: u32 = params.batch_size;  // cu_seqlens_q[hi] > t (it is total_tokens_q)
-  while (hi - lo > 1u) {
-    let mid = lo + (hi - lo) / 2u;
-    if (u32(cu_seqlens_q[mid]) <= t) {
-      lo = mid;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
-}
+#include "interfaces/varlen_fwd.wgsl"
+#include "lib/varlen.wgsl"
+#include "lib/varlen_tokens.wgsl"
 
 fn score(q_base: u32, k_base: u32) -> f32 {
   var dot: f32 = 0.0;
@@ -88,15 +48,14 @@ fn varlen_attention_fwd_f32(@builtin(workgroup_id) wid: vec3<u32>,
   }
   let H = params.num_heads;
   let D = params.head_dim;
-  let b = sequence_of(t);
+  let b = seq_of_q(i32(t));
   let pos = t - u32(cu_seqlens_q[b]);
   let k_start = u32(cu_seqlens_k[b]);
   let len_k = u32(cu_seqlens_k[b + 1u]) - k_start;
-  // Visible keys are k_start .. k_start + n_keys - 1: causal keys past pos are never walked.
-  var n_keys = len_k;
-  if (params.causal != 0u) {
-    n_keys = min(len_k, pos + 1u);
-  }
+  // Visible keys are k_start .. k_start + n_keys - 1: causal (top-left: right bound 0) keys past
+  // pos are never walked.
+  let band = visible_keys(i32(pos), i32(pos), 0, i32(len_k), -1, select(-1, 0, params.causal != 0u));
+  let n_keys = u32(band.y);
 
   for (var h: u32 = 0u; h < H; h++) {
     let q_base = (t * H + h) * D;
@@ -107,7 +66,7 @@ fn varlen_attention_fwd_f32(@builtin(workgroup_id) wid: vec3<u32>,
       for (var d: u32 = 0u; d < D; d++) {
         out[o_base + d] = 0.0;
       }
-      lse[t * H + h] = negative_infinity();
+      lse[t * H + h] = neg_inf();
       continue;
     }
 

@@ -1,33 +1,36 @@
 // @ts-check
-// The benchmark view: `wgattn bench`'s jobs timed by this browser's WebGPU. Python (under Pyodide,
-// wgattn.page.bench_*) validates the request, builds every plan and writes every record, in the
-// same shape as `wgattn bench --json`; this module uploads, dispatches, reads timestamps and draws.
-// Publishes window.wgattn.bench = {status: "idle"|"running"|"done"|"error"|"cancelled", records,
-// error, skipped, imported} and mirrors the status on the section's data-status. A progress bar
-// follows the jobs; Cancel stops at the next submission. Records of `wgattn bench --json` dropped
-// on the chart (checked by wgattn.page.bench_import) are charted beside the browser's.
+// The benchmark view: `wgattn bench`'s jobs timed by this browser's WebGPU, by the same protocol
+// (wgattn.protocol: warm-up by time, interleaved rounds, the median with its spread) and into the
+// same records. Python (under Pyodide, wgattn.page.bench_*) validates the request, builds every
+// plan, decides each step of the protocol (the order of the rounds, when the warm-up is done, the
+// dispatches per sample) and writes every record; this module uploads, dispatches, reads
+// timestamps and draws. Publishes window.wgattn.bench = {status: "idle"|"running"|"done"|"error"|
+// "cancelled", records, error, skipped, imported} and mirrors the status on the section's
+// data-status. A progress bar follows the jobs; Cancel stops at the next sample. Records of
+// `wgattn bench --json` dropped on the chart (checked by wgattn.page.bench_import) are charted
+// beside the browser's: colour by kernel, dash by mode (trusted solid, checked dashed), a hollow
+// point for a file's; a file dropped twice adds nothing the second time.
 
 import { $, errorText, pyError, row, svgEl } from "./dom.js";
-import { adapterWords, planBytes } from "./webgpu.js";
+import { Executor, adapterWords, planBytes } from "./webgpu.js";
 
 /**
- * The benchmark's shapes, as wgattn.page.bench_* writes them (records: `wgattn bench --json`'s).
+ * The benchmark's shapes that Python makes (BenchStart, BenchJob, BenchPlan, BenchWarm,
+ * BenchCalibration, BenchRecord: `wgattn bench --json`'s records) are declared in wire.d.ts,
+ * generated from the Python.
  * @typedef {{ op: string, impls: string, B: string, H: string, D: string, seq_lens: string, causal: boolean,
- *   runs: string }} BenchRequest the form's fields, as typed: Python checks them
- * @typedef {{ index: number, op: string, impl: string, shape: number[], causal: boolean }} BenchJob
- * @typedef {{ bench: number, op: string, baseline: string, impls: string[], runs: number, warmup: number,
- *   jobs: BenchJob[], skipped: Array<{ impl: string, reason: string }> }} BenchStart
- * @typedef {{ op: string, impl: string, shape: number[], causal: boolean, dtype: string, adapter: string,
- *   median_ms: number, tflops: number, runs: number, timer: string }} BenchRecord
- * @typedef {{ skipped: string } | { run: number, plan: import("./webgpu.js").Plan, count: number, skipped?: undefined }} BenchPlan
+ *   rounds: string, warmup_s: string, repeat: string }} BenchRequest the form's fields, as typed: Python checks them
  * @typedef {"idle" | "running" | "done" | "error" | "cancelled"} BenchStatus
  * @typedef {{ status: BenchStatus, records: BenchRecord[], skipped: Array<{ impl: string, shape: number[] | null, reason: string }>,
  *   failed: string[], error: string | null, request: BenchRequest | null, imported: BenchRecord[], cancel: boolean,
  *   start: BenchStart | null }} BenchState
- * @typedef {{ impl: string, source: "browser" | "file", label: string, points: BenchRecord[] }} Series
+ * @typedef {{ key: string, impl: string, mode: string, source: "browser" | "file", label: string, points: BenchRecord[] }} Series
+ * @typedef {{ job: BenchJob, timed: import("./webgpu.js").TimedPlans, timer: "gpu" | "wall" }} Entry
  */
 
 const COLORS = ["#0969da", "#cf222e", "#1a7f37", "#8250df", "#bc4c00", "#1b7c83", "#6e7781", "#bf3989"];
+/** Dash by mode: trusted (no runtime bounds checks) solid, checked dashed, anchors dotted. */
+const DASH = /** @type {Record<string, string>} */ ({ trusted: "none", checked: "7 4", "": "2 3" });
 
 /** @type {BenchState} */
 export const benchState = { status: "idle", records: [], skipped: [], failed: [], error: null, request: null,
@@ -43,13 +46,6 @@ function setStatus(status, error = null) {
   box.hidden = !error;
   box.textContent = error || "";
 }
-
-/** @param {number[]} xs */
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
 
 /** A figure to 3 significant digits (exponent form when tiny or huge).
  * @param {number} x */
@@ -76,53 +72,135 @@ function requestFromForm(form) {
   const v = (name) => field(form, name).value;
   const causal = field(form, "causal");
   return {
-    op: v("op"), impls: v("impls").trim(), B: v("B"), H: v("H"), D: v("D"),
-    seq_lens: v("seq_lens"), causal: causal instanceof HTMLInputElement && causal.checked, runs: v("runs"),
+    op: v("op"), impls: v("impls").trim(), B: v("B"), H: v("H"), D: v("D"), seq_lens: v("seq_lens"),
+    causal: causal instanceof HTMLInputElement && causal.checked, rounds: v("rounds"), warmup_s: v("warmup_s"),
+    repeat: v("repeat"),
   };
 }
 
-/** Time one job: every plan of a run uploaded once and dispatched warm-up + runs times; the
- * per-run milliseconds summed over the plans. GPU timestamps when the device has them; wall
- * time when not, or when the timestamps read 0 (work below the timer's resolution).
+/** The tick of performance.now() here, in ns (browsers coarsen it: 100 µs unless cross-origin
+ * isolated): the wall timer's resolution in the records. */
+function clockResolutionNs() {
+  let best = Infinity;
+  let last = performance.now();
+  for (let seen = 0; seen < 5;) {
+    const t = performance.now();
+    if (t !== last) {
+      best = Math.min(best, t - last);
+      last = t;
+      seen++;
+    }
+  }
+  return Math.round(best * 1e6);
+}
+
+/** An Error named "Cancelled" when the user pressed Cancel. */
+function stopIfCancelled() {
+  if (benchState.cancel) throw Object.assign(new Error("cancelled"), { name: "Cancelled" });
+}
+
+/** Upload one job's plans (Python builds them and says whether this device can run them, the executor uploads them; Python
+ * forgets them once they are on the GPU).
  * @param {import("./main.js").ReadyContext} ctx
- * @param {import("./webgpu.js").Executor} executor
+ * @param {Executor} executor
  * @param {BenchStart} start
  * @param {BenchJob} job
- * @returns {Promise<{ skipped: string } | { timer: "gpu" | "wall", samples: number[], skipped?: undefined }>} */
-async function timeJob(ctx, executor, start, job) {
+ * @returns {Promise<{ skipped: string, timed?: undefined } | { timed: import("./webgpu.js").TimedPlans, skipped?: undefined }>} */
+async function uploadJob(ctx, executor, start, job) {
   const page = ctx.page;
-  /** @type {"gpu" | "wall"} */
-  let timer = executor.timed ? "gpu" : "wall";
-  for (;;) {
-    /** @type {number[] | null} */
-    let total = null;
-    let count = 1;
-    for (let p = 0; p < count; p++) {
+  /** @type {number[]} */
+  const runs = [];
+  try {
+    /** @type {Array<{ plan: Plan, initial: import("./webgpu.js").InitialBytes }>} */
+    const items = [];
+    for (let p = 0, count = 1; p < count; p++) {
       /** @type {BenchPlan} */
       const prep = JSON.parse(page.bench_plan(start.bench, job.index, p));
-      if (prep.skipped !== undefined) return { skipped: prep.skipped };
+      if ("skipped" in prep) return { skipped: prep.skipped };
       count = prep.count;
-      const why = executor.check(prep.plan);
-      if (why) {
-        page.bench_release(prep.run);
-        return { skipped: why };
-      }
-      let out;
-      try {
-        out = await executor.time(prep.plan, planBytes(page, prep.run), { runs: start.runs, warmup: start.warmup, timer, stop: () => benchState.cancel });
-      } finally {
-        page.bench_release(prep.run);
-      }
-      const samples = out.samples;
-      total = total ? total.map((x, i) => x + samples[i]) : samples;
-      timer = out.timer;
+      runs.push(prep.run);
+      const why = prep.plan.unavailable;  // Python's answer for this device (wgattn.target)
+      if (why) return { skipped: why };
+      items.push({ plan: prep.plan, initial: planBytes(page, prep.run) });
     }
-    if (!total) throw new Error(`${job.impl}: no plan to time`);
-    if (timer === "gpu" && !(median(total) > 0)) {
-      timer = "wall";  // the timestamps could not see it: time it on the wall clock instead
-      continue;
+    return { timed: await executor.prepareTiming(items) };
+  } finally {
+    runs.forEach((run) => page.bench_release(run));
+  }
+}
+
+/** Time one series (the jobs at one shape) by wgattn.protocol, asking Python at each step; each
+ * repeat warms again, then times its rounds, and gives one record per job.
+ * @param {import("./main.js").ReadyContext} ctx
+ * @param {Executor} executor
+ * @param {BenchStart} start
+ * @param {Entry[]} entries
+ * @param {string} adapter
+ * @param {(text: string) => void} say */
+async function timeSeries(ctx, executor, start, entries, adapter, say) {
+  const page = ctx.page;
+  const bench = start.bench;
+  const clockNs = clockResolutionNs();
+  /** @type {number[][]} */
+  const order = JSON.parse(page.bench_schedule(bench, entries.length));
+  /** @param {Entry} e @param {number} reps */
+  const sample = async (e, reps) => { stopIfCancelled(); return executor.sample(e.timed, reps, e.timer); };
+  say(`priming (${entries[0].job.shape})`);
+  for (const e of entries) await sample(e, 1);  // untimed: a driver may compile a pipeline at its first dispatch
+  for (let rep = 0; rep < start.repeat; rep++) {
+    const what = `(${entries[0].job.shape})${start.repeat > 1 ? `, repeat ${rep + 1} of ${start.repeat}` : ""}`;
+    say(`warming up at ${what}`);
+    const t0 = performance.now();
+    /** @type {number[]} */
+    const rounds = [];
+    /** @type {number[][]} */
+    const perRun = entries.map(() => []);
+    /** @type {number[][]} */
+    const stamps = entries.map(() => []);
+    /** @type {BenchWarm} */
+    let verdict;
+    do {
+      let total = 0;
+      for (const i of order[rounds.length % order.length]) {
+        const s = await sample(entries[i], 1);
+        perRun[i].push(s.ms);
+        stamps[i].push(...s.stamps.slice(0, start.stamps_kept));
+        total += s.ms;
+      }
+      rounds.push(total);
+      verdict = JSON.parse(page.bench_warm(bench, JSON.stringify({ elapsed_s: (performance.now() - t0) / 1e3, rounds })));
+    } while (!verdict.done);
+    const warmupS = (performance.now() - t0) / 1e3;
+    for (const [i, e] of entries.entries()) {
+      // Timestamps that cannot see the work (all equal): time it on the wall clock instead.
+      if (e.timer === "gpu" && !perRun[i].some((ms) => ms > 0)) {
+        e.timer = "wall";
+        perRun[i] = [(await sample(e, 1)).ms];
+        stamps[i] = [];
+      }
     }
-    return { timer, samples: total };
+    const known = entries.map((e) => (e.timer === "wall" ? clockNs : 0));
+    /** @type {BenchCalibration} */
+    const cal = JSON.parse(page.bench_calibrate(bench, JSON.stringify({
+      per_run: perRun, stamps, passes: entries.map((e) => e.timed.passes), resolution_ns: known })));
+    /** @type {number[][]} */
+    const samples = entries.map(() => []);
+    for (const [r, roundOrder] of order.entries()) {
+      say(`round ${r + 1} of ${order.length} at ${what}`);
+      for (const i of roundOrder) {
+        const s = await sample(entries[i], cal.reps[i]);
+        samples[i].push(s.ms);
+        stamps[i].push(...s.stamps.slice(0, start.stamps_kept));
+      }
+    }
+    for (const [i, e] of entries.entries()) {
+      /** @type {BenchRecord} */
+      const record = JSON.parse(page.bench_record(bench, e.job.index, JSON.stringify({
+        samples: samples[i], stamps: stamps[i], reps: cal.reps[i], warmup_s: warmupS, warmed: verdict.warmed,
+        timer: e.timer, resolution_ns: known[i], adapter, repeat: rep })));
+      benchState.records.push(record);
+    }
+    render(start);
   }
 }
 
@@ -146,7 +224,7 @@ export async function runBench(ctx, request) {
   /** @type {BenchStart} */
   let start;
   try {
-    start = JSON.parse(page.bench_start(JSON.stringify({ ...request, features: info.features })));
+    start = JSON.parse(page.bench_start(JSON.stringify({ ...request, user_agent: navigator.userAgent })));
   } catch (e) {
     setStatus("error", `Benchmark not started: ${pyError(e)}`);
     return benchState.records;
@@ -162,51 +240,65 @@ export async function runBench(ctx, request) {
     li.textContent = `skipped ${impl}${shape ? ` at (${shape})` : ""}: ${reason}`;
     $("bench-skipped").append(li);
   };
+  /** @param {string} msg */
+  const fail = (msg) => {
+    benchState.failed.push(msg);
+    const li = document.createElement("li");
+    li.className = "fail";
+    li.textContent = msg;
+    $("bench-skipped").append(li);
+  };
   start.skipped.forEach((s) => skip(s.impl, null, s.reason));
   benchState.start = start;
   const bar = $("bench-progress", HTMLProgressElement);
-  bar.max = start.jobs.length;
-  for (const job of start.jobs) {
-    bar.value = job.index;
-    if (benchState.cancel) break;
-    const executor = ctx.executor;
-    if (!executor) {
-      setStatus("error", "The WebGPU device was lost: start it again (the button above), then rerun the benchmark.");
-      page.release(start.bench);
-      return benchState.records;
-    }
-    $("bench-status").textContent = `job ${job.index + 1} of ${start.jobs.length}: ${job.impl} at ` +
-      `(B,H,S,D)=(${job.shape})${job.causal ? " causal" : ""}, ${start.warmup} warm-up + ${start.runs} runs`;
-    let out;
-    /** @type {BenchRecord | null} */
-    let record = null;
-    try {
-      out = await timeJob(ctx, executor, start, job);
-      if (out.skipped === undefined) {
-        record = JSON.parse(page.bench_record(start.bench, job.index, JSON.stringify(out.samples), out.timer, adapter));
+  bar.max = start.jobs.length + 1;
+  bar.value = 0;
+  const proto = `${start.protocol.warmup_s} s warm-up, ${start.protocol.rounds} interleaved rounds`;
+  /** @param {string} text */
+  const say = (text) => { $("bench-status").textContent = `${text} (${proto})`; };
+  try {
+    for (const series of start.series) {
+      stopIfCancelled();
+      const executor = ctx.executor;
+      if (!executor) {
+        setStatus("error", "The WebGPU device was lost: start it again (the button above), then rerun the benchmark.");
+        return benchState.records;
       }
-    } catch (e) {
-      if (e instanceof Error && e.name === "Cancelled") break;
-      const msg = `${job.impl} at (${job.shape}) failed: ${pyError(e)}`;
-      benchState.failed.push(msg);
-      const li = document.createElement("li");
-      li.className = "fail";
-      li.textContent = msg;
-      $("bench-skipped").append(li);
-      continue;
+      /** @type {Entry[]} */
+      const entries = [];
+      try {
+        for (const index of series.jobs) {
+          const job = start.jobs[index];
+          say(`job ${index + 1} of ${start.jobs.length}: uploading ${job.impl} at (B,H,S,D)=(${job.shape})${job.causal ? " causal" : ""}`);
+          bar.value = index;
+          let up;
+          try {
+            up = await uploadJob(ctx, executor, start, job);
+          } catch (e) {
+            fail(`${job.impl} at (${job.shape}) failed: ${pyError(e)}`);
+            continue;
+          }
+          if (up.timed) entries.push({ job, timed: up.timed, timer: executor.timed ? "gpu" : "wall" });
+          else skip(job.impl, job.shape, up.skipped);
+        }
+        if (entries.length) await timeSeries(ctx, executor, start, entries, adapter, say);
+      } catch (e) {
+        if (e instanceof Error && e.name === "Cancelled") throw e;
+        fail(`the series at (${series.shape}) failed: ${pyError(e)}`);
+      } finally {
+        entries.forEach((e) => Executor.releaseTiming(e.timed));
+      }
     }
-    if (!record) {
-      skip(job.impl, job.shape, out.skipped || "no record");
-      continue;
-    }
-    benchState.records.push(record);
-    render(start);
+  } catch (e) {
+    if (!(e instanceof Error && e.name === "Cancelled")) throw e;
+  } finally {
+    if (ctx.executor) ctx.executor.releaseQueries();
+    page.release(start.bench);  // skipped, failed or cancelled jobs left it open (recorded ones free it)
   }
-  page.release(start.bench);  // failed or cancelled jobs left it open (recorded and skipped ones free it)
   const n = benchState.records.length;
-  bar.value = benchState.cancel ? bar.value : start.jobs.length;
-  $("bench-status").textContent = (benchState.cancel ? `cancelled after ${n} of ${start.jobs.length} jobs: ` : "") +
-    `${n} record${n === 1 ? "" : "s"} on ${adapter}` +
+  bar.value = benchState.cancel ? bar.value : bar.max;
+  $("bench-status").textContent = (benchState.cancel ? `cancelled after ${n} records: ` : "") +
+    `${n} record${n === 1 ? "" : "s"} on ${adapter} (${proto} per shape)` +
     (benchState.skipped.length ? `, ${benchState.skipped.length} skipped` : "");
   if (benchState.cancel) setStatus("cancelled");
   else if (benchState.failed.length) setStatus("error", `${benchState.failed.length} job(s) failed; first: ${benchState.failed[0]}`);
@@ -214,22 +306,31 @@ export async function runBench(ctx, request) {
   return benchState.records;
 }
 
+/** A record's mode as the table and legend show it ("" for an anchor).
+ * @param {BenchRecord} r */
+const modeOf = (r) => (r.mode ? ` [${r.mode}]` : "");
+
 /** The table, chart and download link of the browser's records so far.
  * @param {BenchStart} start */
 function render(start) {
   const records = benchState.records;
   const base = start.baseline;
   const rows = records.map((r) => {
-    const b = records.find((x) => x.impl === base && x.shape.join() === r.shape.join() && x.causal === r.causal);
+    const b = records.find((x) => x.impl === base && x.shape.join() === r.shape.join() && x.causal === r.causal &&
+      x.repeat === r.repeat);
     const ratio = b ? (b.median_ms / r.median_ms).toFixed(2) : "–";
-    const tr = row("td", [[r.impl, "l"], [r.dtype, "l"], [`${r.shape.join(",")}${r.causal ? " causal" : ""}`, "l"],
-      r.median_ms.toFixed(3), num(r.tflops), ratio, [r.timer, "l"]]);
+    const flags = [r.wide ? "wide" : "", r.warmed ? "" : "cold"].filter((f) => f).join(", ");
+    const tr = row("td", [[`${r.impl}${modeOf(r)}${r.repeat ? ` #${r.repeat + 1}` : ""}`, "l"], [r.dtype, "l"],
+      [`${r.shape.join(",")}${r.causal ? " causal" : ""}`, "l"], r.median_ms.toFixed(3), `±${(100 * r.spread).toFixed(1)}%`,
+      num(r.tflops), ratio, `${r.rounds}×${r.reps}`, [`${r.timer} (${num(r.timer_resolution_ns)} ns)`, "l"], [flags, "l"]]);
     tr.dataset.impl = r.impl;
+    if (r.wide || !r.warmed) tr.classList.add("warn");
     return tr;
   });
-  const head = row("th", [["impl", "l"], ["dtype", "l"], ["shape (B,H,S,D)", "l"], "median ms", "TFLOP/s",
-    `× ${base}`, ["timer", "l"]]);
-  head.cells[5].title = `median time of ${base} / this row's`;
+  const head = row("th", [["impl [mode]", "l"], ["dtype", "l"], ["shape (B,H,S,D)", "l"], "median ms", "IQR", "TFLOP/s",
+    `× ${base}`, "rounds×reps", ["timer (tick)", "l"], ["", "l"]]);
+  head.cells[4].title = "interquartile range of the rounds over the median: above 5% the figure is flagged wide";
+  head.cells[6].title = `median time of ${base} / this row's`;
   $("bench-table").replaceChildren(head, ...rows);
   redraw();
   const link = $("bench-download", HTMLAnchorElement);
@@ -240,38 +341,40 @@ function render(start) {
 }
 
 /** The chart of the browser's records and the imported ones of the same op (the browser run's op,
- * else the first imported record's). */
+ * else the first imported record's): one line per kernel, mode, runtime, adapter and repeat. */
 function redraw() {
   const start = benchState.start;
   const op = start ? start.op : benchState.imported.length ? benchState.imported[0].op : undefined;
-  /** @type {Series[]} */
-  const series = [];
-  if (start) {
-    for (const impl of start.impls) {
-      const pts = benchState.records.filter((r) => r.impl === impl);
-      if (pts.length) series.push({ impl, source: "browser", label: `${impl} (${pts[0].dtype})`, points: pts });
+  /** @type {Map<string, Series>} */
+  const series = new Map();
+  /** @param {BenchRecord} r
+   * @param {"browser" | "file"} source */
+  const add = (r, source) => {
+    const key = [source, r.impl, r.mode, r.dtype, r.runtime, r.adapter, r.repeat].join("\u0000");
+    let s = series.get(key);
+    if (!s) {
+      const label = `${r.impl}${modeOf(r)} (${r.dtype}) · ${r.runtime} · ${r.adapter}${r.repeat ? ` #${r.repeat + 1}` : ""}`;
+      s = { key, impl: r.impl, mode: r.mode, source, label, points: [] };
+      series.set(key, s);
     }
-  }
-  const imported = benchState.imported.filter((r) => r.op === op);
-  const keys = [...new Set(imported.map((r) => `${r.impl}\u0000${r.adapter}`))];
-  for (const key of keys) {
-    const [impl, adapter] = key.split("\u0000");
-    const pts = imported.filter((r) => r.impl === impl && r.adapter === adapter);
-    series.push({ impl, source: "file", label: `${impl} (${pts[0].dtype}) · ${adapter}`, points: pts });
-  }
-  if (!series.length) {
+    s.points.push(r);
+  };
+  benchState.records.forEach((r) => add(r, "browser"));
+  benchState.imported.filter((r) => r.op === op).forEach((r) => add(r, "file"));
+  if (!series.size) {
     $("bench-chart").replaceChildren();
     return;
   }
-  $("bench-chart").replaceChildren(chart(series, op));
+  $("bench-chart").replaceChildren(chart([...series.values()], op));
 }
 
-/** TFLOP/s against sequence length (log2 axis), one polyline and legend entry per series.
+/** TFLOP/s against sequence length (log2 axis), one polyline and legend entry per series: colour
+ * by kernel, dash by mode, hollow points for a file's records.
  * @param {Series[]} series
  * @param {string | undefined} op */
 function chart(series, op) {
   const records = series.flatMap((s) => s.points);
-  const W = 720, H = 340 + Math.max(0, 18 * series.length - 300), m = { l: 64, r: 260, t: 14, b: 46 };
+  const W = 860, H = 340 + Math.max(0, 18 * series.length - 300), m = { l: 64, r: 400, t: 14, b: 46 };
   const svg = svgEl("svg", { id: "bench-svg", viewBox: `0 0 ${W} ${H}`, role: "img",
     "aria-label": `TFLOP/s against sequence length, ${op}` });
   const xs = records.map((r) => Math.log2(r.shape[2]));
@@ -313,33 +416,38 @@ function chart(series, op) {
     "sequence length S (tokens, log2 scale)"));
   svg.append(svgEl("text", { x: 14, y: (m.t + H - m.b) / 2, "text-anchor": "middle", class: "axis-label",
     transform: `rotate(-90 14 ${(m.t + H - m.b) / 2})` }, logY ? "TFLOP/s (log10 scale)" : "TFLOP/s"));
+  const kernels = [...new Set(series.map((s) => s.impl))];
   series.forEach((srs, k) => {
-    const color = COLORS[k % COLORS.length];
+    const color = COLORS[kernels.indexOf(srs.impl) % COLORS.length];
+    const dash = DASH[srs.mode] || "none";
     const pts = [...srs.points].sort((a, b) => a.shape[2] - b.shape[2]);
-    const g = svgEl("g", { "data-impl": srs.impl, "data-source": srs.source });
-    g.append(svgEl("polyline", { class: "series", "data-impl": srs.impl, "data-source": srs.source, fill: "none",
-      stroke: color, "stroke-width": 2, "stroke-dasharray": srs.source === "file" ? "6 3" : "none",
+    const g = svgEl("g", { "data-impl": srs.impl, "data-source": srs.source, "data-mode": srs.mode });
+    g.append(svgEl("polyline", { class: "series", "data-impl": srs.impl, "data-source": srs.source, "data-mode": srs.mode,
+      fill: "none", stroke: color, "stroke-width": 2, "stroke-dasharray": dash,
       points: pts.map((r) => `${X(r.shape[2]).toFixed(1)},${Y(r.tflops).toFixed(1)}`).join(" ") }));
     for (const r of pts) {
-      const dot = svgEl("circle", { cx: X(r.shape[2]), cy: Y(r.tflops), r: 3, fill: color });
-      dot.append(svgEl("title", {}, `${srs.label} S=${r.shape[2]}: ${num(r.tflops)} TFLOP/s, ${r.median_ms.toFixed(3)} ms (${r.timer})`));
+      const dot = svgEl("circle", { cx: X(r.shape[2]), cy: Y(r.tflops), r: 3, fill: srs.source === "file" ? "#fff" : color,
+        stroke: color });
+      dot.append(svgEl("title", {}, `${srs.label} S=${r.shape[2]}: ${num(r.tflops)} TFLOP/s, ${r.median_ms.toFixed(3)} ms ` +
+        `±${(100 * r.spread).toFixed(1)}% (${r.timer}, ${r.rounds} rounds)`));
       g.append(dot);
     }
     const ly = m.t + 8 + 18 * k;
     g.append(svgEl("line", { x1: W - m.r + 14, y1: ly, x2: W - m.r + 34, y2: ly, stroke: color, "stroke-width": 2,
-      "stroke-dasharray": srs.source === "file" ? "6 3" : "none" }),
-      svgEl("text", { x: W - m.r + 40, y: ly + 4, class: "legend" }, srs.label.length > 34 ? srs.label.slice(0, 33) + "…" : srs.label,
+      "stroke-dasharray": dash }),
+      svgEl("text", { x: W - m.r + 40, y: ly + 4, class: "legend" }, srs.label.length > 60 ? srs.label.slice(0, 59) + "…" : srs.label,
         svgEl("title", {}, srs.label)));
     svg.append(g);
   });
   return svg;
 }
 
-/** Add the records of a `wgattn bench --json` file to the chart (Python checks them).
+/** Add the records of a `wgattn bench --json` file to the chart (Python checks them); records
+ * already there (the same file dropped again) are not added twice.
  * @param {import("./main.js").ReadyContext} ctx
  * @param {string} text
  * @param {string} [name]
- * @returns {Promise<BenchRecord[]>} */
+ * @returns {Promise<BenchRecord[]>} the records added */
 export async function importRecords(ctx, text, name = "the file") {
   /** @type {BenchRecord[]} */
   let records;
@@ -349,17 +457,25 @@ export async function importRecords(ctx, text, name = "the file") {
     setStatus("error", `Could not read ${name}: ${pyError(e)}`);
     return [];
   }
-  benchState.imported = benchState.imported.concat(records);
+  const seen = new Set(benchState.imported.map((r) => JSON.stringify(r)));
+  const added = records.filter((r) => {
+    const key = JSON.stringify(r);  // Python wrote every record with the same fields in the same order
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+  benchState.imported = benchState.imported.concat(added);
   const adapters = [...new Set(records.map((r) => r.adapter))];
-  $("bench-imported").textContent = `${benchState.imported.length} imported record(s); ${name}: ${records.length} on ${adapters.join(", ")}`;
+  $("bench-imported").textContent = `${benchState.imported.length} imported record(s); ${name}: ${records.length} on ` +
+    `${adapters.join(", ")}${added.length < records.length ? ` (${records.length - added.length} already charted)` : ""}`;
   if (!benchState.start && records.length) field($("bench-form", HTMLFormElement), "op").value = records[0].op;
   setStatus(benchState.status === "error" ? "idle" : benchState.status);
   redraw();
-  return records;
+  return added;
 }
 
 /** Wire the form; with `?bench=OP` (and bench_B, bench_H, bench_D, bench_seq_lens, bench_causal,
- * bench_runs, bench_impls) in the URL, fill it and run at once.
+ * bench_rounds, bench_warmup_s, bench_impls, bench_repeat) in the URL, fill it and run at once.
  * @param {import("./main.js").ReadyContext} ctx
  * @param {URLSearchParams} [params]
  * @returns {Promise<void>} */
@@ -402,7 +518,7 @@ export function setupBench(ctx, params) {
   const op = params && params.get("bench");
   if (params && op !== null && op !== undefined) {
     field(form, "op").value = op;
-    for (const name of ["impls", "B", "H", "D", "seq_lens", "runs"]) {
+    for (const name of ["impls", "B", "H", "D", "seq_lens", "rounds", "warmup_s", "repeat"]) {
       const value = params.get(`bench_${name}`);
       if (value !== null) field(form, name).value = value;
     }

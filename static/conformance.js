@@ -10,16 +10,8 @@ import { $, el, errorText, fmt, row } from "./dom.js";
 import { CompileError, runPrepared } from "./webgpu.js";
 
 /**
- * The grid's shapes, as wgattn.page.grid_* and wgattn.localise write them.
- * @typedef {{ kernel: string, case: string }} GridItem
- * @typedef {{ kernel: string, reason: string }} GridSkip
- * @typedef {{ job: number, items: GridItem[], skipped: GridSkip[] }} GridStart
- * @typedef {import("./dom.js").JsonFloat} JsonFloat
- * @typedef {{ index: number[], err: JsonFloat, sequence?: number, key?: number, row?: number, head?: number,
- *   column?: number, keys?: [number, number], queries?: [number, number] }} WorstElement
- * @typedef {{ likely: string, evidence?: string[], worst?: WorstElement[] }} Where
- * @typedef {{ kernel: string, case: string, output: string, max_abs_err: JsonFloat, allowance: JsonFloat, pass: boolean,
- *   error?: string, where?: Where }} GridRow
+ * The grid's shapes that Python makes (GridStart, GridItem, GridSkip, GridRow, Where, WorstElement:
+ * wgattn.page.grid and wgattn.localise) are declared in wire.d.ts, generated from the Python.
  * @typedef {{ interface: string, user: boolean, cases: Array<{ kernel: string, case: string, pass: boolean, rows: GridRow[] }>,
  *   passed: number, failed: number, skipped: GridSkip[], cancelled: boolean, precision: unknown }} GridSummary
  */
@@ -66,8 +58,8 @@ export async function runGrid(ctx, iface, source) {
   if (!ctx.executor) throw new Error("the conformance view needs WebGPU, which this browser does not offer");
   /** @type {GridStart} */
   const start = JSON.parse(page.grid_start(JSON.stringify({
-    interface: iface, source: source || null, features: ctx.executor.info.features })));
-  // Kernels needing features this adapter lacks are skipped, and listed as skipped (not passed).
+    interface: iface, source: source || null })));
+  // Kernels this device cannot run are skipped by Python, and listed as skipped (not passed).
   /** @type {GridSummary} */
   const summary = { interface: iface, user: !!source, cases: [], passed: 0, failed: 0, skipped: start.skipped, cancelled: false,
     precision: (window.wgattn.precision || {}).browser || null };  // this browser's built-ins, measured
@@ -86,7 +78,7 @@ export async function runGrid(ctx, iface, source) {
     const executor = ctx.executor;
     if (!executor) throw new Error("the WebGPU device was lost: start it again (the button above), then rerun the grid");
     $("grid-status").textContent = `case ${i + 1} of ${start.items.length}: ${start.items[i].case}`;
-    /** @type {import("./webgpu.js").Prepared} */
+    /** @type {Prepared} */
     const prepared = JSON.parse(page.grid_prepare(start.job, i));
     let error = "";
     let compileError = false;

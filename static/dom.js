@@ -22,9 +22,6 @@ export function $(id, type) {
   return /** @type {T} */ (found);
 }
 
-/** A float in Python's JSON: a non-finite one arrives as "inf", "-inf" or "nan" (wgattn.wire.jsonable).
- * @typedef {number | "inf" | "-inf" | "nan"} JsonFloat */
-
 /** @typedef {string | number | boolean | undefined} AttrValue attribute values; undefined and false leave it out */
 /** @typedef {Node | string} Child */
 

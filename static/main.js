@@ -8,26 +8,17 @@ import { $, el, errorText, fmt, pyError, row, runPage } from "./dom.js";
 import { Executor, adapterWords, openDevice, runPrepared } from "./webgpu.js";
 import { loadPython, showProgress } from "./python.js";
 import { setupConformance } from "./conformance.js";
-import { benchState, setupBench } from "./bench.js";
+import { benchState, runBench, setupBench } from "./bench.js";
 import { runProbe } from "./precision.js";
 import { drawPictures } from "./pictures.js";
 
 /**
- * The page's shapes, as the server (app/api.py) and wgattn.page (under Pyodide) write them.
- * @typedef {{ id: string, interface: string, summary: string, requires: string[], precision: string }} KernelInfo
- * @typedef {{ name: string, type: "int" | "float" | "bool" | "str", default: unknown, choices?: string[] }} SchemaField
+ * The page's shapes that Python makes (KernelInfo, SchemaField, LivePrepared, LiveResult, Pair,
+ * RuntimeReport, TargetJson, ...) are declared in wire.d.ts, generated from the Python.
  * @typedef {Record<string, SchemaField[]>} Schema the live form's fields per interface (wgattn.live.schema)
- * @typedef {Record<string, string | number | boolean>} Config
+ * @typedef {Record<string, unknown>} Config
  * @typedef {{ kernel: string, config: Config }} LiveRequest
- * @typedef {import("./webgpu.js").Prepared & { config: Config }} LivePrepared
- * @typedef {import("./dom.js").JsonFloat} JsonFloat
- * @typedef {{ a: string, b: string, output: string, max_abs_err: JsonFloat, allowance: number, pass: boolean }} Pair
- * @typedef {{ ok: boolean, skipped?: string, error?: string,
- *   timings?: { wall_ms?: number, reference_ms?: number, gpu_ms?: number } }} RuntimeReport
  * @typedef {"browser" | "pyodide" | "native"} Runtime
- * @typedef {{ run: number, kernel: string, interface: string, precision: string, config: Config, digest: string,
- *   outputs: string[], heads: number, naive_err: Record<string, JsonFloat>, runtimes: Record<Runtime, RuntimeReport>,
- *   pairs: Pair[], pass: boolean }} LiveResult wgattn.page.finish's comparison
  * @typedef {{ timings?: import("./webgpu.js").Timings, skipped?: string, error?: string }} BrowserRun
  * @typedef {{ vendor?: string, architecture?: string, device?: string, description?: string }} NativeAdapter
  */
@@ -36,7 +27,8 @@ import { drawPictures } from "./pictures.js";
  * The page's state: `page` and `schema` once Pyodide is ready (ReadyContext), `executor` while
  * the browser has a WebGPU device.
  * @typedef {{ gpu: import("./webgpu.js").Gpu | import("./webgpu.js").NoGpu | null,
- *   executor: Executor | null, page: WgattnPage | null, schema: Schema | null, kernels: KernelInfo[] }} Context
+ *   executor: Executor | null, page: WgattnPage | null, schema: Schema | null, kernels: KernelInfo[],
+ *   availability: Record<string, string> }} Context
  * @typedef {Context & { page: WgattnPage, schema: Schema }} ReadyContext
  * @typedef {(text: string, kind?: string, action?: { id: string, label: string, onclick: () => void } | null,
  *   transient?: boolean) => void} ShowMessage
@@ -45,11 +37,12 @@ import { drawPictures } from "./pictures.js";
 /**
  * What the tests read: window.wgattn.
  * @typedef {{ adapter: import("./webgpu.js").AdapterInfo | null, native_adapter: NativeAdapter | null,
- *   python: string | null, runs: Array<Omit<LiveResult, "outputs" | "heads" | "naive_err" | "precision">>,
+ *   python: string | null, runs: Array<Omit<LiveResult, "outputs" | "heads" | "naive_err" | "naive_f32_err" | "precision">>,
  *   first_result_ms: number | null, gpu_errors: string[] }} Results
  * @typedef {{ results: Results, run: (request: LiveRequest) => Promise<LiveResult>,
  *   runAll: (options?: { configs?: Record<string, Config> }) => Promise<{ cancelled: boolean, results: LiveResult[] }>,
  *   bench: import("./bench.js").BenchState, ctx: Context,
+ *   benchRun: (request: import("./bench.js").BenchRequest) => Promise<BenchRecord[]>,
  *   conformance?: import("./conformance.js").GridSummary, precision?: import("./precision.js").ProbeState,
  *   pictures?: import("./pictures.js").PictureState }} PageState
  */
@@ -57,9 +50,10 @@ import { drawPictures } from "./pictures.js";
 /** @type {Results} */
 const results = { adapter: null, native_adapter: null, python: null, runs: [], first_result_ms: null, gpu_errors: [] };
 /** @type {Context} */
-const ctx = { gpu: null, executor: null, page: null, schema: null, kernels: [] };
+const ctx = { gpu: null, executor: null, page: null, schema: null, kernels: [], availability: {} };
 const live = { cancel: false, busy: false };
-window.wgattn = { results, run: (request) => runOnce(request), runAll: (opts) => runAll(opts), bench: benchState, ctx };
+window.wgattn = { results, run: (request) => runOnce(request), runAll: (opts) => runAll(opts), bench: benchState, ctx,
+  benchRun: (request) => runBench(ready(), request) };
 
 /** The page's Python, or why there is none yet (a run asked for through window.wgattn too early).
  * @returns {ReadyContext} */
@@ -104,13 +98,13 @@ function onLost(message) {
     { id: "gpu-restart", label: "Start WebGPU again", onclick: () => startGpu().then(() => { $("message").hidden = true; }) });
 }
 
-// Plans are built for the browser's device: tile shapes fit its workgroup storage and invocations.
-function syncLimits() {
-  if (!ctx.page || !ctx.gpu || !ctx.gpu.limits) return;
-  // A software adapter (SwiftShader, lavapipe) runs invocations as CPU lanes: other tiles win there.
-  const { info } = ctx.gpu;
-  const cpu = /swiftshader|llvmpipe|lavapipe/i.test(`${info.architecture} ${info.description} ${info.device}`);
-  ctx.page.use_limits(JSON.stringify({ ...ctx.gpu.limits, cpu }));
+// Plans are built for the browser's device (its features, limits and kind, as webgpu.js reports
+// them); Python says which kernels it can run, and why not the others.
+function syncTarget() {
+  if (!ctx.page || !ctx.gpu || !ctx.gpu.target) return;
+  ctx.page.use_target(JSON.stringify(ctx.gpu.target));
+  ctx.availability = JSON.parse(ctx.page.availability());
+  markKernels();
 }
 
 async function startGpu() {
@@ -131,7 +125,7 @@ async function startGpu() {
   results.adapter = gpu.info;
   $("browser-adapter").textContent = describe(gpu.info) + ` — features: ${gpu.info.features.join(", ") || "none"}`;
   ctx.executor = new Executor(gpu.device, gpu.info);
-  syncLimits();
+  syncTarget();
   // webgpu-samples' rule: an error nobody captured is shown, never swallowed (nor only logged).
   gpu.device.addEventListener("uncapturederror", (ev) => {
     ev.preventDefault();
@@ -149,20 +143,19 @@ function kernelInfo(id) {
   return ctx.kernels.find((k) => k.id === id);
 }
 
-/** Why this browser cannot run the kernel ("" when it can).
+/** Why this browser cannot run the kernel ("" when it can), as Python answered (wgattn.target).
  * @param {KernelInfo} k */
 function unavailable(k) {
   if (!ctx.executor) return "no WebGPU";
-  const { features } = ctx.executor.info;
-  const missing = k.requires.filter((f) => !features.includes(f));
-  return missing.length ? `needs ${missing.join(", ")}, which this browser's adapter lacks` : "";
+  return ctx.availability[k.id] || "";
 }
 
 function markKernels() {
   for (const opt of $("kernel", HTMLSelectElement).options) {
     const k = kernelInfo(opt.value);
     const why = k ? unavailable(k) : "";
-    opt.textContent = k && why ? `${k.id} (browser: ${why.startsWith("needs") ? "needs " + k.requires.join(", ") : why})` : opt.value;
+    opt.textContent = k && why ? `${k.id} (browser: ${k.requires.length && ctx.executor ? "needs " + k.requires.join(", ") : why})` : opt.value;
+    opt.title = why || (k ? k.summary : "");
   }
 }
 
@@ -215,7 +208,13 @@ function buildFields(kernelId, values = {}) {
     }
     input.name = f.name;
     input.dataset.type = f.type;
+    // The field's bounds and special values, as Python declares them (wgattn.interfaces.config).
+    const bounds = f.min !== undefined && f.max !== undefined && f.type === "int" ? `${f.min}..${f.max}` : "";
+    const special = Object.entries(f.sentinels || {}).map(([v, meaning]) => `${v} = ${meaning}`);
+    const hint = [bounds, ...special, f.hint || ""].filter((x) => x).join("; ");
+    if (hint) input.title = hint;
     label.append(el("span", {}, f.name), input);
+    if (special.length) label.append(el("small", { class: "muted hint" }, special.join("; ")));
     box.append(label);
   }
 }
@@ -309,8 +308,7 @@ function render(result) {
  * @returns {Promise<BrowserRun>} */
 async function runBrowser(page, prepared) {
   if (!ctx.executor) return { skipped: ctx.gpu && ctx.gpu.error ? `no WebGPU: ${ctx.gpu.error}` : "no WebGPU (device lost: start it again)" };
-  const why = ctx.executor.check(prepared.plan);
-  if (why) return { skipped: why };
+  if (prepared.plan.unavailable) return { skipped: prepared.plan.unavailable };
   try {
     const out = await runPrepared(ctx.executor, page, prepared);
     return { timings: out.timings };
@@ -452,11 +450,11 @@ async function main() {
 
   const python = await loadPython(showProgress);
   ctx.page = python.page;
-  syncLimits();
+  syncTarget();
   results.python = python.version;
   ctx.schema = JSON.parse(python.page.live_schema());
   const now = ready();
-  /** @type {{ kernels: KernelInfo[], interfaces: Record<string, unknown> }} */
+  /** @type {Catalogue} */
   const reg = await registry;
   fillKernels(reg.kernels);
 

@@ -7,17 +7,14 @@
 import { $, fmt } from "./dom.js";
 
 /**
- * Pictures as wgattn.pictures draws them: RGBA pixels (base64) and what they show.
- * @typedef {{ width: number, height: number, rgba: string, legend: string }} Picture
- * @typedef {Picture & { head: number, layout: string, masked: number, empty_rows: number }} Heatmap
- * @typedef {Picture & { a: string, b: string, output: string, head: number, max_abs_err: JsonFloat, over: number }} ErrorMap
- * @typedef {import("./dom.js").JsonFloat} JsonFloat
- * @typedef {{ heatmap: Omit<Heatmap, "rgba"> | null, error: Omit<ErrorMap, "rgba"> | null }} PictureState
+ * Pictures as wgattn.pictures draws them (Heatmap, ErrorPicture: RGBA pixels, base64, and what they show) are
+ * declared in wire.d.ts, generated from the Python.
+ * @typedef {{ heatmap: Omit<Heatmap, "rgba"> | null, error: Omit<ErrorPicture, "rgba"> | null }} PictureState
  * @typedef {{ head: string, output: string, pair: string }} Picks
  */
 
 /** Put a picture {width, height, rgba (base64)} on a canvas, scaled up to about 480 px wide.
- * @template {Picture} P
+ * @template {{ width: number, height: number, rgba: string }} P
  * @param {HTMLCanvasElement} canvas
  * @param {P} pic
  * @returns {Omit<P, "rgba">} the picture's metadata */
@@ -49,7 +46,7 @@ function options(select, values, chosen) {
 /** Draw the pictures of `result` (a finished live run); `params` may choose head, output and pair;
  * `onPick({head, output, pair})` hears the reader's choices (the page keeps them in the URL).
  * @param {WgattnPage} page
- * @param {import("./main.js").LiveResult} result
+ * @param {LiveResult} result
  * @param {URLSearchParams} params
  * @param {(picks: Picks) => void} onPick */
 export function drawPictures(page, result, params, onPick) {
@@ -84,7 +81,7 @@ export function drawPictures(page, result, params, onPick) {
       $("errmap-legend").textContent = "No two runtimes produced outputs: nothing to compare.";
     } else {
       const [a, b] = pair.value.split("-");
-      /** @type {ErrorMap} */
+      /** @type {ErrorPicture} */
       const err = JSON.parse(page.error_map(result.run, output.value, a, b, h));
       const drawn = blit($("errmap", HTMLCanvasElement), err);
       state.error = drawn;

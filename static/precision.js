@@ -9,10 +9,8 @@ import { $, el, errorText, row } from "./dom.js";
 import { runPrepared } from "./webgpu.js";
 
 /**
- * The probe's report, as wgattn.precision writes it (wgattn.page.probe_judge; GET /api/adapter's `precision`).
- * @typedef {{ name: string, expr: string, domain: string, wgsl_allows: string, samples: number,
- *   max_ulps: import("./dom.js").JsonFloat, max_abs: import("./dom.js").JsonFloat, within_wgsl: boolean | null }} FunctionError
- * @typedef {{ adapter: object, functions: FunctionError[] }} ProbeReport
+ * The probe's report (ProbeReport, FunctionError) is declared in wire.d.ts, generated from
+ * wgattn.precision's.
  * @typedef {{ browser: ProbeReport | null, native: ProbeReport | null, error?: string }} ProbeState
  */
 
@@ -36,7 +34,7 @@ function section() {
 }
 
 /** An error figure: exponent form when large or small, else one decimal ("inf" as it is).
- * @param {import("./dom.js").JsonFloat} x
+ * @param {JsonFloat} x
  * @param {number} digits */
 function short(x, digits) {
   if (typeof x !== "number") return x;
@@ -78,7 +76,7 @@ export async function runProbe(ctx) {
     const executor = ctx.executor;
     if (executor) {
       const page = ctx.page;
-      /** @type {import("./webgpu.js").Prepared} */
+      /** @type {Prepared} */
       const prepared = JSON.parse(page.probe_prepare());
       await runPrepared(executor, page, prepared).catch((e) => {
         page.release(prepared.run);  // a failed run must not stay in the session

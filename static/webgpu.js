@@ -5,25 +5,24 @@
 import { errorText } from "./dom.js";
 
 /**
- * A dispatch plan as wgattn.plan.Plan.to_js() writes it.
- * @typedef {{ name: string, size: number, usage: "storage" | "uniform", has_data: boolean, read: boolean }} PlanBuffer
- * @typedef {{ label: string, source: string, entry_point: string, constants: Record<string, number>,
- *   bindings: Array<[number, string]>, layout: Array<[number, GPUBufferBindingType]>,
- *   workgroups: [number, number, number], requires?: string[] }} Dispatch
- * @typedef {{ buffers: PlanBuffer[], dispatches: Dispatch[] }} Plan
+ * Plan, Prepared and TargetJson are declared in wire.d.ts, generated from the Python that makes them.
  * @typedef {(name: string) => Uint8Array} InitialBytes a buffer's initial bytes, by name
  * @typedef {{ pipeline: GPUComputePipeline, bindGroupLayout: GPUBindGroupLayout }} Pipeline
  * @typedef {{ wall_ms: number, gpu_ms?: number }} Timings
  * @typedef {{ runtime: "browser", vendor: string, architecture: string, device: string,
  *   description: string, features: string[] }} AdapterInfo
- * @typedef {{ device: GPUDevice, info: AdapterInfo, limits: Record<string, number>, error?: undefined }} Gpu
- * @typedef {{ error: string, device?: undefined, info?: undefined, limits?: undefined }} NoGpu
+ * @typedef {{ device: GPUDevice, info: AdapterInfo, target: TargetJson, error?: undefined }} Gpu
+ * @typedef {{ error: string, device?: undefined, info?: undefined, target?: undefined }} NoGpu
+ * @typedef {{ items: Array<{ plan: Plan, pipelines: Pipeline[], groups: GPUBindGroup[] }>, buffers: GPUBuffer[],
+ *   passes: number }} TimedPlans plans uploaded once for timing (Executor.prepareTiming)
  */
 
-/** @type {GPUFeatureName[]} */
-const FEATURES = ["shader-f16", "subgroups", "timestamp-query"];
+// The optional features the kernels may need, asked for where the adapter has them (Chromium's
+// experimental subgroup matrices are not in @webgpu/types yet).
+const FEATURES = /** @type {GPUFeatureName[]} */ (["shader-f16", "subgroups", "timestamp-query",
+  "chromium-experimental-subgroup-matrix"]);
 const LIMITS = /** @type {const} */ ([
-  "maxStorageBufferBindingSize", "maxBufferSize", "maxComputeWorkgroupStorageSize",
+  "maxStorageBufferBindingSize", "maxUniformBufferBindingSize", "maxBufferSize", "maxComputeWorkgroupStorageSize",
   "maxComputeInvocationsPerWorkgroup", "maxComputeWorkgroupSizeX",
   "maxComputeWorkgroupsPerDimension", "maxStorageBuffersPerShaderStage",
 ]);
@@ -65,14 +64,24 @@ export async function openDevice(onLost) {
   // Browsers before GPUAdapter.info (Chrome 127) do not name the adapter.
   /** @type {Partial<GPUAdapterInfo>} */
   const i = adapter.info || {};
-  return {
-    device,
-    info: {
-      runtime: "browser", vendor: i.vendor || "", architecture: i.architecture || "",
-      device: i.device || "", description: i.description || "", features: requiredFeatures,
-    },
-    limits: Object.fromEntries(LIMITS.map((k) => [kebab(k), device.limits[k]])),
+  /** @type {AdapterInfo} */
+  const info = {
+    runtime: "browser", vendor: i.vendor || "", architecture: i.architecture || "",
+    device: i.device || "", description: i.description || "", features: requiredFeatures,
   };
+  // What the page's Python plans for and checks against (wgattn.target.Target.from_json): the
+  // device as given, facts only; Python decides what runs.
+  /** @type {{ subgroupMatrixConfigs?: unknown[] }} */
+  const more = /** @type {any} */ (i);
+  /** @type {TargetJson} */
+  const target = {
+    name: `this browser's adapter (${adapterWords(info).join(" ") || "unnamed"})`,
+    words: adapterWords(info),
+    features: requiredFeatures,
+    limits: Object.fromEntries(LIMITS.map((k) => [kebab(k), device.limits[k]])),
+    subgroup_matrix_configs: /** @type {MatrixConfigJson[]} */ (more.subgroupMatrixConfigs || []),
+  };
+  return { device, info, target };
 }
 
 /** The milliseconds the passes of one submission took, from its resolved timestamp pairs.
@@ -101,6 +110,8 @@ export class Executor {
     /** @type {Map<string, Pipeline>} */
     this.pipelines = new Map();
     this.timed = device.features.has("timestamp-query");
+    /** @type {Map<number, { qset: GPUQuerySet, qbuf: GPUBuffer, staging: GPUBuffer }>} */
+    this.querySets = new Map();
   }
 
   /** The compiled pipeline of a dispatch, compiled once.
@@ -110,13 +121,19 @@ export class Executor {
     const key = JSON.stringify([d.source, d.entry_point, d.constants, d.layout]);
     let cached = this.pipelines.get(key);
     if (!cached) {
+      // WGSL that does not compile is a validation error of createShaderModule too: captured
+      // here, it is reported once, as the CompileError below, and never as an uncaptured error
+      // racing that message to the page.
+      this.device.pushErrorScope("validation");
       const module = this.device.createShaderModule({ label: d.label, code: d.source });
       const info = await module.getCompilationInfo();
+      const invalid = await this.device.popErrorScope();
       const errors = info.messages.filter((m) => m.type === "error");
       if (errors.length) {
         throw new CompileError(`${d.label}: WGSL does not compile: ` +
           errors.map((m) => `line ${m.lineNum}:${m.linePos} ${m.message}`).join("; "));
       }
+      if (invalid) throw new CompileError(`${d.label}: the shader module is invalid: ${invalid.message}`);
       // Explicit layouts from the registry: a kernel may leave a binding of its interface unused.
       const bindGroupLayout = this.device.createBindGroupLayout({
         label: d.label,
@@ -152,11 +169,13 @@ export class Executor {
    * @param {Plan} plan
    * @param {Pipeline[]} pipelines
    * @param {GPUBindGroup[]} groups
-   * @param {GPUQuerySet | null} qset */
-  static encodePasses(enc, plan, pipelines, groups, qset) {
+   * @param {GPUQuerySet | null} qset
+   * @param {number} [first] the first query this plan's passes write */
+  static encodePasses(enc, plan, pipelines, groups, qset, first = 0) {
     plan.dispatches.forEach((d, i) => {
+      const q = first + 2 * i;
       const pass = enc.beginComputePass(qset
-        ? { label: d.label, timestampWrites: { querySet: qset, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 } }
+        ? { label: d.label, timestampWrites: { querySet: qset, beginningOfPassWriteIndex: q, endOfPassWriteIndex: q + 1 } }
         : { label: d.label });
       pass.setPipeline(pipelines[i].pipeline);
       pass.setBindGroup(0, groups[i]);
@@ -237,105 +256,125 @@ export class Executor {
     return { raw, timings };
   }
 
-  /** Why this device cannot run `plan` (features, buffer sizes, grid), or "" when it can.
-   * @param {Plan} plan
-   * @returns {string} */
-  check(plan) {
-    const dev = this.device;
-    for (const d of plan.dispatches) {
-      const missing = (d.requires || []).filter((f) => !dev.features.has(f));
-      if (missing.length) return `${d.label} needs adapter features ${missing.join(", ")}, which this device lacks`;
-      const most = dev.limits.maxComputeWorkgroupsPerDimension;
-      if (d.workgroups.some((n) => n > most)) return `${d.label}: workgroups ${d.workgroups} exceed ${most} per dimension`;
-    }
-    for (const b of plan.buffers) {
-      const most = Math.min(dev.limits.maxBufferSize, b.usage === "uniform"
-        ? dev.limits.maxUniformBufferBindingSize : dev.limits.maxStorageBufferBindingSize);
-      if (b.size > most) return `buffer ${b.name} needs ${b.size} bytes; this device binds at most ${most} per ${b.usage} buffer`;
-    }
-    return "";
-  }
-
   /**
-   * Time `plan`: upload once (`initial(name)` gives a buffer's bytes), then dispatch it
-   * `warmup` + `runs` times, one submission each, waiting for each. Resolves to
-   * {timer: "gpu", samples} (per-run ms from timestamp queries, every pass summed, as
-   * wgattn.native's time) or, without timestamp-query or with `timer: "wall"`, {timer: "wall",
-   * samples} (ms from submit to queue.onSubmittedWorkDone()). run() is untouched by this.
-   * `stop()`, asked before each submission, cancels (throws an Error named "Cancelled").
-   * @param {Plan} plan
-   * @param {InitialBytes} initial
-   * @param {{ runs?: number, warmup?: number, timer?: "gpu" | "wall", stop?: (() => boolean) | null }} [options]
-   * @returns {Promise<{ timer: "gpu" | "wall", samples: number[] }>}
+   * Upload plans once for timing (the page's benchmark): their buffers, filled by `initial`,
+   * pipelines and bind groups. One timed run dispatches every plan's passes in order.
+   * @param {Array<{ plan: Plan, initial: InitialBytes }>} items
+   * @returns {Promise<TimedPlans>}
    */
-  async time(plan, initial, { runs = 10, warmup = 3, timer = "gpu", stop = null } = {}) {
+  async prepareTiming(items) {
     const dev = this.device;
-    const pipelines = await this.pipelinesOf(plan);
-    dev.pushErrorScope("validation");
-    dev.pushErrorScope("out-of-memory");
-    /** @type {GPUBuffer[]} */
-    const made = [];
-    /** @param {GPUBufferDescriptor} desc */
-    const make = (desc) => { const b = dev.createBuffer(desc); made.push(b); return b; };
-    /** @type {number[]} */
-    const samples = [];
-    let failure = null;
-    const n = plan.dispatches.length;
-    // Timestamps need the feature: without it (or asked for "wall") the wall clock times each run.
-    const stamps = timer === "gpu" && this.timed ? {
-      qset: dev.createQuerySet({ type: "timestamp", count: 2 * n }),
-      qbuf: make({ size: 16 * n, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC }),
-      staging: make({ label: "timestamps", size: 16 * n, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST }),
-    } : null;
-    try {
+    /** @type {TimedPlans} */
+    const timed = { items: [], buffers: [], passes: 0 };
+    for (const { plan, initial } of items) {
+      const pipelines = await this.pipelinesOf(plan);
+      dev.pushErrorScope("validation");
+      dev.pushErrorScope("out-of-memory");
       /** @type {Record<string, GPUBuffer>} */
       const buffers = {};
       for (const b of plan.buffers) {
-        buffers[b.name] = make({ label: `${plan.dispatches[0].label}.${b.name}`, size: b.size, usage: bufferUsage(b, 0) });
+        buffers[b.name] = dev.createBuffer({ label: `${plan.dispatches[0].label}.${b.name}`, size: b.size, usage: bufferUsage(b, 0) });
+        timed.buffers.push(buffers[b.name]);
         if (b.has_data) dev.queue.writeBuffer(buffers[b.name], 0, initial(b.name));
       }
-      const groups = this.bindGroups(plan, pipelines, buffers);
-      await dev.queue.onSubmittedWorkDone();  // the uploads are not part of any run
-      for (let r = 0; r < warmup + runs; r++) {
-        if (stop && stop()) throw Object.assign(new Error("cancelled"), { name: "Cancelled" });
-        const enc = dev.createCommandEncoder({ label: "wgattn.time" });
-        Executor.encodePasses(enc, plan, pipelines, groups, stamps && stamps.qset);
-        if (stamps) {
-          enc.resolveQuerySet(stamps.qset, 0, 2 * n, stamps.qbuf, 0);
-          enc.copyBufferToBuffer(stamps.qbuf, 0, stamps.staging, 0, 16 * n);
-        }
-        const t0 = performance.now();
-        dev.queue.submit([enc.finish()]);
-        let ms;
-        if (stamps) {
-          await stamps.staging.mapAsync(GPUMapMode.READ);  // resolves once this submission is done
-          const t = new BigUint64Array(stamps.staging.getMappedRange().slice(0));
-          stamps.staging.unmap();
-          ms = passesMs(t, n);
-        } else {
-          await dev.queue.onSubmittedWorkDone();
-          ms = performance.now() - t0;
-        }
-        if (r >= warmup) samples.push(ms);
+      timed.items.push({ plan, pipelines, groups: this.bindGroups(plan, pipelines, buffers) });
+      timed.passes += plan.dispatches.length;
+      const oom = await dev.popErrorScope();
+      const invalid = await dev.popErrorScope();
+      const failed = invalid || oom;
+      if (failed) {
+        Executor.releaseTiming(timed);
+        throw new Error(`WebGPU error while uploading ${plan.dispatches[0].label}: ${failed.message}`);
       }
-    } catch (e) {
-      failure = e;
+    }
+    await dev.queue.onSubmittedWorkDone();  // the uploads are not part of any sample
+    return timed;
+  }
+
+  /** A timestamp query set with its resolve and read-back buffers, made once per size.
+   * @param {number} count */
+  queries(count) {
+    let q = this.querySets.get(count);
+    if (!q) {
+      const dev = this.device;
+      q = {
+        qset: dev.createQuerySet({ label: "wgattn.time", type: "timestamp", count }),
+        qbuf: dev.createBuffer({ label: "wgattn.time", size: 8 * count, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC }),
+        staging: dev.createBuffer({ label: "wgattn.time", size: 8 * count, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST }),
+      };
+      this.querySets.set(count, q);
+    }
+    return q;
+  }
+
+  /** Free the query sets `queries` made (after a benchmark). */
+  releaseQueries() {
+    for (const q of this.querySets.values()) {
+      q.qset.destroy();
+      q.qbuf.destroy();
+      q.staging.destroy();
+    }
+    this.querySets.clear();
+  }
+
+  /**
+   * One sample of wgattn.protocol: `reps` runs of `timed` in one submission. Resolves to the
+   * milliseconds per run and the raw timestamps as offsets (ns) from the first: from timestamp
+   * queries (every pass's end minus its begin, summed, as wgattn.native's TimedPlans) or, with
+   * `timer: "wall"` or no timestamp-query, from submit to queue.onSubmittedWorkDone() with no
+   * timestamps.
+   * @param {TimedPlans} timed
+   * @param {number} reps
+   * @param {"gpu" | "wall"} timer
+   * @returns {Promise<{ ms: number, stamps: number[] }>}
+   */
+  async sample(timed, reps, timer) {
+    const dev = this.device;
+    const count = 2 * timed.passes * reps;
+    const q = timer === "gpu" && this.timed ? this.queries(count) : null;
+    dev.pushErrorScope("validation");
+    dev.pushErrorScope("out-of-memory");
+    const enc = dev.createCommandEncoder({ label: "wgattn.time" });
+    let first = 0;
+    for (let r = 0; r < reps; r++) {
+      for (const it of timed.items) {
+        Executor.encodePasses(enc, it.plan, it.pipelines, it.groups, q && q.qset, first);
+        first += 2 * it.plan.dispatches.length;
+      }
+    }
+    if (q) {
+      enc.resolveQuerySet(q.qset, 0, count, q.qbuf, 0);
+      enc.copyBufferToBuffer(q.qbuf, 0, q.staging, 0, 8 * count);
+    }
+    const t0 = performance.now();
+    dev.queue.submit([enc.finish()]);
+    let ms = 0;
+    /** @type {number[]} */
+    const stamps = [];
+    if (q) {
+      await q.staging.mapAsync(GPUMapMode.READ);  // resolves once this submission is done
+      const t = new BigUint64Array(q.staging.getMappedRange().slice(0));
+      q.staging.unmap();
+      ms = passesMs(t, count / 2) / reps;
+      for (const x of t) stamps.push(Number(x - t[0]));  // offsets fit a double for 104 days
+    } else {
+      await dev.queue.onSubmittedWorkDone();
+      ms = (performance.now() - t0) / reps;
     }
     const oom = await dev.popErrorScope();
     const invalid = await dev.popErrorScope();
-    made.forEach((b) => b.destroy());
-    if (stamps) stamps.qset.destroy();
     const failed = invalid || oom;
-    if (failed) throw new Error(`WebGPU error while timing ${plan.dispatches[0].label}: ${failed.message}`);
-    if (failure) throw failure;
-    return { timer: stamps ? "gpu" : "wall", samples };
+    if (failed) throw new Error(`WebGPU error while timing ${timed.items[0].plan.dispatches[0].label}: ${failed.message}`);
+    return { ms, stamps };
+  }
+
+  /** Free what prepareTiming uploaded.
+   * @param {TimedPlans} timed */
+  static releaseTiming(timed) {
+    timed.buffers.forEach((b) => b.destroy());
+    timed.buffers = [];
   }
 }
-
-/**
- * A plan the page's Python prepared: `run` numbers it there.
- * @typedef {{ run: number, plan: Plan }} Prepared
- */
 
 /** The initial bytes of run `run`'s buffers, from the Python that built the plan
  * (wgattn.page.plan_bytes): Pyodide's bytes arrive as a proxy, copied out and freed.
@@ -352,11 +391,13 @@ export function planBytes(page, run) {
 }
 
 /** Run a plan the page's Python prepared ({run, plan}) and hand every buffer read back to that
- * Python (wgattn.page.add_buffer), which judges them. Returns the executor's {raw, timings}.
+ * Python (wgattn.page.add_buffer), which judges them. Returns the executor's {raw, timings}; a
+ * plan Python found this device cannot run (`plan.unavailable`) throws that reason.
  * @param {Executor} executor
  * @param {WgattnPage} page
  * @param {Prepared} prepared */
 export async function runPrepared(executor, page, prepared) {
+  if (prepared.plan.unavailable) throw new Error(prepared.plan.unavailable);
   const out = await executor.run(prepared.plan, planBytes(page, prepared.run));
   for (const [name, bytes] of Object.entries(out.raw)) page.add_buffer(prepared.run, name, bytes);
   return out;

@@ -3,21 +3,13 @@ Import them as `from helpers import ...` (pytest puts tests/ on sys.path: it has
 and no __init__.py)."""
 
 import math
-import re
 from typing import Iterable, List, Mapping, Optional, Tuple
 
 import pytest
 
-__all__ = [
-    "needs_features",
-    "failures",
-    "WIDE",
-    "ratio",
-    "first_wide_failure",
-    "browser_stand_in",
-    "wgsl_functions",
-    "workgroup_storage",
-]
+from wgattn.target import Target
+
+__all__ = ["needs_features", "failures", "WIDE", "ratio", "first_wide_failure", "browser_stand_in", "session_on", "TARGET"]
 
 # A planted bug counts as caught only where some case fails by at least this many times its
 # allowance. lavapipe's JIT rounds differently per host CPU: a bug that failed by 1.1x the
@@ -25,14 +17,16 @@ __all__ = [
 # more (or gives NaN, -inf): a margin of 4 keeps the verdict the same on any runtime.
 WIDE = 4.0
 
+# An adapter with WebGPU's default limits and every feature a kernel asks for: plans built
+# without a device (they are only inspected, or run on a runtime that checks them itself).
+TARGET = Target(features=frozenset({"shader-f16", "subgroups", "timestamp-query"}), name="a test adapter")
+
 
 def needs_features(runtime, kernel) -> None:
-    """Skip, saying why, when `runtime`'s adapter lacks a feature `kernel` requires."""
-    from wgattn import native
-
-    missing = [f for f in kernel.requires if native._FEATURE_NAMES.get(f, f) not in runtime.features]
-    if missing:
-        pytest.skip(f"{kernel.id} needs adapter features {missing}, which {runtime.name} lacks")
+    """Skip, saying why, when `runtime`'s adapter cannot run `kernel` (wgattn.target says)."""
+    why = runtime.target.lacks(kernel)
+    if why:
+        pytest.skip(why)
 
 
 def failures(rows: List[Mapping[str, object]]) -> List[str]:
@@ -76,32 +70,14 @@ def browser_stand_in(session, run: int, runtime) -> None:
         session.add_buffer(run, name, data)
 
 
-def wgsl_functions(src: str):
-    """name -> body text of every WGSL function (bodies end at the first line that is "}")."""
-    return {m.group(1): m.group(2) for m in re.finditer(r"\bfn\s+(\w+)\s*\([^{]*\{(.*?)\n\}", src, re.S)}
+def session_on(runtime):
+    """A wgattn.page.PageSession whose browser device is `runtime`'s (wgattn.native): plans are
+    built for it, as the page builds them for the browser's (use_target), and browser_stand_in
+    runs them there."""
+    import json
 
+    from wgattn.page import PageSession
 
-def workgroup_storage(src: str, knobs, entry: str) -> int:
-    """Bytes of the `var<workgroup>` arrays that `entry` uses (directly or through the functions it
-    calls, as WebGPU counts them), each size expression evaluated on the knobs."""
-    from wgattn import registry
-
-    alias = dict(re.findall(r"alias\s+(\w+)\s*=\s*(\w+)\s*;", src))
-    size = {"f32": 4, "i32": 4, "u32": 4, "f16": 2}
-    fns = wgsl_functions(src)
-    seen, todo, text = set(), [entry], ""
-    while todo:
-        name = todo.pop()
-        if name in seen or name not in fns:
-            continue
-        seen.add(name)
-        text += fns[name]
-        todo.extend(re.findall(r"\b(\w+)\s*\(", fns[name]))
-    total = 0
-    for name, elem, expr in re.findall(r"var<workgroup>\s+(\w+)\s*:\s*array<(.+?),\s*([^>]+)>\s*;", src):
-        if not re.search(r"\b%s\b" % name, text):
-            continue
-        m = re.fullmatch(r"vec(\d)<(\w+)>", elem.strip())
-        scalar = alias.get(m.group(2), m.group(2)) if m else alias.get(elem.strip(), elem.strip())
-        total += (int(m.group(1)) if m else 1) * size[scalar] * registry._evaluate(re.sub(r"(\d+)u\b", r"\1", expr), knobs)
-    return total
+    session = PageSession()
+    session.use_target(json.dumps(runtime.target.to_json()))
+    return session

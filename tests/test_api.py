@@ -6,7 +6,8 @@ from fastapi.testclient import TestClient
 
 from app import main
 from wgattn import tolerance, wire
-from wgattn.cases import SdpaCase, digest
+from wgattn.cases import digest
+from wgattn.interfaces.sdpa_arena import SdpaCase
 
 client = TestClient(main)
 SMALL = {"batch": 1, "heads": 2, "seq_q": 9, "seq_k": 13, "head_dim": 5, "mask": "causal", "seed": 4}
@@ -89,7 +90,7 @@ def test_run_on_client_inputs(native_runtime):
         ({"mask": "diagonal"}, "mask must be one of"),
         ({"layout": "sbhd"}, "layout must be one of"),
         ({"seq_q": 4096, "seq_k": 4096, "heads": 64, "head_dim": 64}, "case too large"),
-        ({"window": -1}, "window must be an integer >= 0"),
+        ({"window": -1}, "window must be an integer in 0..2147483647"),
     ],
 )
 def test_bad_config_is_422_with_a_reason(config, expected):

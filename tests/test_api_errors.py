@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from app import create_app, limits, main, security
 from app.paths import ROOT
 from wgattn import tolerance, wire
-from wgattn.cases import SdpaCase
+from wgattn.interfaces.sdpa_arena import SdpaCase
 
 client = TestClient(main)
 SMALL = {"batch": 1, "heads": 2, "seq_q": 7, "seq_k": 11, "head_dim": 6, "mask": "causal", "seed": 2}
@@ -138,7 +138,7 @@ BAD_INPUTS = {
     "window below 0 (sdpa_arena's windows are i-w..i, w >= 0)": (
         lambda: client.post("/api/run", json={"config": dict(SMALL, mask="window", window=-2)}),
         422,
-        ["window must be an integer >= 0"],
+        ["window must be an integer in 0..2147483647", "got -2"],
     ),
     "head_dim over the limit": (
         lambda: client.post("/api/run", json={"config": dict(SMALL, seq_q=1, seq_k=1, head_dim=65537)}),

@@ -28,8 +28,7 @@ from pydantic import BaseModel
 
 from app import main
 from wgattn import registry, tolerance, wire
-from wgattn.cases import SdpaCase
-from wgattn.interfaces.sdpa_arena import MASK_KINDS
+from wgattn.interfaces.sdpa_arena import MASK_KINDS, SdpaCase
 from wgattn.reference import LAYOUTS
 
 client = TestClient(main)

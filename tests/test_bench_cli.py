@@ -5,8 +5,8 @@ benchmark figure, never asserted here."""
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
-import math
 import re
 
 import pytest
@@ -14,6 +14,37 @@ import pytest
 from wgattn import bench, cli, registry
 
 SMALL = "1,2,64,16"
+QUICK = ["--rounds", "5", "--warmup-s", "0.2"]  # the protocol with little warm-up: tests check records, not speed
+FIELDS = {
+    "op",
+    "impl",
+    "shape",
+    "causal",
+    "dtype",
+    "runtime",
+    "mode",
+    "config",
+    "adapter",
+    "browser",
+    "flags",
+    "median_ms",
+    "tflops",
+    "min_ms",
+    "q1_ms",
+    "q3_ms",
+    "max_ms",
+    "spread",
+    "wide",
+    "rounds",
+    "reps",
+    "warmup_s",
+    "warmed",
+    "timer",
+    "timer_resolution_ns",
+    "repeat",
+    "time",
+    "commit",
+}
 
 
 def test_flops_follow_flashattention():
@@ -35,45 +66,41 @@ def test_every_op_lists_its_registered_kernels_baseline_first():
 
 @pytest.mark.parametrize("op", bench.OPS)
 def test_json_records(native_runtime, capsys, op):
-    assert cli.main(["bench", "--op", op, "--shape", SMALL, "--causal", "--json"]) == 0
+    assert cli.main(["bench", "--op", op, "--shape", SMALL, "--causal", "--json", *QUICK]) == 0
     records = json.loads(capsys.readouterr().out)
     shape = [1, 2, 64, 16]
-    have = set(native_runtime.features)
-    from wgattn import native
-
-    runnable = [
-        k
-        for k in bench.kernel_impls(op)
-        if all(native._FEATURE_NAMES.get(f, f) in have for f in registry.load().kernel(k).requires)
-    ]
+    runnable = [k for k in bench.kernel_impls(op) if not native_runtime.target.lacks(registry.load().kernel(k))]
     # Each kernel in both modes when it is registered as trusted, checked only otherwise.
     want = [(k, m) for k in runnable for m in bench.MODES if m == "checked" or registry.load().kernel(k).trusted]
     assert [(r["impl"], r["mode"]) for r in records if r["impl"] not in bench.ANCHORS] == want
     assert "numpy" in [r["impl"] for r in records]
     for r in records:
-        assert set(r) == {
-            "op",
-            "impl",
-            "shape",
-            "causal",
-            "dtype",
-            "adapter",
-            "median_ms",
-            "tflops",
-            "runs",
-            "timer",
-            "mode",
-            "config",
-        }
+        assert set(r) == FIELDS
         assert (r["mode"] == "") == (r["impl"] in bench.ANCHORS)
+        assert r["runtime"] == ("numpy" if r["impl"] == "numpy" else "native")
         if r["mode"]:  # the tile shape that ran, as override constants
             assert re.fullmatch(r"(\w+=\d+ ?)+", r["config"]), r["config"]
         assert r["op"] == op and r["shape"] == shape and r["causal"] is True
         assert r["dtype"] in ("f32", "f16") and r["timer"] in ("gpu", "wall")
-        assert math.isfinite(r["median_ms"]) and r["median_ms"] > 0
+        assert r["browser"] == "" and r["flags"] == [] and r["repeat"] == 0
+        # the median with its spread over the rounds: ordered, and the spread is the IQR over the median
+        assert 0 < r["min_ms"] <= r["q1_ms"] <= r["median_ms"] <= r["q3_ms"] <= r["max_ms"]
+        assert r["spread"] == pytest.approx((r["q3_ms"] - r["q1_ms"]) / r["median_ms"])
+        assert r["wide"] == (r["spread"] > 0.05)
+        assert r["rounds"] == 5 and r["reps"] >= 1 and r["timer_resolution_ns"] > 0
+        assert r["warmup_s"] >= 0.2 or not r["warmed"]
+        assert datetime.datetime.fromisoformat(r["time"]).tzinfo is not None
         assert r["tflops"] == pytest.approx(bench.flops(op, shape, True) / (r["median_ms"] * 1e-3) / 1e12)
         if r["impl"] != "numpy":
-            assert r["runs"] >= 10 and r["adapter"] == native_runtime.name
+            assert r["adapter"] == native_runtime.name
+
+
+def test_repeat_times_each_series_again(native_runtime, capsys):
+    args = ["bench", "--shape", SMALL, "--impl", "flash_fwd.tiled", "--mode", "trusted", "--repeat", "2", "--json", *QUICK]
+    assert cli.main(args) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [(r["impl"], r["repeat"]) for r in records] == [("flash_fwd.tiled", 0), ("flash_fwd.tiled", 1)]
+    assert records[0]["time"] == records[1]["time"]  # one run
 
 
 def test_errors_are_clear(capsys):
@@ -81,15 +108,22 @@ def test_errors_are_clear(capsys):
     assert "B,H,S,D" in capsys.readouterr().err
     assert cli.main(["bench", "--impl", "nope", "--shape", SMALL]) == 2
     assert "unknown impl 'nope'" in capsys.readouterr().err
-    assert cli.main(["bench", "--runs", "3", "--shape", SMALL]) == 2
-    assert "at least 10" in capsys.readouterr().err
+    assert cli.main(["bench", "--rounds", "3", "--shape", SMALL]) == 2
+    assert "rounds must be an integer in 5..1000, got 3" in capsys.readouterr().err
+    assert cli.main(["bench", "--warmup-s", "-1", "--shape", SMALL]) == 2
+    assert "warmup_s must be a number in 0.0..60.0, got -1.0" in capsys.readouterr().err
+    assert cli.main(["bench", "--repeat", "9", "--shape", SMALL, "--impl", "numpy"]) == 2
+    assert "repeat must be an integer in 1..5, got 9" in capsys.readouterr().err
     assert cli.main(["bench", "--op", "nope"]) == 2
     assert "unknown op" in capsys.readouterr().err
 
 
 def test_one_mode(native_runtime, capsys):
     assert (
-        cli.main(["bench", "--shape", SMALL, "--impl", "flash_fwd.blocked,flash_fwd.tiled", "--mode", "checked", "--json"]) == 0
+        cli.main(
+            ["bench", "--shape", SMALL, "--impl", "flash_fwd.blocked,flash_fwd.tiled", "--mode", "checked", "--json", *QUICK]
+        )
+        == 0
     )
     records = json.loads(capsys.readouterr().out)
     assert [(r["impl"], r["mode"]) for r in records] == [("flash_fwd.blocked", "checked"), ("flash_fwd.tiled", "checked")]

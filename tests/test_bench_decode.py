@@ -1,13 +1,14 @@
 """bench/decode_bandwidth.py, the GPU benchmark of the decode kernels, runs end to end on whatever
 adapter is here (shrunk cases, --smoke): it checks each output against the float64 reference
-before timing it, and its records carry the bandwidth figures the H100 run reports."""
+before timing it, times one interleaved series per case by wgattn.protocol, and its records carry
+the bandwidth figures the H100 run reports."""
 
 import importlib.util
 import json
 import sys
 from pathlib import Path
 
-from wgattn import decode_plan
+from wgattn.interfaces.decode import bytes_touched
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,12 +35,13 @@ def test_cases_start_with_the_target_and_count_their_bytes():
 def test_smoke_run_records_checked_figures(native_runtime, tmp_path):
     out = tmp_path / "decode.json"
     _script().main(
-        ["--smoke", "--case", "target", "--modes", "trusted", "--sweep", "", "--runs", "10", "--warm", "0"]
-        + ["--copy-mib", "4", "--json", str(out)]
+        ["--smoke", "--case", "target", "--modes", "trusted", "--sweep", "2", "--rounds", "5", "--warm", "0", "--json", str(out)]
     )
     records = [json.loads(line) for line in out.read_text().splitlines()]
-    copy = [r for r in records if r["kind"] == "copy" and r["impl"] == "wgsl"]
-    (decode,) = [r for r in records if r["kind"] == "decode" and r["impl"].startswith("decode.split")]
-    assert copy and copy[0]["gbps"] > 0
-    assert decode["rule"] and decode["mode"] == "trusted" and decode["gbps"] > 0
-    assert decode["bytes"] == decode_plan.bytes_touched([700, 700], -1, 1, 8, 128, 2)
+    copy = [r for r in records if r["kind"] == "copy" and r["impl"] == "wgsl.copy"]
+    decode = [r for r in records if r["kind"] == "decode" and r["impl"].startswith("decode.split")]
+    assert copy and copy[0]["gbps"] > 0 and copy[0]["rounds"] == 5
+    (rule,) = [r for r in decode if r["rule"]]
+    assert rule["mode"] == "trusted" and rule["gbps"] > 0 and rule["median_ms"] > 0 and rule["q1_ms"] <= rule["q3_ms"]
+    assert [r["splits"] for r in decode if not r["rule"]] == [2]  # the sweep, in the same series
+    assert rule["bytes"] == bytes_touched([700, 700], -1, 1, 8, 128, 2)

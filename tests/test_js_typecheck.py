@@ -1,4 +1,4 @@
-"""The page's JavaScript is type-checked (issue 14): TypeScript (package.json, installed by
+"""The page's JavaScript is type-checked: TypeScript (package.json, installed by
 scripts/setup.sh) checks static/*.js from their JSDoc under tsconfig.json's strict settings, with
 WebGPU's types and static/types.d.ts's declarations of Pyodide and wgattn.page. The second test
 shows the checker is real: errors planted in a copy of static/ fail it, each named by file."""
@@ -22,8 +22,16 @@ PLANTED = [
     ("webgpu.js", "dev.queue.submit(", "dev.queu.submit(", "Property 'queu' does not exist on type 'GPUDevice'"),
     # an argument of the wrong type to the page's own function
     ("main.js", "kernelInfo(opt.value)", "kernelInfo(opt.index)", "'number' is not assignable to parameter of type 'string'"),
-    # a call into Python that wgattn.page does not have (types.d.ts declares what it has)
+    # a call into Python that wgattn.page does not have (wire.d.ts declares what it has, from PageSession)
     ("conformance.js", "page.grid_judge(", "page.grid_judged(", "Property 'grid_judged' does not exist on type 'WgattnPage'"),
+    # a key of Python's JSON that its declaration (wire.d.ts, generated from the TypedDict) lacks
+    (
+        "main.js",
+        "pass: result.pass, runtimes",
+        "pass: result.passed, runtimes",
+        "Property 'passed' does not exist on type 'LiveResult'",
+    ),
+    ("bench.js", "r.mode ? ` [${r.mode}]`", "r.modes ? ` [${r.mode}]`", "Property 'modes' does not exist on type 'BenchRecord'"),
     # an element used as another class than the one $ was asked for
     ("pictures.js", '$("errmap", HTMLCanvasElement).width', '$("errmap").width', "'width' does not exist on type 'HTMLElement'"),
 ]

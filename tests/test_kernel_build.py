@@ -6,20 +6,20 @@ which dispatches may be built without runtime checks (trusted mode)."""
 from __future__ import annotations
 
 import re
+import shutil
 
 import pytest
 
-from helpers import needs_features, workgroup_storage
-from wgattn import conformance, registry
-from wgattn.interfaces import flash_fwd, module
+from helpers import TARGET, needs_features
+from wgattn import conformance, registry, wgsl
+from wgattn.errors import DoesNotFit
+from wgattn.expr import evaluate
+from wgattn.interfaces.flash_fwd import INTERFACE as flash_fwd
+from wgattn.target import WEBGPU_LIMITS, Target
 from wgattn.wgsl import preprocess
 
 REG = registry.load()
 TILED = [k for k in REG.kernels.values() if k.tiles]
-LIMITS = [
-    {"max_wg_storage": s, "max_invocations": i, "cpu": c}
-    for s, i, c in ((49152, 1024, 0), (32768, 256, 0), (16384, 256, 0), (32768, 1024, 1))
-]
 
 
 def _files(**files):
@@ -70,31 +70,59 @@ def test_variants_share_one_template():
     assert "array<vec4<f32>>" not in f32.source({"head_dim": 59})
 
 
+def _target(storage: int, invocations: int, software: bool) -> Target:
+    limits = dict(WEBGPU_LIMITS)
+    limits.update({"max-compute-workgroup-storage-size": storage, "max-compute-invocations-per-workgroup": invocations})
+    return Target(features=TARGET.features, limits=limits, software=software, name=f"{storage} bytes")
+
+
+TARGETS = [_target(s, i, c) for s, i, c in ((49152, 1024, False), (32768, 256, False), (16384, 256, False), (32768, 1024, True))]
+
+
+def test_workgroup_storage_is_read_from_the_wgsl():
+    """What an entry point uses, directly or through what it calls, counted as WebGPU counts it:
+    vecN and aliases of f16 and f32, atomics, lengths that are expressions of the knobs."""
+    src = """
+alias T = f16;
+override N: u32;
+var<workgroup> a: array<vec4<T>, 2u * N>;        // 16 bytes * N
+var<workgroup> b: array<f32, (N + 31u) / 32u>;   // used through helper()
+var<workgroup> c: array<atomic<u32>, N>;         // used by the other entry point only
+fn helper() { b[0] = 1.0; }
+@compute @workgroup_size(N, 2) fn one() { a[0] = vec4<T>(); helper(); }
+@compute @workgroup_size(64) fn two() { atomicStore(&c[0], 1u); }
+"""
+    assert wgsl.workgroup_storage(src, "one", {"N": 40}) == 16 * 40 + 4 * 2
+    assert wgsl.workgroup_storage(src, "two", {"N": 40}) == 4 * 40
+    assert wgsl.workgroup_size(src, "one") == "(N) * (2)" and wgsl.literal_workgroup_size(src, "two") == 64
+
+
 @pytest.mark.parametrize("kernel", TILED, ids=lambda k: k.id)
 @pytest.mark.parametrize("dim", [1, 8, 59, 64, 111, 128, 256])
-@pytest.mark.parametrize("limits", LIMITS, ids=lambda lim: f"{lim['max_wg_storage']}{'-cpu' if lim['cpu'] else ''}")
-def test_tile_choice_fits_the_adapter(kernel, dim, limits):
+@pytest.mark.parametrize("target", TARGETS, ids=lambda t: f"{t.name}{'-cpu' if t.software else ''}")
+def test_tile_choice_fits_the_adapter(kernel, dim, target):
     try:
-        knobs = kernel.knobs({"head_dim": dim}, limits=limits)
+        fit = kernel.fit({"head_dim": dim}, target)
     except ValueError as exc:
-        assert "no tile shape fits" in str(exc) and kernel.interface.name in str(exc)
-        assert dim == 256 or limits["max_wg_storage"] <= 16384, "only the largest head dims may find no tile"
+        assert "no tile shape fits" in str(exc) and kernel.interface in str(exc)
+        assert dim == 256 or target.limit("max-compute-workgroup-storage-size") <= 16384, (
+            "only the largest head dims may find no tile"
+        )
         return
-    src = kernel.source({"head_dim": dim})
-    used = max(workgroup_storage(src, knobs, p.entry_point) for p in kernel.interface.passes)
-    assert used == registry._evaluate(kernel.storage, {"head_dim": dim, **knobs}), "storage expression drifted"
-    assert used <= limits["max_wg_storage"] and knobs["WG"] <= limits["max_invocations"]
-    for name, most in kernel.caps.items():
+    knobs = fit.knobs
+    assert fit.storage <= target.limit("max-compute-workgroup-storage-size")
+    assert fit.invocations <= target.limit("max-compute-invocations-per-workgroup")
+    for name, most in kernel.caps(kernel.source({"head_dim": dim})).items():
         assert knobs[name] <= most
     for expr in kernel.constraints:
-        assert registry._evaluate(expr, knobs) == 0
+        assert evaluate(expr, knobs) == 0
     if "PF" in knobs:  # every vec4 of a K/V tile has an invocation that moves it
         assert knobs["PF"] * knobs["WG"] >= knobs["BC"] * knobs["KS"]
 
 
 def test_more_storage_gives_larger_tiles():
     k = REG.kernel("flash_fwd.blocked")
-    rows = [k.knobs({"head_dim": 64}, limits=lim)["BR"] for lim in LIMITS if not lim["cpu"]]
+    rows = [k.knobs({"head_dim": 64}, t)["BR"] for t in TARGETS if not t.software]
     assert rows == sorted(rows, reverse=True) and rows[0] > rows[-1]
 
 
@@ -102,27 +130,42 @@ def test_software_adapters_get_their_own_tiles():
     """lavapipe and SwiftShader run invocations as CPU lanes: 32 invocations beat 128 there
     (bench/sweep_tiles.py, docs/performance.md); a GPU with the same limits keeps the GPU tile."""
     k = REG.kernel("flash_fwd.blocked")
-    cpu = k.knobs({"head_dim": 64}, limits={"max_wg_storage": 32768, "max_invocations": 1024, "cpu": 1})
-    gpu = k.knobs({"head_dim": 64}, limits={"max_wg_storage": 32768, "max_invocations": 1024, "cpu": 0})
+    cpu = k.knobs({"head_dim": 64}, _target(32768, 1024, True))
+    gpu = k.knobs({"head_dim": 64}, _target(32768, 1024, False))
     assert (cpu["BR"], cpu["WG"]) == (32, 32) and gpu["WG"] == 128
 
 
-@pytest.mark.parametrize("kernel", TILED, ids=lambda k: k.id)
-def test_caps_match_the_wgsl_arrays(kernel):
-    """Where the WGSL sizes private arrays by MAX_<knob>, the registry caps that knob at it."""
+@pytest.mark.parametrize("kernel", [k for k in REG.kernels.values() if k.trusted], ids=lambda k: k.id)
+def test_every_trusted_kernel_s_knobs_are_held_to_its_wgsl(kernel):
+    """Whatever the kernel (tiled or not), fit() holds its knobs to the caps its WGSL declares
+    (`const MAX_<knob>`), its constraints, and the workgroup storage and invocations its WGSL's
+    arrays and @workgroup_size need on the adapter: a knob past any of them is refused."""
     src = kernel.source({"head_dim": 64})
-    for name in re.findall(r"const\s+MAX_(\w+)\s*:\s*u32", src):
-        if name in kernel.overrides or any(name in t for t in kernel.tiles):
-            m = re.search(r"const\s+MAX_%s\s*:\s*u32\s*=\s*(\d+)u;" % name, src)
-            assert kernel.caps.get(name) == int(m.group(1)), f"{kernel.id}: caps[{name}] != MAX_{name}"
+    sizes = {p.name: 64 for p in kernel.abi.params}
+    fit = kernel.fit(sizes, TARGET)
+    for name, most in kernel.caps(src).items():
+        with pytest.raises(DoesNotFit, match=f"{name}={most + 1} > {most}"):
+            kernel.fit(sizes, TARGET, overrides={**fit.knobs, name: most + 1})
+    with pytest.raises(DoesNotFit, match="no tile shape fits"):
+        kernel.fit(sizes, _target(256, 16, False))
+
+
+def test_caps_follow_the_wgsl(tmp_path):
+    shutil.copytree(registry.shader_dir(), tmp_path / "shaders")
+    path = tmp_path / "shaders" / "flash_fwd.blocked.wgsl"
+    path.write_text(path.read_text().replace("const MAX_TN: u32 = 8u;", "const MAX_TN: u32 = 4u;"))
+    k = registry.load(tmp_path / "shaders" / "manifest.json").kernel("flash_fwd.blocked")
+    assert k.caps(k.source({"head_dim": 64}))["TN"] == 4
+    with pytest.raises(ValueError, match="TN=8 > 4"):
+        k.knobs({"head_dim": 64}, TARGET, overrides={"BR": 16, "BC": 64, "WG": 32})
 
 
 def test_a_tile_breaking_a_constraint_is_refused():
     k = REG.kernel("flash_fwd.blocked")
     with pytest.raises(ValueError, match=r"BC % \(WG // \(BR // 4\)\) != 0"):
-        k.knobs({"head_dim": 64}, overrides={"BR": 16, "BC": 12, "WG": 32})
+        k.knobs({"head_dim": 64}, TARGET, overrides={"BR": 16, "BC": 12, "WG": 32})
     with pytest.raises(ValueError, match="TN=16 > 8"):
-        k.knobs({"head_dim": 64}, overrides={"BR": 16, "BC": 64, "WG": 16})
+        k.knobs({"head_dim": 64}, TARGET, overrides={"BR": 16, "BC": 64, "WG": 16})
 
 
 def _case(prefix):
@@ -133,14 +176,14 @@ def _case(prefix):
 def test_trusted_only_for_registered_text():
     k = REG.kernel("flash_fwd.blocked")
     case = _case("softcap-d64")
-    assert all(d.trusted for d in flash_fwd.plan(k, case).dispatches)
+    assert all(d.trusted for d in flash_fwd.plan(k, case, TARGET).dispatches)
     # Tile overrides pass the caps and constraints, so they stay trusted; user WGSL never is.
-    assert all(d.trusted for d in flash_fwd.plan(k, case, overrides={"BR": 16, "BC": 16, "WG": 16}).dispatches)
-    assert not any(d.trusted for d in flash_fwd.plan(k, case, source=k.source({"head_dim": 64})).dispatches)
-    tiled = REG.kernel("flash_fwd.tiled")  # no caps: an override could overflow its arrays
-    assert not any(d.trusted for d in flash_fwd.plan(tiled, case, overrides={"BC": 8}).dispatches)
+    assert all(d.trusted for d in flash_fwd.plan(k, case, TARGET, overrides={"BR": 16, "BC": 16, "WG": 16}).dispatches)
+    assert not any(d.trusted for d in flash_fwd.plan(k, case, TARGET, source=k.source({"head_dim": 64})).dispatches)
+    tiled = REG.kernel("flash_fwd.tiled")  # no tile candidates: its overrides are no shape the registry vetted
+    assert not any(d.trusted for d in flash_fwd.plan(tiled, case, TARGET, overrides={"BC": 8}).dispatches)
     user = REG.user_kernel("flash_fwd")
-    assert not any(d.trusted for d in flash_fwd.plan(user, case, source=tiled.source()).dispatches)
+    assert not any(d.trusted for d in flash_fwd.plan(user, case, TARGET, source=tiled.source()).dispatches)
 
 
 # A tile shape the defaults never pick on this adapter (4 column groups, 4 keys and 4 vec4 columns
@@ -153,22 +196,6 @@ def test_other_tile_shapes_match_reference(native_runtime, kernel_id, prefix):
     rows = conformance.run_case(native_runtime, kernel, _case(prefix), overrides={"BR": 16, "BC": 16, "WG": 16})
     bad = [r for r in rows if not r["pass"]]
     assert not bad, bad
-
-
-@pytest.mark.parametrize("kernel_id", [k.id for k in REG.kernels.values() if k.trusted])
-def test_trusted_kernels_pass_with_runtime_checks_too(native_runtime, kernel_id):
-    """The grids run trusted (the default); a sample runs checked, so both modes are held."""
-    kernel = REG.kernel(kernel_id)
-    needs_features(native_runtime, kernel)
-    mod = module(kernel.interface.name)
-    case = mod.conformance_cases()[1]
-    saved = native_runtime.trusted
-    native_runtime.trusted = False
-    try:
-        rows = conformance.run_case(native_runtime, kernel, case)
-    finally:
-        native_runtime.trusted = saved
-    assert rows and all(r["pass"] for r in rows), rows
 
 
 def test_default_mode_and_switch(monkeypatch):

@@ -11,8 +11,7 @@ from fastapi.testclient import TestClient
 
 from app import main
 from helpers import needs_features
-from wgattn import live, pictures, registry
-from wgattn.interfaces import module
+from wgattn import bench, interfaces, live, pictures, registry
 from wgattn.page import PageSession
 
 client = TestClient(main)
@@ -55,6 +54,7 @@ KERNELS = sorted(REG.kernels)
 
 
 def _live_check(kernel_id, config, native_runtime, browser_bytes=None):
+    page.use_target(json.dumps(native_runtime.target.to_json()))  # the browser stand-in's device
     prepared = json.loads(page.prepare(json.dumps({"kernel": kernel_id, "config": config})))
     plan = page.plan(prepared["run"])
     raw = native_runtime.run(plan).raw if browser_bytes is None else browser_bytes(plan)
@@ -69,10 +69,10 @@ def _live_check(kernel_id, config, native_runtime, browser_bytes=None):
 def test_every_kernel_passes_live_on_every_output(kernel_id, native_runtime):
     kernel = REG.kernel(kernel_id)
     needs_features(native_runtime, kernel)
-    prepared, result = _live_check(kernel_id, SMALL[kernel.interface.name], native_runtime)
+    prepared, result = _live_check(kernel_id, SMALL[kernel.interface], native_runtime)
     assert result["pass"] is True, result["pairs"]
     outputs = result["outputs"]
-    assert outputs and set(outputs) == set(module(kernel.interface.name).OUTPUTS)
+    assert outputs and set(outputs) == set(interfaces.of(kernel).OUTPUTS)
     pairs = {(p["a"], p["b"], p["output"]) for p in result["pairs"]}
     assert pairs == {
         (a, b, o) for a, b in [("browser", "pyodide"), ("browser", "native"), ("pyodide", "native")] for o in outputs
@@ -134,15 +134,15 @@ def test_a_wrong_row_fails_and_shows_as_a_line(native_runtime):
 def test_heatmap_shows_masks_and_empty_rows():
     # sdpa causal: the upper triangle is masked; padding with a batch keeping no key: empty rows
     run_ = live.build("sdpa_arena.seed", {"batch": 1, "heads": 1, "seq_q": 6, "seq_k": 6, "head_dim": 4})
-    pic = pictures.heatmap("sdpa_arena", run_.case, 0)
+    pic = pictures.heatmap(run_.interface, run_.case, 0)
     assert pic["masked"] == 15 and pic["empty_rows"] == 0
     rgba = np.frombuffer(base64.b64decode(pic["rgba"]), np.uint8).reshape(6, 6, 4)
     assert np.all(rgba[0, 1:, :3] == pictures.MASKED) and not np.all(rgba[5, :, :3] == pictures.MASKED)
     run_ = live.build("flash_fwd.tiled", {"batch": 1, "heads": 1, "seq_q": 8, "seq_k": 4, "head_dim": 4})
-    pic = pictures.heatmap("flash_fwd", run_.case, 0)  # bottom-right causal, 8 queries on 4 keys
+    pic = pictures.heatmap(run_.interface, run_.case, 0)  # bottom-right causal, 8 queries on 4 keys
     assert pic["empty_rows"] == 4
     probs = live.build("attn_probs_batched.fast", {"history": 40, "positions": 10, "window": 5})
-    pic = pictures.heatmap("attn_probs_batched", probs.case, 7)
+    pic = pictures.heatmap(probs.interface, probs.case, 7)
     assert (pic["height"], pic["width"]) == (10, 40) and pic["masked"] == 10 * 40 - 10 * 5
 
 
@@ -167,11 +167,15 @@ def test_large_pictures_are_pooled_keeping_a_single_bad_element():
         (
             "sdpa_arena.seed",
             {"heads_kv": 2, "window_left": 3},
-            "for sdpa_arena; they are fields of the configuration of flash_fwd, varlen_bwd, varlen_fwd, not of sdpa_arena",
+            "for sdpa_arena; they are fields of the configuration of flash_fwd, varlen_bwd, not of sdpa_arena",
         ),
         ("flash_fwd.tiled", {"mask": "causal", "heads_kv": 2}, "unknown config field(s) ['mask'] for flash_fwd; its fields: ["),
-        ("varlen_fwd.seed", {"heads_kv": 2}, "heads_kv does not apply to varlen_fwd"),
-        ("varlen_fwd.seed", {"window_left": 3}, "window_left does not apply to varlen_fwd"),
+        (
+            "varlen_fwd.seed",
+            {"heads_kv": 2},
+            "['heads_kv'] for varlen_fwd; they are fields of the configuration of attn_probs, attn_probs_batched, flash_fwd",
+        ),
+        ("varlen_fwd.seed", {"window_left": 3}, "unknown config field(s) ['window_left'] for varlen_fwd"),
         (
             "varlen_fwd.seed",
             {"causal_align": "bottom_right", "seq_q": 8, "seq_k": 9},
@@ -180,12 +184,19 @@ def test_large_pictures_are_pooled_keeping_a_single_bad_element():
         ("flash_fwd.tiled", {"heads": 6, "heads_kv": 4}, "heads (6) must be a multiple of heads_kv (4)"),
         ("flash_fwd.tiled", {"seq_q": "many"}, "seq_q must be an integer in 1..65536, got 'many'"),
         ("flash_fwd.tiled", {"causal": "yes"}, "causal must be true or false"),
-        ("flash_fwd.tiled", {"softcap": -1}, "softcap must be a finite number >= 0"),
-        ("flash_fwd.tiled", {"head_dim": 300}, "supports head_dim <= 256"),
+        ("flash_fwd.tiled", {"softcap": -1}, "softcap must be a finite real number >= 0"),
         ("flash_fwd.tiled", {"batch": 64, "seq_q": 4096, "seq_k": 4096}, "case too large"),
-        ("attn_probs.seed", {"positions": 4}, "positions does not apply to attn_probs"),
-        ("attn_probs_batched.fast", {"positions": 0}, "positions must be an integer in 1..256"),
-        ("attn_probs_batched.fast", {"scale": 0}, "scale must be a finite number"),
+        (
+            "attn_probs.seed",
+            {"positions": 4},
+            "['positions'] for attn_probs; they are fields of the configuration of attn_probs_batched",
+        ),
+        ("attn_probs_batched.fast", {"positions": 0}, "positions must be an integer in 1.."),
+        ("attn_probs_batched.fast", {"positions": 300}, "positions must be an integer in 1..256"),
+        ("attn_probs_batched.fast", {"scale": 0}, "scale must be None or a finite nonzero real number"),
+        ("attn_probs_batched.fast", {"scale": 1e-40}, "scale must be None or a finite nonzero real number"),
+        ("flash_fwd.tiled", {"softcap": 1e-320}, "softcap must be a finite real number >= 0: 0 (off) or a value in"),
+        ("flash_fwd.tiled", {"softcap": 3.5e38}, "softcap must be a finite real number >= 0: 0 (off) or a value in"),
         ("sdpa_arena.seed", {"seq_q": 60000, "seq_k": 60000, "head_dim": 1, "heads": 1}, "scores; at most"),
         ("nope.seed", {}, "unknown kernel 'nope.seed'"),
     ],
@@ -198,6 +209,17 @@ def test_bad_configurations_say_what_is_wrong(kernel, config, expected):
     r = client.post("/api/run", json={"kernel": kernel, "config": config})
     assert r.status_code == (404 if kernel.startswith("nope") else 422)
     assert expected in r.json()["detail"]
+
+
+def test_a_kernel_that_cannot_take_the_sizes_says_so(native_runtime):
+    """A configuration valid for the interface but past a kernel's limit: the page's plan says why
+    the browser cannot run it (the reference still runs), the API answers 422 with the reason."""
+    config = {"head_dim": 300, "batch": 1, "seq_q": 8, "seq_k": 8}
+    prepared = json.loads(page.prepare(json.dumps({"kernel": "flash_fwd.tiled", "config": config})))
+    assert "flash_fwd.tiled supports head_dim <= 256, got 300" in prepared["plan"]["unavailable"]
+    assert prepared["plan"]["dispatches"] == []
+    r = client.post("/api/run", json={"kernel": "flash_fwd.tiled", "config": config})
+    assert r.status_code == 422 and "supports head_dim <= 256" in r.json()["detail"]
 
 
 def test_api_runs_any_interface_on_client_inputs(native_runtime):
@@ -219,7 +241,7 @@ def test_api_runs_any_interface_on_client_inputs(native_runtime):
 
 
 def test_bench_import_checks_records():
-    rec = {
+    old = {
         "op": "fwd",
         "impl": "torch.sdpa",
         "shape": [1, 8, 1024, 64],
@@ -231,18 +253,25 @@ def test_bench_import_checks_records():
         "runs": 10,
         "timer": "gpu",
     }
-    # Records from before trusted mode have no mode or config; today's carry both.
-    assert json.loads(page.bench_import(json.dumps([rec]))) == [dict(rec, mode="", config="")]
-    now = dict(rec, impl="flash_fwd.blocked", mode="trusted", config="BR=64 BC=32 WG=128")
-    assert json.loads(page.bench_import(json.dumps([now]))) == [now]
+    # Records from before the measurement protocol: read, and marked as not warmed (no spread known).
+    (got,) = json.loads(page.bench_import(json.dumps([old])))
+    assert set(got) == set(bench.Record.__dataclass_fields__)
+    assert got["rounds"] == 10 and got["warmed"] is False and got["spread"] == 0 and got["runtime"] == "native"
+    assert got["q1_ms"] == got["median_ms"] == 0.05 and got["mode"] == "" and got["flags"] == []
+    now = dict(got, impl="flash_fwd.blocked", mode="trusted", config="BR=64 BC=32 WG=128", warmed=True, spread=0.01)
+    assert json.loads(page.bench_import(json.dumps([now]))) == [now]  # today's records read as they are
     for bad, expected in [
         ("[]", "non-empty list"),
         ("nope", "not JSON"),
         (json.dumps([dict(now, mode=3)]), "mode must be a string"),
         (json.dumps([dict(now, extra=1)]), "expected the fields"),
-        (json.dumps([dict(rec, op="mul")]), "op must be one of"),
-        (json.dumps([dict(rec, shape=[1, 2])]), "shape must be 4 positive integers"),
+        (json.dumps([dict(old, op="mul")]), "op must be one of"),
+        (json.dumps([dict(old, shape=[1, 2])]), "shape must be 4 positive integers"),
         (json.dumps([{"op": "fwd"}]), "expected the fields"),
+        (json.dumps([dict(now, spread=-1)]), "spread must be a finite number >= 0"),
+        (json.dumps([dict(now, warmed="yes")]), "warmed must be true or false"),
+        (json.dumps([dict(now, flags="--x")]), "flags must be a list of strings"),
+        (json.dumps([{k: v for k, v in old.items() if k != "runs"}]), "number of rounds is missing"),
     ]:
         with pytest.raises(ValueError, match=expected):
             page.bench_import(bad)
@@ -256,7 +285,7 @@ def test_heatmaps_of_large_cases_stay_within_memory():
         ("sdpa_arena.seed", {"batch": 4, "heads": 1, "seq_q": 2048, "seq_k": 2048, "head_dim": 4}),
     ]:
         run_ = live.build(kernel, config)
-        p, visible, layout = pictures.probabilities(run_.kernel.interface.name, run_.case, 0)
+        p, visible, layout = run_.interface.probabilities(run_.case, 0, pictures.MAX_CELLS)
         assert p.size <= pictures.MAX_CELLS and p.shape == visible.shape and "fit" in layout, (config, p.shape)
-        pic = pictures.heatmap(run_.kernel.interface.name, run_.case, 0)
+        pic = pictures.heatmap(run_.interface, run_.case, 0)
         assert max(pic["width"], pic["height"]) <= pictures.MAX_SIDE

@@ -1,4 +1,4 @@
-"""Localising a disagreement (wgattn.localise, issue 11): where (sequence, row, head, key range),
+"""Localising a disagreement (wgattn.localise): where (sequence, row, head, key range),
 an |error| map, and the likely class, on planted errors of known kind and on a planted kernel
 that trusts the tanh built-in."""
 
@@ -7,13 +7,14 @@ import pytest
 
 from helpers import WIDE, ratio
 from wgattn import conformance, reference, registry
-from wgattn.interfaces import Case, varlen_bwd
-from wgattn.localise import _varlen_geometry, localise, render
+from wgattn.interfaces import Case
+from wgattn.interfaces.varlen_bwd import INTERFACE as varlen_bwd
+from wgattn.localise import localise, render
 
 
 def _case(options, seqs=((40, 25), (10, 30), (0, 5)), hq=4, hkv=2, d=8, seed=3):
     rs = np.random.RandomState(seed)
-    return varlen_bwd._make_case(rs, "t", list(seqs), hq, hkv, d, dict(options), 1.0)
+    return varlen_bwd.grid_case(rs, name="t", seqs=list(seqs), hq=hq, hkv=hkv, d=d, options=dict(options), amp=1.0)
 
 
 @pytest.mark.parametrize(
@@ -30,12 +31,12 @@ def test_key_and_query_ranges_match_the_reference_mask(options):
     case = _case(options)
     cu_q, cu_k = case.inputs["cu_seqlens_q"], case.inputs["cu_seqlens_k"]
     left, right = options.get("window", (-1, -1))
-    right = reference._effective_right(options.get("causal", False), right)
-    rows = _varlen_geometry(case, "dq", case.inputs["q"].shape)
-    keys = _varlen_geometry(case, "dk", case.inputs["k"].shape)
+    right = reference.effective_right(options.get("causal", False), right)
+    rows = varlen_bwd.geometry(case, "dq", case.inputs["q"].shape)
+    keys = varlen_bwd.geometry(case, "dk", case.inputs["k"].shape)
     for b in range(len(cu_q) - 1):
         lq, lk = int(cu_q[b + 1] - cu_q[b]), int(cu_k[b + 1] - cu_k[b])
-        mask = reference._seq_mask(lq, lk, options.get("causal_align", "bottom_right"), left, right)
+        mask = reference.seq_mask(lq, lk, options.get("causal_align", "bottom_right"), left, right)
         for i in range(lq):
             t = int(cu_q[b]) + i
             seen = np.flatnonzero(mask[i])
@@ -55,7 +56,7 @@ def test_a_value_where_the_reference_is_masked_is_a_mask_edge():
     ref = varlen_bwd.reference(case)["dq"]
     got = ref.astype(np.float32).copy()
     got[3, 1, 5] = 0.25  # row 3 of sequence 0 sees no key: dq must be 0 there
-    loc = localise(case, "dq", got, ref, allowance=1e-6)
+    loc = localise(case, "dq", got, ref, allowance=1e-6, interface=varlen_bwd)
     assert loc["likely"] == "mask edge"
     w = loc["worst"][0]
     assert (w["sequence"], w["row"], w["head"], w["column"], w["terms"]) == (0, 3, 1, 5, 0)
@@ -66,23 +67,23 @@ def test_a_value_where_the_reference_is_masked_is_a_mask_edge():
 def test_error_growing_with_the_terms_summed_is_summation_order():
     case = _case({"causal": True}, seqs=((200, 200), (60, 20)))  # early keys: many queries
     ref = varlen_bwd.reference(case)["dv"]
-    geo = _varlen_geometry(case, "dv", ref.shape)
+    geo = varlen_bwd.geometry(case, "dv", ref.shape)
     rs = np.random.RandomState(0)
     err = 1e-7 * geo["terms"][:, None, None] * rs.uniform(0.5, 1.0, ref.shape)
-    loc = localise(case, "dv", ref + err, ref, allowance=1e-6)
+    loc = localise(case, "dv", ref + err, ref, allowance=1e-6, interface=varlen_bwd)
     assert loc["likely"] == "summation order", loc["evidence"]
 
 
 def test_a_per_term_shift_is_built_in_precision():
     case = _case({"causal": True}, seqs=((100, 100),))
     ref = varlen_bwd.reference(case)["dq"]
-    geo = _varlen_geometry(case, "dq", ref.shape)
+    geo = varlen_bwd.geometry(case, "dq", ref.shape)
     rs = np.random.RandomState(0)
     # worst where a row sums the fewest keys: each term's error weighs most there
     err = 1e-6 / np.maximum(geo["terms"], 1)[:, None, None] * rs.uniform(0.5, 1.0, ref.shape)
-    loc = localise(case, "dq", ref + err, ref, allowance=1e-7)
+    loc = localise(case, "dq", ref + err, ref, allowance=1e-7, interface=varlen_bwd)
     assert loc["likely"] == "built-in precision", loc["evidence"]
-    named = localise(case, "dq", ref + err, ref, allowance=1e-7, suspects=["tanh: 687971 ulps"])
+    named = localise(case, "dq", ref + err, ref, allowance=1e-7, suspects=["tanh: 687971 ulps"], interface=varlen_bwd)
     assert named["likely"] == "built-in precision" and "tanh: 687971 ulps" in " ".join(named["evidence"])
 
 
@@ -92,7 +93,7 @@ def test_judge_localises_only_failing_outputs():
     naive = varlen_bwd.reference(case, dtype=np.float32)
     got = {k: v.astype(np.float32) for k, v in ref.items()}
     got["dk"] = got["dk"] + np.float32(1e-3)
-    rows = {r["output"]: r for r in conformance.judge(case, got, ref, naive)}
+    rows = {r["output"]: r for r in conformance.judge(case, got, ref, naive, interface=varlen_bwd)}
     assert rows["dq"]["pass"] and "where" not in rows["dq"]
     assert not rows["dk"]["pass"] and rows["dk"]["where"]["output"] == "dk"
     assert rows["dk"]["where"]["worst"][0]["err"] == pytest.approx(1e-3, rel=1e-3)

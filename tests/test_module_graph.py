@@ -1,7 +1,8 @@
-"""Module boundaries (issue 14): no import cycle among wgattn's modules, deferred (function-level)
+"""Module boundaries: no import cycle among wgattn's modules, deferred (function-level)
 imports included (cases.py <-> interfaces/sdpa_arena.py lived on one); no deferred import of a
-sibling module without a reason; and each fact defined once (LAYOUTS was in cases.py and
-sdpa_arena.py)."""
+sibling module without a reason; LAYOUTS defined once (it was in cases.py and sdpa_arena.py); and
+nothing outside wgattn.interfaces names an interface or takes a private helper of the reference or
+the interfaces (bench.py, live.py and pictures.py branched on 26 names, localise.py took one)."""
 
 import ast
 from pathlib import Path
@@ -121,5 +122,61 @@ def test_layouts_defined_once():
     from wgattn.interfaces import sdpa_arena
 
     assert sdpa_arena.LAYOUTS is reference.LAYOUTS
-    literal = [p.name for p in PKG.rglob("*.py") if '("bhsd", "bshd")' in p.read_text()]
-    assert literal == ["reference.py"], literal
+
+
+def _interface_knowledge(path: Path, interfaces) -> list:
+    """What module `path` knows of particular interfaces: an import of one's module
+    (wgattn.interfaces.<name>), a private name of wgattn.reference or wgattn.interfaces taken,
+    an interface's name as a string (a branch on it, a lookup of it)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.ImportFrom):
+            mod = (node.module or "").split(".")
+            named = [mod + [a.name] for a in node.names]  # each name as a dotted path
+            if not ({"reference", "interfaces"} & set(mod)):
+                continue
+            for parts in named:
+                after = parts[parts.index("interfaces") + 1 :] if "interfaces" in parts else []
+                if after[:1] and after[0] in interfaces:
+                    found.append(f"{path.name}:{line} imports an interface's module ({'.'.join(parts)})")
+                elif any(x.startswith("_") and not x.startswith("__") for x in parts):
+                    found.append(f"{path.name}:{line} imports a private {'.'.join(parts)}")
+        elif isinstance(node, ast.Import):
+            found += [f"{path.name}:{line} imports {a.name}" for a in node.names if a.name.split(".")[-1] in interfaces]
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            if isinstance(node.value, ast.Name) and node.value.id in ("reference", "interfaces"):
+                found.append(f"{path.name}:{line} reads {node.value.id}.{node.attr}")
+        elif isinstance(node, ast.Constant) and node.value in interfaces:
+            found.append(f"{path.name}:{line} names {node.value!r}")
+    return found
+
+
+def _outside_the_interfaces():
+    app = PKG.parent.parent / "app"
+    return [p for p in PKG.rglob("*.py") if p.relative_to(PKG).parts[0] != "interfaces"] + sorted(app.glob("*.py"))
+
+
+def test_nothing_outside_the_interfaces_knows_one():
+    """Everything about an interface is its object's (wgattn.interfaces): the rest of the package
+    and the app reach it through the registry, never by its name or by a private helper."""
+    from wgattn import interfaces
+
+    names = {i.name for i in interfaces.every()}
+    found = [f for p in _outside_the_interfaces() for f in _interface_knowledge(p, names)]
+    assert found == []
+
+
+def test_the_boundary_check_sees_each_kind(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "from wgattn.interfaces import flash_fwd\n"
+        "from .interfaces.varlen_fwd import INTERFACE\n"
+        "from .reference import _check_varlen\n"
+        "from .interfaces._varlen import qkv\n"
+        "x = reference._softmax\n"
+        "if kernel.interface == 'attn_probs':\n    pass\n"
+        "case = interfaces.get('flash_fwd').grid_case\n"
+    )
+    found = _interface_knowledge(planted, {"flash_fwd", "varlen_fwd", "attn_probs"})
+    assert len(found) == 7, found

@@ -8,9 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import WIDE, ratio
+from helpers import TARGET, WIDE, ratio
 from wgattn import conformance, registry
-from wgattn.interfaces import Case, attn_probs
+from wgattn.interfaces import Case
+from wgattn.interfaces.attn_probs import INTERFACE as attn_probs
 
 KERNEL = registry.load().kernel("attn_probs.seed")
 CASES = attn_probs.conformance_cases()
@@ -26,7 +27,7 @@ def _visible(case: Case):
 
 
 def _probs(runtime, case: Case, **kwargs) -> np.ndarray:
-    return runtime.run(attn_probs.plan(KERNEL, case, **kwargs)).outputs["probs"]
+    return runtime.run(attn_probs.plan(KERNEL, case, runtime.target, **kwargs)).outputs["probs"]
 
 
 def test_grid_covers_the_contract():
@@ -104,7 +105,7 @@ def _case(q_shape=(4, 8), k_shape=(10, 2, 8), **options):
         (_case(k_shape=(10, 2, 9)), "^k_hist head dim"),
         (_case(k_shape=(10, 3, 8)), r"^q heads \(4\) must be a multiple of k_hist heads \(3\)"),
         (_case(k_shape=(0, 2, 8), pos=0), "^k_hist must hold at least one key"),
-        (_case(pos=10), r"^pos must be an integer in \[0, history_len\) = \[0, 10\)"),
+        (_case(pos=10), r"^pos must be in \[0, history_len\) = \[0, 10\)"),
         (_case(pos=-1), "^pos must be"),
         (_case(pos=2.0), "^pos must be"),
         (_case(window=-1), "^window must be an integer >= 0"),
@@ -114,17 +115,17 @@ def _case(q_shape=(4, 8), k_shape=(10, 2, 8), **options):
 )
 def test_plan_value_errors(case, match):
     with pytest.raises(ValueError, match=match):
-        attn_probs.plan(KERNEL, case)
+        attn_probs.plan(KERNEL, case, TARGET)
 
 
 def test_plan_value_errors_inputs():
     with pytest.raises(ValueError, match="^pos must be given"):
-        attn_probs.plan(KERNEL, Case("x", {"q": np.zeros((1, 1), np.float32), "k_hist": np.zeros((1, 1, 1), np.float32)}))
+        attn_probs.plan(KERNEL, Case("x", {"q": np.zeros((1, 1), np.float32), "k_hist": np.zeros((1, 1, 1), np.float32)}), TARGET)
     with pytest.raises(ValueError, match="missing"):
-        attn_probs.plan(KERNEL, Case("x", {"q": np.zeros((1, 1), np.float32)}, {"pos": 0}))
+        attn_probs.plan(KERNEL, Case("x", {"q": np.zeros((1, 1), np.float32)}, {"pos": 0}), TARGET)
     with pytest.raises(ValueError, match="^q must be a float"):
         attn_probs.plan(
-            KERNEL, Case("x", {"q": np.zeros((1, 1), np.int32), "k_hist": np.zeros((1, 1, 1), np.float32)}, {"pos": 0})
+            KERNEL, Case("x", {"q": np.zeros((1, 1), np.int32), "k_hist": np.zeros((1, 1, 1), np.float32)}, {"pos": 0}), TARGET
         )
 
 
@@ -141,7 +142,7 @@ def test_case_from_reference_refuses_other_scales():
 
 def test_plan_layout():
     case = CASES[4]
-    plan = attn_probs.plan(KERNEL, case)
+    plan = attn_probs.plan(KERNEL, case, TARGET)
     hq, d = case.inputs["q"].shape
     length, hkv, _ = case.inputs["k_hist"].shape
     assert [b.name for b in plan.buffers] == ["params", "q", "k_hist", "probs"]

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import WIDE, failures, first_wide_failure, needs_features, ratio
+from helpers import TARGET, WIDE, failures, first_wide_failure, needs_features, ratio
 from wgattn import conformance, reference, registry
 from wgattn.interfaces import Case
-from wgattn.interfaces import attn_probs_batched as apb
+from wgattn.interfaces.attn_probs_batched import INTERFACE as apb
 
 REG = registry.load()
 KERNELS = REG.kernels_of("attn_probs_batched")
@@ -71,7 +71,7 @@ def test_exact_zeros_outside_the_window_and_every_entry_written(native_runtime, 
     """probs starts as NaN: every entry must be overwritten, invisible ones with exactly 0."""
     needs_features(native_runtime, kernel)
     for case in CASES:
-        plan = apb.plan(kernel, case)
+        plan = apb.plan(kernel, case, TARGET)
         (probs_buf,) = [b for b in plan.buffers if b.name == "probs"]
         probs_buf.data = np.full(probs_buf.size // 4, np.nan, dtype=np.float32).tobytes()
         probs = native_runtime.run(plan).outputs["probs"]
@@ -107,7 +107,7 @@ def test_blocks_fold_past_65535_workgroups(native_runtime):
     positions = rs.randint(0, 5, size=n_pos)
     case = apb.case_from_reference(q, k, positions, window=3)
     for kernel in KERNELS:
-        plan = apb.plan(kernel, case)
+        plan = apb.plan(kernel, case, TARGET)
         assert plan.dispatches[0].workgroups == (65535, 2, 1)
         if kernel.requires and "subgroup" not in native_runtime.features:
             continue
@@ -129,7 +129,7 @@ def test_gqa_head_mapping_and_blocks(native_runtime):
     for kernel in KERNELS:
         if kernel.requires and "subgroup" not in native_runtime.features:
             continue
-        probs = native_runtime.run(apb.plan(kernel, case)).outputs["probs"]
+        probs = native_runtime.run(apb.plan(kernel, case, native_runtime.target)).outputs["probs"]
         np.testing.assert_array_equal(probs[:, 0], probs[:, 1])
         np.testing.assert_array_equal(probs[:, 4], probs[:, 5])
         np.testing.assert_array_equal(probs[0], probs[2])  # repeated position, same queries
@@ -191,7 +191,7 @@ def test_plan_layout_and_vec4_padding():
     (case,) = [c for c in CASES if c.inputs["q"].shape[2] == 7]
     n_pos, hq, d = case.inputs["q"].shape
     length, hkv, _ = case.inputs["k_hist"].shape
-    plan = apb.plan(FAST, case)
+    plan = apb.plan(FAST, case, TARGET)
     assert [b.name for b in plan.buffers] == ["params", "q", "k_hist", "positions", "probs"]
     assert [b.name for b in plan.buffers if b.read] == ["probs"]
     (dispatch,) = plan.dispatches
@@ -216,7 +216,7 @@ def test_subgroup_kernel_enables_subgroups_and_only_the_native_compiler_drops_it
 
     assert SUBGROUP.source().startswith("enable subgroups;\n")
     assert SUBGROUP.requires == ("subgroups",) and FAST.requires == ()
-    (dispatch,) = apb.plan(SUBGROUP, CASES[0]).dispatches
+    (dispatch,) = apb.plan(SUBGROUP, CASES[0], TARGET).dispatches
     assert dispatch.source == SUBGROUP.source()
     assert dispatch.requires == ("subgroups",)
     shimmed = native._for_naga(dispatch.source)
@@ -249,10 +249,10 @@ def _bad_case(q_shape=(3, 4, 8), k_shape=(10, 2, 8), positions=(9, 0, 4), **opti
 @pytest.mark.parametrize(
     "case, match",
     [
-        (_bad_case(q_shape=(4, 8)), r"^q must be 3-D \[n_pos, Hq, D\]"),
+        (_bad_case(q_shape=(4, 8)), r"^q must be 3-D with shape \[n_pos, Hq, D\]"),
         (_bad_case(k_shape=(10, 16)), r"^k_hist must be 3-D"),
         (_bad_case(q_shape=(3, 4, 0), k_shape=(10, 2, 0)), r"^q head dim D must be >= 1"),
-        (_bad_case(k_shape=(10, 2, 9)), r"^k_hist head dim must equal q's head dim 8"),
+        (_bad_case(k_shape=(10, 2, 9)), r"^k_hist head dim must equal q head dim 8"),
         (_bad_case(k_shape=(10, 3, 8)), r"^q heads \(4\) must be a multiple of k_hist heads \(3\)"),
         (_bad_case(k_shape=(0, 2, 8)), r"^k_hist must hold at least one key"),
         (_bad_case(positions=[[9, 0, 4]]), r"^positions must be a 1-D integer array of length n_pos = 3"),
@@ -271,13 +271,13 @@ def _bad_case(q_shape=(3, 4, 8), k_shape=(10, 2, 8), positions=(9, 0, 4), **opti
 )
 def test_plan_value_errors(case, match):
     with pytest.raises(ValueError, match=match):
-        apb.plan(FAST, case)
+        apb.plan(FAST, case, TARGET)
 
 
 def test_missing_and_float_inputs_are_named():
     with pytest.raises(ValueError, match=r"needs inputs \['q', 'k_hist', 'positions'\], missing \['positions'\]"):
-        apb.plan(FAST, Case("x", {"q": np.zeros((1, 1, 1), np.float32), "k_hist": np.zeros((1, 1, 1), np.float32)}))
-    with pytest.raises(ValueError, match=r"^q must be a float16/32/64 array"):
+        apb.plan(FAST, Case("x", {"q": np.zeros((1, 1, 1), np.float32), "k_hist": np.zeros((1, 1, 1), np.float32)}), TARGET)
+    with pytest.raises(ValueError, match=r"^q must be a float16, float32 or float64 array"):
         apb.case_from_reference(np.zeros((1, 1, 1), np.int32), np.zeros((1, 1, 1), np.float32), [0])
     with pytest.raises(ValueError, match=r"^positions\[0\] must be in"):
         apb.case_from_reference(np.zeros((1, 1, 1), np.float32), np.zeros((1, 1, 1), np.float32), [1])

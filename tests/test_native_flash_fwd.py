@@ -10,7 +10,7 @@ import pytest
 
 from helpers import WIDE, failures, first_wide_failure, needs_features
 from wgattn import conformance, native, reference, registry
-from wgattn.interfaces import flash_fwd
+from wgattn.interfaces.flash_fwd import INTERFACE as flash_fwd
 
 REG = registry.load()
 KERNELS = REG.kernels_of("flash_fwd")
@@ -50,7 +50,7 @@ def test_kernel_matches_reference(native_runtime, kernel, case):
 def test_rows_without_keys_give_zero_and_minus_inf(native_runtime, kernel):
     needs_features(native_runtime, kernel)
     case = _case("causal-br-d64-mqa-empty-seqs")  # 45 queries on 19 keys, bottom-right: 26 empty rows
-    got = native_runtime.run(flash_fwd.plan(kernel, case)).outputs
+    got = native_runtime.run(flash_fwd.plan(kernel, case, native_runtime.target)).outputs
     ref = flash_fwd.reference(case)
     empty = np.isneginf(ref["lse"])
     assert empty.sum() >= 26
@@ -61,13 +61,16 @@ def test_rows_without_keys_give_zero_and_minus_inf(native_runtime, kernel):
 # Bugs in the tiling that a grid must catch: the band of tiles the block loads, and the per-row mask.
 PLANTED = {
     "block band one key short on the right": (
-        "hi = min(hi, row_last + offset + wr + 1);",
-        "hi = min(hi, row_last + offset + wr);",
+        "let band = visible_keys(row0, row_last, offset, len_k, wl, wr);",
+        "let band = visible_keys(row0, row_last, offset, len_k, wl, wr) - vec2<i32>(0, 1);",
     ),
-    "block band one key short on the left": ("lo = max(lo, row0 + offset - wl);", "lo = max(lo, row0 + offset - wl + 1);"),
+    "block band one key short on the left": (
+        "let band = visible_keys(row0, row_last, offset, len_k, wl, wr);",
+        "let band = visible_keys(row0, row_last, offset, len_k, wl, wr) + vec2<i32>(1, 0);",
+    ),
     "row mask lets one key past the window": (
-        "row_hi = min(row_hi, i + offset + wr + 1);",
-        "row_hi = min(row_hi, i + offset + wr + 2);",
+        "let row_band = visible_keys(i, i, offset, len_k, wl, wr);",
+        "let row_band = visible_keys(i, i, offset, len_k, wl, wr) + vec2<i32>(0, 1);",
     ),
     "tile loads stop one key early": ("if (j < hi && d < dim) {", "if (j + 1 < hi && d < dim) {"),
     "alpha not applied to the sum": ("l = l * alpha + tile_sum;", "l = l + tile_sum;"),
@@ -120,7 +123,7 @@ def test_dense_case_is_sdpa(native_runtime):
     rs = np.random.RandomState(5)
     q, k, v = (rs.standard_normal((2, 3, 67, 32)).astype(np.float32) for _ in range(3))
     case = flash_fwd.dense_case(q, k, v, causal=True)
-    out = native_runtime.run(flash_fwd.plan(TILED, case)).outputs["out"]
+    out = native_runtime.run(flash_fwd.plan(TILED, case, native_runtime.target)).outputs["out"]
     want = reference.sdpa(q, k, v, causal=True)  # [B, H, S, D]
     assert np.abs(out.reshape(2, 67, 3, 32).transpose(0, 2, 1, 3) - want).max() < 1e-5
 
@@ -129,8 +132,10 @@ def test_head_dim_past_the_tiled_limit_is_refused_with_the_limit(native_runtime)
     case = flash_fwd.case_from_reference(
         np.zeros((4, 1, 260), np.float32), np.zeros((4, 1, 260), np.float32), np.zeros((4, 1, 260), np.float32), [0, 4], [0, 4]
     )
+    plan = flash_fwd.plan(TILED, case, native_runtime.target)
+    assert "flash_fwd.tiled supports head_dim <= 256, got 260" in plan.unavailable and not plan.dispatches
     with pytest.raises(ValueError, match=r"flash_fwd.tiled supports head_dim <= 256, got 260"):
-        flash_fwd.plan(TILED, case)
+        native_runtime.run(plan)
 
 
 @pytest.mark.parametrize(

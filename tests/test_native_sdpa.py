@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from wgattn import conformance, registry
-from wgattn.cases import SdpaCase
-from wgattn.interfaces import sdpa_arena
+from wgattn.interfaces.sdpa_arena import INTERFACE as sdpa_arena
+from wgattn.interfaces.sdpa_arena import SdpaCase
 
 KERNEL = registry.load().kernel("sdpa_arena.seed")
 CASES = sdpa_arena.conformance_cases()
@@ -24,7 +24,7 @@ def test_fully_padded_rows_are_zero(native_runtime):
     case = SdpaCase(batch=2, heads=2, seq_q=5, seq_k=9, head_dim=4, mask="padding")
     inputs = case.inputs()
     inputs["mask"][1] = False  # batch 1 sees no key at all
-    out = native_runtime.run(case.plan(KERNEL, inputs)).outputs["out"]
+    out = native_runtime.run(case.plan(KERNEL, inputs, native_runtime.target)).outputs["out"]
     assert np.all(out[1] == 0.0)
     assert np.any(out[0] != 0.0)
 
@@ -41,7 +41,7 @@ def test_too_large_for_the_adapter_is_refused_before_dispatch(native_runtime):
 def test_bad_wgsl_is_a_clear_error(native_runtime):
     case = SdpaCase(seq_q=4, seq_k=4, head_dim=4, heads=1)
     inputs = case.inputs()
-    plan = case.plan(KERNEL, inputs, source="@compute @workgroup_size(1) fn attention() { let x = ; }")
+    plan = case.plan(KERNEL, inputs, native_runtime.target, source="@compute @workgroup_size(1) fn attention() { let x = ; }")
     with pytest.raises(ValueError, match="does not compile"):
         native_runtime.run(plan)
 

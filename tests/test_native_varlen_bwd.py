@@ -8,9 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import WIDE, failures, first_wide_failure
+from helpers import TARGET, WIDE, failures, first_wide_failure
 from wgattn import conformance, registry
-from wgattn.interfaces import varlen_bwd
+from wgattn.interfaces import Case
+from wgattn.interfaces.varlen_bwd import INTERFACE as varlen_bwd
 
 REG = registry.load()
 KERNELS = REG.kernels_of("varlen_bwd")
@@ -79,7 +80,7 @@ def test_kernel_matches_reference(native_runtime, kernel, case):
     "prefix", ["causal-br-d64-mqa-empty-seqs", "softcap-d64-gqa3", "long-causal-br-d64", "causal-tl-d111-gqa3"]
 )
 def test_runs_are_bit_identical(native_runtime, kernel, prefix):
-    plan = varlen_bwd.plan(kernel, _case(prefix))
+    plan = varlen_bwd.plan(kernel, _case(prefix), TARGET)
     a = native_runtime.run(plan).raw
     b = native_runtime.run(plan).raw
     assert a.keys() == b.keys() == {"dq", "dkv"}
@@ -90,7 +91,7 @@ def test_runs_are_bit_identical(native_runtime, kernel, prefix):
 @pytest.mark.parametrize("case", [c for c in CASES if not all(v.all() for v in _visibility(c))], ids=lambda c: c.name)
 def test_invisible_rows_and_keys_get_exact_zeros(native_runtime, kernel, case):
     has_key, seen = _visibility(case)
-    got = native_runtime.run(varlen_bwd.plan(kernel, case)).outputs
+    got = native_runtime.run(varlen_bwd.plan(kernel, case, native_runtime.target)).outputs
     assert np.all(got["dq"][~has_key] == 0.0)
     assert np.all(got["dk"][~seen] == 0.0) and np.all(got["dv"][~seen] == 0.0)
     assert np.any(got["dv"][seen] != 0.0)
@@ -102,12 +103,12 @@ def test_invisible_rows_and_keys_get_exact_zeros(native_runtime, kernel, case):
 def test_flashattention_plus_inf_lse_is_an_empty_row_too(native_runtime, kernel):
     """FlashAttention writes +inf as the lse of an empty row: the same gradients as -inf."""
     case = _case("causal-br-d130-mqa-empty-rows")
-    flipped = varlen_bwd.Case(case.name, dict(case.inputs), dict(case.options))
+    flipped = Case(case.name, dict(case.inputs), dict(case.options))
     lse = case.inputs["lse"].copy()
     lse[np.isneginf(lse)] = np.inf
     flipped.inputs["lse"] = lse
-    a = native_runtime.run(varlen_bwd.plan(kernel, case)).raw
-    b = native_runtime.run(varlen_bwd.plan(kernel, flipped)).raw
+    a = native_runtime.run(varlen_bwd.plan(kernel, case, native_runtime.target)).raw
+    b = native_runtime.run(varlen_bwd.plan(kernel, flipped, native_runtime.target)).raw
     assert a == b
 
 
@@ -155,7 +156,7 @@ def _small():
 @pytest.mark.parametrize(
     "change, match",
     [
-        ({"q": np.zeros((5, 2, 8), np.int32)}, "q must be a float array"),
+        ({"q": np.zeros((5, 2, 8), np.int32)}, "q must be a float16, float32 or float64 array"),
         ({"k": np.zeros((7, 8), np.float32)}, "k must be 3-D"),
         ({"v": np.zeros((7, 1, 9), np.float32)}, "v must have k's shape"),
         ({"k": np.zeros((7, 1, 4), np.float32)}, "k head dim"),
@@ -189,7 +190,7 @@ def test_bad_arguments_are_named(change, match):
     with pytest.raises(ValueError, match=match):
         varlen_bwd.case_from_reference(*(args[n] for n in order), **keywords)
     # plan() checks a hand-built case the same way
-    case = varlen_bwd.Case(
+    case = Case(
         "bad",
         {n: args[n] for n in order},
         {
@@ -201,14 +202,14 @@ def test_bad_arguments_are_named(change, match):
         },
     )
     with pytest.raises(ValueError, match=match):
-        varlen_bwd.plan(KERNEL, case)
+        varlen_bwd.plan(KERNEL, case, TARGET)
 
 
 def test_missing_input_is_named():
     args = _small()
     del args["lse"]
     with pytest.raises(ValueError, match="lse is missing"):
-        varlen_bwd.plan(KERNEL, varlen_bwd.Case("bad", args, {}))
+        varlen_bwd.plan(KERNEL, Case("bad", args, {}), TARGET)
 
 
 def test_plan_layout():
@@ -219,9 +220,9 @@ def test_plan_layout():
         window=(2, 5),
         softcap=3.0,
     )
-    plan = varlen_bwd.plan(KERNEL, case)
+    plan = varlen_bwd.plan(KERNEL, case, TARGET)
     assert [d.entry_point for d in plan.dispatches] == ["bwd_preprocess", "bwd_dkdv", "bwd_dq"]
-    for d, p in zip(plan.dispatches, KERNEL.interface.passes):
+    for d, p in zip(plan.dispatches, KERNEL.abi.passes):
         assert sorted(d.bindings) == sorted(p.uses)
     sizes = {b.name: b.size for b in plan.buffers}
     assert sizes["stats"] == 4 * 2 * 5 * 2 and sizes["dkv"] == 4 * 2 * 7 * 1 * 8 and sizes["params"] == 48
@@ -272,7 +273,7 @@ def test_folded_grid_past_65535_workgroups(native_runtime, kernel):
         dout, q, k, v, out.astype(np.float32), lse.astype(np.float32), cu, cu, window=(2, 1), name="folded"
     )
     overrides = {**kernel.overrides, "WG": 1}
-    plan = varlen_bwd.plan(kernel, case, overrides=overrides)
+    plan = varlen_bwd.plan(kernel, case, TARGET, overrides=overrides)
     assert all(dsp.workgroups == (65535, 2, 1) for dsp in plan.dispatches)
     rows = conformance.run_case(native_runtime, kernel, case, overrides=overrides)
     assert all(r["pass"] for r in rows), rows
@@ -282,21 +283,15 @@ def test_folded_grid_past_65535_workgroups(native_runtime, kernel):
 # stages, the band of key tiles a query block stages, the per-pair mask, and blocks whose keys
 # straddle a sequence boundary (walked as segments).
 PLANTED = {
-    "dkdv query band one row short at the top": (
-        "i_lo = max(i_lo, j_first - offset - wr);",
-        "i_lo = max(i_lo, j_first - offset - wr + 1);",
-    ),
-    "dq key band one key short on the right": (
-        "j_hi = min(j_hi, i_last + offset + wr);",
-        "j_hi = min(j_hi, i_last + offset + wr - 1);",
-    ),
+    "dkdv query band one row short at the top": ("let i_lo = seen_by.x;", "let i_lo = seen_by.x + 1;"),
+    "dq key band one key short on the right": ("let j_hi = sees.y - 1;", "let j_hi = sees.y - 2;"),
     "dkdv mask lets one query row past the key's band": (
         "if (i >= row_lo && i <= row_hi) {",
         "if (i >= row_lo && i <= row_hi + 1) {",
     ),
     "dkdv keys of a later sequence join an earlier segment's tiles": (
-        "i_hi = min(i_hi, j_last - offset + wl);\n    }\n    let mine = live && row >= seg && row < seg_end;",
-        "i_hi = min(i_hi, j_last - offset + wl);\n    }\n    let mine = live && row >= seg;",
+        "let i_hi = seen_by.y - 1;\n    let mine = live && row >= seg && row < seg_end;",
+        "let i_hi = seen_by.y - 1;\n    let mine = live && row >= seg;",
     ),
 }
 

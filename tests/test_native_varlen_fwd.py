@@ -5,8 +5,10 @@ a grid folded past 65535 workgroups; the interface module's argument errors."""
 import numpy as np
 import pytest
 
+from helpers import TARGET
 from wgattn import conformance, registry
-from wgattn.interfaces import Case, varlen_fwd
+from wgattn.interfaces import Case
+from wgattn.interfaces.varlen_fwd import INTERFACE as varlen_fwd
 
 KERNEL = registry.load().kernel("varlen_fwd.seed")
 CASES = varlen_fwd.conformance_cases()
@@ -45,7 +47,7 @@ def test_rows_without_keys_are_exactly_zero_and_minus_inf(native_runtime):
     # Sequence 1 has queries but no keys; sequence 2 has neither; sequences 0 and 3 are ordinary.
     inputs = _inputs([3, 4, 0, 2], [5, 0, 0, 3], heads=3, dim=70)
     case = Case("empty-rows", inputs, {"causal": True, "scale": None})
-    got = native_runtime.run(varlen_fwd.plan(KERNEL, case)).outputs
+    got = native_runtime.run(varlen_fwd.plan(KERNEL, case, native_runtime.target)).outputs
     empty = slice(3, 7)
     assert np.all(got["out"][empty] == 0.0)
     assert np.all(np.isneginf(got["lse"][empty]))
@@ -61,7 +63,7 @@ def test_grid_folded_past_65535_workgroups(native_runtime):
     lens_q = [total_q - 1000, 999, 1]
     inputs = _inputs(lens_q, [2, 3, 1], heads=1, dim=1, seed=5)
     case = Case("folded", inputs, {"causal": False, "scale": 0.7})
-    plan = varlen_fwd.plan(KERNEL, case)
+    plan = varlen_fwd.plan(KERNEL, case, TARGET)
     assert plan.dispatches[0].workgroups[1] > 1
     rows = conformance.judge(
         case, native_runtime.run(plan).outputs, varlen_fwd.reference(case), varlen_fwd.reference(case, dtype=np.float32)
@@ -81,11 +83,11 @@ def _case(**changes):
     "changes, match",
     [
         ({"q": np.zeros((5, 2), np.float32)}, "q must be 3-D"),
-        ({"q": np.zeros((5, 2, 5), np.int32)}, "q must be float"),
-        ({"k": np.zeros((5, 2, 4), np.float32)}, "k head_dim"),
+        ({"q": np.zeros((5, 2, 5), np.int32)}, "q must be a float16, float32 or float64 array"),
+        ({"k": np.zeros((5, 2, 4), np.float32)}, "k head dim must equal q head dim"),
         ({"k": np.zeros((5, 1, 5), np.float32), "v": np.zeros((5, 1, 5), np.float32)}, "GQA"),
         ({"v": np.zeros((4, 2, 5), np.float32)}, "v must have k's shape"),
-        ({"q": np.zeros((5, 2, 0), np.float32)}, "head_dim D must be >= 1"),
+        ({"q": np.zeros((5, 2, 0), np.float32)}, "head dim D must be >= 1"),
         ({"cu_seqlens_q": np.array([1, 3, 5], np.int32)}, "cu_seqlens_q must start at 0"),
         (
             {"cu_seqlens_q": np.array([0, 3, 2, 5], np.int32), "cu_seqlens_k": np.array([0, 4, 4, 5], np.int32)},
@@ -102,14 +104,14 @@ def _case(**changes):
 )
 def test_plan_rejects_bad_arguments(changes, match):
     with pytest.raises(ValueError, match=match):
-        varlen_fwd.plan(KERNEL, _case(**changes))
+        varlen_fwd.plan(KERNEL, _case(**changes), TARGET)
 
 
 def test_plan_rejects_unknown_options():
     case = _case()
     case.options["window"] = (3, 0)
     with pytest.raises(ValueError, match="unknown options"):
-        varlen_fwd.plan(KERNEL, case)
+        varlen_fwd.plan(KERNEL, case, TARGET)
 
 
 @pytest.mark.parametrize(

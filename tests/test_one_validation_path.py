@@ -1,4 +1,4 @@
-"""One validation path (issue 14): wgattn.reference's checkers are the only ones, so every entry
+"""One validation path: wgattn.reference's checkers are the only ones, so every entry
 point that takes the varlen options (the reference functions, each interface's case_from_reference
 and plan, the API) accepts and refuses the same values, with the reference's message word for word.
 
@@ -11,8 +11,15 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app import main
+from helpers import TARGET
 from wgattn import reference, registry
-from wgattn.interfaces import Case, attn_probs, attn_probs_batched, flash_fwd, sdpa_arena, varlen_bwd, varlen_fwd
+from wgattn.interfaces import Case
+from wgattn.interfaces.attn_probs import INTERFACE as attn_probs
+from wgattn.interfaces.attn_probs_batched import INTERFACE as attn_probs_batched
+from wgattn.interfaces.flash_fwd import INTERFACE as flash_fwd
+from wgattn.interfaces.sdpa_arena import INTERFACE as sdpa_arena
+from wgattn.interfaces.varlen_bwd import INTERFACE as varlen_bwd
+from wgattn.interfaces.varlen_fwd import INTERFACE as varlen_fwd
 
 _RS = np.random.RandomState(14)
 _CU = np.array([0, 3, 8], dtype=np.int32)  # equal lengths: varlen_fwd's top-left causal fits
@@ -41,17 +48,17 @@ FULL = {
     "reference.varlen_attention_fwd": lambda **o: reference.varlen_attention_fwd(_Q, _K, _V, _CU, _CU, **o),
     "reference.varlen_attention_bwd": lambda **o: reference.varlen_attention_bwd(_DOUT, _Q, _K, _V, _OUT, _LSE, _CU, _CU, **o),
     "flash_fwd.case_from_reference": lambda **o: flash_fwd.case_from_reference(_Q, _K, _V, _CU, _CU, **o),
-    "flash_fwd.plan": lambda **o: flash_fwd.plan(_kernel("flash_fwd"), _varlen_case(**o)),
+    "flash_fwd.plan": lambda **o: flash_fwd.plan(_kernel("flash_fwd"), _varlen_case(**o), TARGET),
     "flash_fwd.reference": lambda **o: flash_fwd.reference(_varlen_case(**o)),
     "varlen_bwd.case_from_reference": lambda **o: varlen_bwd.case_from_reference(_DOUT, _Q, _K, _V, _OUT, _LSE, _CU, _CU, **o),
-    "varlen_bwd.plan": lambda **o: varlen_bwd.plan(_kernel("varlen_bwd"), _bwd_case(**o)),
+    "varlen_bwd.plan": lambda **o: varlen_bwd.plan(_kernel("varlen_bwd"), _bwd_case(**o), TARGET),
     "varlen_fwd.case_from_reference": lambda **o: varlen_fwd.case_from_reference(_Q, _K, _V, _CU, _CU, **o),
 }
 # varlen_fwd's own case carries causal and scale only.
 CAUSAL_SCALE = dict(
     FULL,
     **{
-        "varlen_fwd.plan": lambda **o: varlen_fwd.plan(_kernel("varlen_fwd"), _varlen_case(**o)),
+        "varlen_fwd.plan": lambda **o: varlen_fwd.plan(_kernel("varlen_fwd"), _varlen_case(**o), TARGET),
         "varlen_fwd.reference": lambda **o: varlen_fwd.reference(_varlen_case(**o)),
     },
 )
@@ -80,6 +87,11 @@ BAD_OTHER = {
     "softcap=-1": {"softcap": -1.0},
     "softcap=nan": {"softcap": float("nan")},
     "softcap=True": {"softcap": True},
+    # The one numeric check: a softcap float32 would flush to 0 ("off") or overflow to infinity.
+    "softcap=1e-320": {"softcap": 1e-320},
+    "softcap=1e-39": {"softcap": 1e-39},
+    "softcap=3.5e38": {"softcap": 3.5e38},
+    "softcap=1e308": {"softcap": 1e308},
     "causal_align='bottom-right'": {"causal_align": "bottom-right"},
     "causal_align=None": {"causal_align": None},
 }
@@ -109,6 +121,43 @@ def test_window_softcap_align_one_rule_one_message(bad):
     assert got == {name: expected for name in FULL}
 
 
+# Faults of the tensors: one message each, the reference's, whichever entry point meets them.
+_I = dict(q=_Q, k=_K, v=_V, cu_seqlens_q=_CU, cu_seqlens_k=_CU)
+BAD_SHAPES = {
+    "q of ints": dict(_I, q=_Q.astype(np.int32)),
+    "q 2-D": dict(_I, q=_Q[:, 0]),
+    "k head dim": dict(_I, k=_K[:, :, :3], v=_V[:, :, :3]),
+    "v shape": dict(_I, v=_V[:5]),
+    "GQA 2 on 3": dict(_I, k=np.zeros((8, 3, 4), np.float32), v=np.zeros((8, 3, 4), np.float32)),
+    "cu_seqlens_q decreasing": dict(_I, cu_seqlens_q=np.array([0, 5, 3, 8], np.int32)),
+    "cu_seqlens_k too short": dict(_I, cu_seqlens_k=np.array([0, 8], np.int32)),
+}
+SHAPE_ENTRIES = {
+    "reference.varlen_attention_fwd": lambda i: reference.varlen_attention_fwd(**i),
+    "reference.varlen_attention_bwd": lambda i: reference.varlen_attention_bwd(_DOUT, out=_OUT, lse=_LSE, **i),
+    "flash_fwd.case_from_reference": lambda i: flash_fwd.case_from_reference(**i),
+    "flash_fwd.plan": lambda i: flash_fwd.plan(_kernel("flash_fwd"), Case("c", i, {}), TARGET),
+    "varlen_bwd.case_from_reference": lambda i: varlen_bwd.case_from_reference(_DOUT, out=_OUT, lse=_LSE, **i),
+    "varlen_bwd.plan": lambda i: varlen_bwd.plan(
+        _kernel("varlen_bwd"), Case("c", dict(i, out=_OUT, dout=_DOUT, lse=_LSE), {}), TARGET
+    ),
+    "varlen_fwd.case_from_reference": lambda i: varlen_fwd.case_from_reference(**i),
+    "varlen_fwd.plan": lambda i: varlen_fwd.plan(_kernel("varlen_fwd"), Case("c", i, {}), TARGET),
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD_SHAPES), ids=list(BAD_SHAPES))
+def test_tensor_faults_one_rule_one_message(bad):
+    inputs = BAD_SHAPES[bad]
+    got = {}
+    for name, fn in SHAPE_ENTRIES.items():
+        with pytest.raises(ValueError) as info:
+            fn(inputs)
+        got[name] = str(info.value)
+    expected = got["reference.varlen_attention_fwd"]
+    assert got == {name: expected for name in SHAPE_ENTRIES}
+
+
 GOOD = [
     {"causal": np.bool_(True), "scale": np.float32(-0.5)},
     {"causal": False, "scale": float(np.finfo(np.float32).tiny)},  # the smallest normal float32
@@ -132,7 +181,9 @@ def test_scale_rule_is_the_same_for_sdpa_and_probs():
         expected = _message(lambda **o: reference.check_scale(o["scale"], 4), {"scale": bad})
         calls = {
             "reference.sdpa": lambda **o: reference.sdpa(q4, q4, q4, **o),
-            "sdpa_arena.plan_arrays": lambda **o: sdpa_arena.plan_arrays(_kernel("sdpa_arena"), q4, q4, q4, **o),
+            "sdpa_arena.plan": lambda **o: sdpa_arena.plan(
+                _kernel("sdpa_arena"), sdpa_arena.case_from_reference(q4, q4, q4, **o), TARGET
+            ),
             "reference.attention_probs_batched": lambda **o: reference.attention_probs_batched(qp, kh, pos, **o),
             "attn_probs_batched.case_from_reference": lambda **o: attn_probs_batched.case_from_reference(qp, kh, pos, **o),
             "reference.attention_probs": lambda **o: reference.attention_probs(qp[0], kh, pos=3, **o),
@@ -165,3 +216,17 @@ def test_scale_bounds_are_the_normal_float32_range():
     for bad in (np.nextafter(tiny, 0.0), np.nextafter(big, np.inf)):
         with pytest.raises(ValueError, match="scale must be None or a finite nonzero real number"):
             reference.check_scale(float(bad), 4)
+
+
+def test_the_options_and_their_defaults_are_the_reference_s():
+    """The packed interfaces take the reference's keywords with the reference's defaults (read from
+    its one check), and refuse one it does not take as a Python call would."""
+    import inspect
+
+    from wgattn.interfaces._varlen import DEFAULT_OPTIONS
+
+    params = inspect.signature(reference.varlen_attention_fwd).parameters
+    assert DEFAULT_OPTIONS == {name: params[name].default for name in DEFAULT_OPTIONS} and len(DEFAULT_OPTIONS) == 5
+    for name in ("flash_fwd.case_from_reference", "varlen_bwd.case_from_reference", "varlen_fwd.case_from_reference"):
+        with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) \['causl'\]"):
+            FULL[name](causl=True)

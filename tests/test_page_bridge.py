@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from helpers import browser_stand_in
+from helpers import browser_stand_in, session_on
 from wgattn import wire
-from wgattn.cases import SdpaCase
+from wgattn.interfaces.sdpa_arena import SdpaCase
 from wgattn.page import PageSession
 
 
@@ -16,14 +16,14 @@ def _native_response(case: SdpaCase, runtime):
     from wgattn.cases import digest
 
     inputs = case.inputs()
-    out = runtime.run(case.plan(registry.load().kernel("sdpa_arena.seed"), inputs))
+    out = runtime.run(case.plan(registry.load().kernel("sdpa_arena.seed"), inputs, runtime.target))
     return json.dumps(
         {"digest": digest(inputs), "outputs": {k: wire.encode(v) for k, v in out.outputs.items()}, "timings": out.timings}
     )
 
 
 def test_three_runtimes_agree(native_runtime):
-    page = PageSession()
+    page = session_on(native_runtime)
     config = {"batch": 2, "heads": 2, "seq_q": 17, "seq_k": 23, "head_dim": 7, "mask": "padding", "seed": 9}
     prepared = json.loads(page.prepare(json.dumps({"kernel": "sdpa_arena.seed", "config": config})))
     assert prepared["plan"]["dispatches"][0]["entry_point"] == "attention"
@@ -35,7 +35,7 @@ def test_three_runtimes_agree(native_runtime):
 
 
 def test_digest_mismatch_is_reported(native_runtime):
-    page = PageSession()
+    page = session_on(native_runtime)
     config = {"heads": 1, "seq_q": 4, "seq_k": 4, "head_dim": 4}
     prepared = json.loads(page.prepare(json.dumps({"config": config})))
     native = _native_response(SdpaCase(**dict(config, seed=1)), native_runtime)
@@ -57,7 +57,7 @@ def test_bad_config_raises_value_error():
 
 def test_wrong_output_fails_the_pair(native_runtime):
     """A browser result that is off by more than the allowance must be a FAIL, not a pass."""
-    page = PageSession()
+    page = session_on(native_runtime)
     config = {"heads": 1, "seq_q": 8, "seq_k": 8, "head_dim": 4, "seed": 2}
     prepared = json.loads(page.prepare(json.dumps({"config": config})))
     plan = page.plan(prepared["run"])

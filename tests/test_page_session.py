@@ -1,4 +1,4 @@
-"""PageSession frees what it creates (issue 14): after a live run, a grid, a probe, a benchmark
+"""PageSession frees what it creates: after a live run, a grid, a probe, a benchmark
 or an abandoned run it holds nothing but the bounded finished runs kept for their pictures; a new
 grid or benchmark frees the last; sessions share nothing; a freed or unknown id is a ValueError
 naming it."""
@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from helpers import browser_stand_in
+from helpers import browser_stand_in, session_on
 from wgattn.page import PageSession
 
 NOTHING = {"live": 0, "grid": 0, "probe": 0, "bench": 0, "grid_jobs": 0, "bench_jobs": 0, "finished": 0}
 SMALL = {"heads": 1, "seq_q": 4, "seq_k": 4, "head_dim": 4}
-BENCH = {"op": "fwd", "impls": "sdpa_arena.seed,flash_fwd.tiled", "B": 1, "H": 1, "D": 8, "seq_lens": "16,32", "runs": 10}
+BENCH = {"op": "fwd", "impls": "sdpa_arena.seed,flash_fwd.tiled", "B": 1, "H": 1, "D": 8, "seq_lens": "16,32", "rounds": 5}
 
 
 def _prepare(page, config=SMALL):
@@ -24,7 +24,7 @@ def _grid(page, interface="sdpa_arena"):
 
 
 def test_a_live_run_leaves_only_its_finished_run(native_runtime):
-    page = PageSession()
+    page = session_on(native_runtime)
     run = _prepare(page)
     assert page.held() == dict(NOTHING, live=1)
     browser_stand_in(page, run, native_runtime)
@@ -65,7 +65,7 @@ def test_an_aborted_run_is_released():
 
 
 def test_a_full_grid_frees_its_job(native_runtime):
-    page = PageSession()
+    page = session_on(native_runtime)
     start = _grid(page)
     assert start["items"] and page.held() == dict(NOTHING, grid_jobs=1)
     for i in range(len(start["items"])):
@@ -97,7 +97,7 @@ def test_a_new_grid_frees_the_last_job_and_its_runs():
 
 
 def test_the_probe_frees_its_run(native_runtime):
-    page = PageSession()
+    page = session_on(native_runtime)
     run = json.loads(page.probe_prepare())["run"]
     browser_stand_in(page, run, native_runtime)
     page.probe_judge(run, "{}")
@@ -117,7 +117,8 @@ def _time_bench(page, start, skip=()):
             page.bench_release(prep["run"])
             p += 1
         if job["index"] not in skip:
-            page.bench_record(start["bench"], job["index"], json.dumps([1.0] * start["runs"]), "wall", "stand-in")
+            payload = {"samples": [1.0] * 5, "reps": 1, "warmup_s": 0.1, "warmed": True, "timer": "wall", "adapter": "stand-in"}
+            page.bench_record(start["bench"], job["index"], json.dumps(payload))
 
 
 def test_a_full_benchmark_frees_itself():
@@ -145,7 +146,7 @@ def test_an_abandoned_benchmark_is_freed_by_release_or_the_next_one():
     with pytest.raises(ValueError, match=f"run {run} is not open"):
         page.plan_bytes(run, "arena")
     with pytest.raises(ValueError, match=f"benchmark {first['bench']} is not open"):
-        page.bench_record(first["bench"], 0, "[1.0]", "wall", "x")
+        page.bench_record(first["bench"], 0, "{}")
     page.release(second["bench"])
 
 
@@ -174,7 +175,7 @@ def test_unknown_ids_and_wrong_kinds_are_value_errors_naming_them():
         (lambda: page.error_map(47, "out", "browser", "native"), "run 47 is not among the last"),
         (lambda: page.grid_prepare(48, 0), "grid job 48 is not open"),
         (lambda: page.bench_plan(49, 0), "benchmark 49 is not open"),
-        (lambda: page.bench_record(50, 0, "[1.0]", "wall", "x"), "benchmark 50 is not open"),
+        (lambda: page.bench_record(50, 0, "{}"), "benchmark 50 is not open"),
     ]:
         with pytest.raises(ValueError, match=what):
             call()

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from app import limits, main, native_service
 from wgattn import native, tolerance, wire
-from wgattn.cases import SdpaCase
+from wgattn.interfaces.sdpa_arena import SdpaCase
 
 SMALL = {"batch": 1, "heads": 2, "seq_q": 6, "seq_k": 9, "head_dim": 4, "mask": "none", "seed": 5}
 

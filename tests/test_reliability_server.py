@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from wgattn import tolerance, wire
-from wgattn.cases import SdpaCase
+from wgattn.interfaces.sdpa_arena import SdpaCase
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from wgattn import wire
-from wgattn.cases import SdpaCase, digest
-from wgattn.interfaces import sdpa_arena
+from wgattn.cases import digest
+from wgattn.interfaces.sdpa_arena import INTERFACE as sdpa_arena
+from wgattn.interfaces.sdpa_arena import SdpaCase
 
 
 @pytest.mark.parametrize(

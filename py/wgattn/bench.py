@@ -1,60 +1,200 @@
 """Benchmarks: the same jobs timed natively (`wgattn bench`), in the page (Pyodide builds the plans
 here, the browser times them) and against the anchors (PyTorch on CUDA, NumPy's reference).
 
-An op is timed on dense (B, H, S, D) problems, Sq = Sk = S, H query and key/value heads:
-    fwd    attention forward: sdpa_arena.seed (seed C's interface) and the flash_fwd kernels
-    bwd    attention backward (dq, dk, dv from dout): the varlen_bwd kernels
+An op is timed on dense (B, H, S, D) problems, Sq = Sk = S, H query and key/value heads, by the
+kernels of every interface that serves it (Interface.bench_op; each lays the dense tensors out
+as its own cases, Interface.bench_cases):
+    fwd    attention forward
+    bwd    attention backward (dq, dk, dv from dout)
     probs  attention probabilities for the last B positions of a history of S keys (seed B's
-           job): attn_probs.seed once per position; batched kernels once for all of them
+           job; an interface taking one position per dispatch times B plans)
 FLOPs follow FlashAttention: forward 4*B*H*S*S*D, halved when causal; backward 2.5x the forward;
 probs 2*B*H*S*D (the scores; every entry of every row is written).
 
-Plans are pure Python (Pyodide builds them too); only `run_native` and the anchors touch a GPU
-or a CPU clock. Inputs are standard normal; the backward's out and lse are stand-ins of the
-right magnitude (timing does not depend on their values; correctness is the harness's job).
+Plans are pure Python (Pyodide builds them too); only `run` and the anchors touch a GPU or a
+CPU clock. Inputs are standard normal; the backward's out and lse are stand-ins of the right
+magnitude (timing does not depend on their values; correctness is the harness's job), and a
+large tensor repeats a block of 2**20 draws (`_normal`).
+
+Every figure follows wgattn.protocol (warm-up by time, interleaved rounds, median with its
+spread); a `Record` is the same in CPython and in the page (docs/performance.md reads them).
 """
 
 from __future__ import annotations
 
-import statistics
+import datetime
+import os
+import re
+import subprocess
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import reference, registry
-from .interfaces import Case, flash_fwd, module
+from . import interfaces, protocol, registry
+from .interfaces import Interface
 from .plan import Plan
+from .target import DEFAULT, Target
 
-__all__ = ["OPS", "DEFAULT_SHAPES", "Record", "flops", "kernel_impls", "plans", "parse_shape", "run", "render_table"]
+__all__ = [
+    "OPS",
+    "DEFAULT_SHAPES",
+    "Record",
+    "RunInfo",
+    "browser_of",
+    "flops",
+    "kernel_impls",
+    "make_record",
+    "op_of",
+    "plans",
+    "parse_shape",
+    "run",
+    "render_table",
+]
 
 OPS = ("fwd", "bwd", "probs")
 MODES = ("trusted", "checked")
 DEFAULT_SHAPES = {"fwd": [(1, 8, 1024, 64)], "bwd": [(1, 8, 1024, 64)], "probs": [(16, 8, 4096, 64)]}
-_INTERFACES = {"fwd": ("sdpa_arena", "flash_fwd"), "bwd": ("varlen_bwd",), "probs": ("attn_probs", "attn_probs_batched")}
 ANCHORS = ("torch", "numpy")
 
 
 @dataclass
 class Record:
+    """One row of a benchmark: an implementation at one shape in one runtime, its median time
+    over the protocol's rounds with their spread, and what a reader needs to trust or redo it."""
+
     op: str
     impl: str
-    shape: Tuple[int, int, int, int]
+    shape: Tuple[int, int, int, int]  # B, H, S, D
     causal: bool
     dtype: str
+    runtime: str  # "native" (wgpu-py), "torch", "numpy", or the browser's engine ("chromium", ...)
+    mode: str  # "trusted" / "checked": runtime bounds checks off / on (naga's natively, Dawn's
+    #            robustness in a browser); "" for the anchors
+    config: str  # the tile shape that ran (override constants), e.g. "BR=64 BC=32 WG=128"
     adapter: str
-    median_ms: float
-    tflops: float
-    runs: int
-    timer: str  # "gpu" (timestamp queries / CUDA events) or "wall"
-    mode: str = ""  # "trusted" or "checked" (wgattn.native's shader modules); "" for the anchors
-    config: str = ""  # the tile shape that ran (override constants), e.g. "BR=64 BC=32 WG=128"
+    browser: str  # the browser and its version ("Chromium 156.0.0.0"); "" outside one
+    flags: List[str]  # the browser's command-line flags where known (a page cannot see its own)
+    median_ms: float  # per run
+    tflops: float  # FlashAttention's FLOPs over the median
+    min_ms: float
+    q1_ms: float
+    q3_ms: float
+    max_ms: float
+    spread: float  # (q3 - q1) / median
+    wide: bool  # spread above the protocol's `wide`: read the figure with care
+    rounds: int  # samples, one per interleaved round
+    reps: int  # runs per sample
+    warmup_s: float  # seconds the series was warmed before its rounds
+    warmed: bool  # the warm-up settled (consecutive rounds agreed) before its cap
+    timer: str  # "gpu" (timestamp queries), "cuda" (CUDA events) or "wall" (host clock)
+    timer_resolution_ns: float  # the timer's tick as its readings showed it (0: unknown)
+    repeat: int  # 0, 1, ...: back-to-back repeats of the series in one run
+    time: str  # when the run started (ISO 8601, UTC)
+    commit: str  # the git commit that ran, "+dirty" with uncommitted changes; "" when unknown
 
     def to_json(self) -> Dict[str, object]:
         d = asdict(self)
         d["shape"] = list(self.shape)
         return d
+
+
+@dataclass
+class RunInfo:
+    """What every record of one run shares."""
+
+    runtime: str = "native"
+    browser: str = ""
+    flags: List[str] = field(default_factory=list)
+    time: str = ""
+    commit: str = ""
+
+    @classmethod
+    def now(cls, **kw) -> "RunInfo":
+        stamp = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+        return cls(time=stamp, **kw)
+
+
+def git_commit(root: Optional[Path] = None) -> str:
+    """The commit the code runs from: WGATTN_COMMIT (a copied tree has no .git: its packer sets
+    it), else `git` in the repository, else ""."""
+    if os.environ.get("WGATTN_COMMIT"):
+        return os.environ["WGATTN_COMMIT"]
+    root = root or Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return ""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=root, capture_output=True).returncode != 0
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+    return head.stdout.strip() + ("+dirty" if dirty else "")
+
+
+def browser_of(user_agent: str) -> Tuple[str, str]:
+    """(runtime, browser) from a user agent: ("chromium", "Chromium 156.0.0.0") for Chrome, Edge
+    and headless Chromium; ("firefox", ...), ("safari", ...); ("browser", "") when unknown."""
+    for pattern, runtime, name in (
+        (r"Firefox/([\d.]+)", "firefox", "Firefox"),
+        (r"(?:HeadlessChrome|Chrome|Chromium)/([\d.]+)", "chromium", "Chromium"),
+        (r"Version/([\d.]+).*Safari/", "safari", "Safari"),
+    ):
+        m = re.search(pattern, user_agent or "")
+        if m:
+            return runtime, f"{name} {m.group(1)}"
+    return "browser", ""
+
+
+def make_record(
+    op: str,
+    impl: str,
+    shape: Sequence[int],
+    causal: bool,
+    dtype: str,
+    adapter: str,
+    measured: protocol.Measured,
+    proto: protocol.Protocol,
+    timer: str,
+    info: RunInfo,
+    mode: str = "",
+    config: str = "",
+    repeat: int = 0,
+) -> Record:
+    """A record from what the protocol measured (the one place its statistics are computed, for
+    the page's records too)."""
+    st = protocol.summarize(proto, measured.samples)
+    return Record(
+        op=op,
+        impl=impl,
+        shape=(int(shape[0]), int(shape[1]), int(shape[2]), int(shape[3])),
+        causal=bool(causal),
+        dtype=dtype,
+        runtime=info.runtime,
+        mode=mode,
+        config=config,
+        adapter=adapter,
+        browser=info.browser,
+        flags=list(info.flags),
+        median_ms=st.median_ms,
+        tflops=flops(op, shape, causal) / (st.median_ms * 1e-3) / 1e12,
+        min_ms=st.min_ms,
+        q1_ms=st.q1_ms,
+        q3_ms=st.q3_ms,
+        max_ms=st.max_ms,
+        spread=st.spread,
+        wide=st.wide,
+        rounds=len(measured.samples),
+        reps=int(measured.reps),
+        warmup_s=round(float(measured.warmup_s), 3),
+        warmed=bool(measured.warmed),
+        timer=timer,
+        timer_resolution_ns=float(measured.resolution_ns),
+        repeat=int(repeat),
+        time=info.time,
+        commit=info.commit,
+    )
 
 
 def parse_shape(text: str) -> Tuple[int, int, int, int]:
@@ -77,10 +217,23 @@ def flops(op: str, shape: Sequence[int], causal: bool) -> float:
 
 def kernel_impls(op: str) -> List[str]:
     """Registered kernels that run `op`, baseline first."""
+    return [k.id for iface in serving(op) for k in iface.kernels()]
+
+
+def serving(op: str) -> List[Interface]:
+    """The interfaces whose kernels time `op`, in the manifest's order (the first's first kernel
+    is the baseline)."""
     if op not in OPS:
         raise ValueError(f"unknown op {op!r}; ops: {list(OPS)}")
-    reg = registry.load()
-    return [k.id for name in _INTERFACES[op] if name in reg.interfaces for k in reg.kernels_of(name)]
+    return [i for i in interfaces.every() if i.bench_op == op]
+
+
+def op_of(impl: str) -> str:
+    """The op a registered kernel is benchmarked as (its interface's bench_op)."""
+    iface = interfaces.of(registry.load().kernel(impl))
+    if iface.bench_op not in OPS:
+        raise ValueError(f"kernel {impl!r} (interface {iface.name}) has no benchmark op; ops: {list(OPS)}")
+    return iface.bench_op
 
 
 def dtype_of(impl: str) -> str:
@@ -89,104 +242,98 @@ def dtype_of(impl: str) -> str:
     return "f32" if impl in ANCHORS else registry.load().kernel(impl).precision
 
 
+_BLOCK = 1 << 20  # standard normal draws per tensor, repeated to fill it
+
+
 def _normal(rs: np.random.RandomState, shape) -> np.ndarray:
-    return rs.standard_normal(shape).astype(np.float32)
+    """Standard normal float32 of `shape`: a block of at most 2**20 draws, repeated to fill it.
+    What the kernels do does not depend on the values, and 16 M draws take seconds under
+    Pyodide (0.5 s for a block and its copies)."""
+    n = int(np.prod(shape))
+    return np.resize(rs.standard_normal(min(n, _BLOCK)).astype(np.float32), shape)
+
+
+_INPUTS: Dict[Tuple, Dict[str, np.ndarray]] = {}  # the last job's tensors (every impl of a series shares them)
 
 
 def dense_inputs(op: str, shape: Sequence[int], seed: int = 0) -> Dict[str, np.ndarray]:
     """The job's tensors in PyTorch's layout: q, k, v [B, H, S, D] (and dout for bwd); for probs
-    q [B, H, D] (one query per position) and k_hist [S, H, D]."""
-    b, h, s, d = shape
-    rs = np.random.RandomState(seed)
-    if op == "probs":
-        return {"q": _normal(rs, (b, h, d)), "k_hist": _normal(rs, (s, h, d))}
-    out = {name: _normal(rs, (b, h, s, d)) for name in ("q", "k", "v")}
-    if op == "bwd":
-        out["dout"] = _normal(rs, (b, h, s, d))
-    return out
+    q [B, H, D] (one query per position) and k_hist [S, H, D]. Read-only, and kept until another
+    job's are asked for (`forget_inputs`): every implementation of a series times the same ones,
+    and drawing them is the slow part of building a plan under Pyodide."""
+    key = (op, tuple(int(x) for x in shape), int(seed))
+    if key not in _INPUTS:
+        forget_inputs()  # one job's at a time: they can be GiB
+        b, h, s, d = key[1]
+        rs = np.random.RandomState(seed)
+        if op == "probs":
+            out = {"q": _normal(rs, (b, h, d)), "k_hist": _normal(rs, (s, h, d))}
+        else:
+            out = {name: _normal(rs, (b, h, s, d)) for name in ("q", "k", "v")}
+            if op == "bwd":
+                out["dout"] = _normal(rs, (b, h, s, d))
+        for a in out.values():
+            a.flags.writeable = False
+        _INPUTS[key] = out
+    return _INPUTS[key]
 
 
-def _packed(t: np.ndarray) -> np.ndarray:
-    """[B, H, S, D] -> [B * S, H, D] (the varlen interfaces' token-major packing)."""
-    return np.ascontiguousarray(t.transpose(0, 2, 1, 3).reshape(-1, t.shape[1], t.shape[3]))
+def forget_inputs() -> None:
+    """Drop the kept tensors of `dense_inputs`."""
+    _INPUTS.clear()
 
 
-def _cases(kernel_id: str, op: str, shape: Sequence[int], causal: bool, seed: int) -> List[Case]:
-    b, h, s, d = shape
-    x = dense_inputs(op, shape, seed)
-    iface = kernel_id.split(".", 1)[0]
-    mod = module(iface)
-    if iface == "sdpa_arena":
-        return [mod.case_from_reference(x["q"], x["k"], x["v"], causal=causal)]
-    if iface == "flash_fwd":
-        return [flash_fwd.dense_case(x["q"], x["k"], x["v"], causal=causal)]
-    if iface == "varlen_bwd":
-        cu = np.arange(b + 1, dtype=np.int32) * s
-        rows = np.arange(s, dtype=np.float64)
-        visible = rows + 1 if causal else np.full(s, float(s))
-        lse = np.broadcast_to((np.log(visible) + 0.5)[None, :, None], (b, s, h)).reshape(b * s, h)
-        return [
-            mod.case_from_reference(
-                _packed(x["dout"]),
-                _packed(x["q"]),
-                _packed(x["k"]),
-                _packed(x["v"]),
-                _packed(x["v"]),
-                lse.astype(np.float32),
-                cu,
-                cu,
-                causal=causal,
-            )
-        ]
-    if iface == "attn_probs":
-        return [mod.case_from_reference(x["q"][p], x["k_hist"], pos=s - b + p) for p in range(b)]
-    if iface == "attn_probs_batched":
-        return [mod.case_from_reference(x["q"], x["k_hist"], positions=np.arange(s - b, s))]
-    raise ValueError(f"no benchmark job for kernel {kernel_id!r}")
-
-
-def plans(kernel_id: str, op: str, shape: Sequence[int], causal: bool = False, seed: int = 0) -> List[Plan]:
-    """The plans one timed run of `kernel_id` on the job dispatches (several for a kernel that
-    takes one position per dispatch)."""
+def plans(
+    kernel_id: str, op: str, shape: Sequence[int], causal: bool = False, seed: int = 0, target: Target = DEFAULT
+) -> List[Plan]:
+    """The plans one timed run of `kernel_id` on the job dispatches on `target` (several for a
+    kernel that takes one position per dispatch); their `unavailable` says when it cannot."""
     kernel = registry.load().kernel(kernel_id)
-    mod = module(kernel.interface.name)
-    return [mod.plan(kernel, case) for case in _cases(kernel_id, op, shape, causal, seed)]
+    iface = interfaces.of(kernel)
+    if iface.bench_op != op:
+        raise ValueError(f"no {op} benchmark job for kernel {kernel_id!r}")
+    return [iface.plan(kernel, case, target) for case in iface.bench_cases(dense_inputs(op, shape, seed), causal)]
 
 
 # ---------------------------------------------------------------------------
 # timing (CPython)
 # ---------------------------------------------------------------------------
 
-
-def _torch_fn(op: str, shape, causal: bool, dtype: str):
-    """A zero-argument callable running PyTorch's SDPA (forward, or backward only) on CUDA."""
-    import torch
-    import torch.nn.functional as F
-
-    tdt = torch.float16 if dtype == "f16" else torch.float32
-    x = {k: torch.from_numpy(v).to("cuda", tdt) for k, v in dense_inputs(op, shape).items()}
-    if op == "fwd":
-        return lambda: F.scaled_dot_product_attention(x["q"], x["k"], x["v"], is_causal=causal)
-    q, k, v = (x[n].requires_grad_() for n in ("q", "k", "v"))
-    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    return lambda: torch.autograd.grad(out, (q, k, v), x["dout"], retain_graph=True)
+# cudaEventElapsedTime's resolution, as CUDA's documentation states it (around 0.5 microseconds).
+CUDA_EVENT_RESOLUTION_NS = 500.0
 
 
-def _time_torch(fn: Callable, runs: int, warmup: int) -> List[float]:
-    import torch
+class _TorchTimed(protocol.Timed):
+    """PyTorch's SDPA (forward, or backward only) on CUDA, timed with CUDA events around `reps`
+    calls."""
 
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(runs):
+    timer = "cuda"
+    resolution_ns = CUDA_EVENT_RESOLUTION_NS
+
+    def __init__(self, op: str, shape, causal: bool, dtype: str):
+        import torch
+        import torch.nn.functional as F
+
+        self.torch = torch
+        self.fn: Callable[[], object]
+        tdt = torch.float16 if dtype == "f16" else torch.float32
+        x = {k: torch.from_numpy(np.array(v)).to("cuda", tdt) for k, v in dense_inputs(op, shape).items()}
+        if op == "fwd":
+            self.fn = lambda: F.scaled_dot_product_attention(x["q"], x["k"], x["v"], is_causal=causal)
+        else:
+            q, k, v = (x[n].requires_grad_() for n in ("q", "k", "v"))
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            self.fn = lambda: torch.autograd.grad(out, (q, k, v), x["dout"], retain_graph=True)
+
+    def sample(self, reps: int):
+        torch = self.torch
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        fn()
+        for _ in range(reps):
+            self.fn()
         end.record()
         torch.cuda.synchronize()
-        samples.append(start.elapsed_time(end))
-    return samples
+        return start.elapsed_time(end) / reps, []
 
 
 def torch_cuda() -> Optional[str]:
@@ -199,26 +346,39 @@ def torch_cuda() -> Optional[str]:
 
 
 def _numpy_fn(op: str, shape, causal: bool):
-    x = dense_inputs(op, shape)
-    if op == "fwd":
-        return lambda: reference.sdpa(x["q"], x["k"], x["v"], causal=causal, dtype=np.float32)
-    if op == "probs":
-        b, _, s, _ = shape
-        return lambda: [reference.attention_probs(x["q"][p], x["k_hist"], pos=s - b + p, dtype=np.float32) for p in range(b)]
-    (case,) = _cases("varlen_bwd.seed", op, shape, causal, 0)
-    return lambda: module("varlen_bwd").reference(case, dtype=np.float32)
+    """The reference in float32 on the op's first interface's cases (the baseline's job)."""
+    iface = serving(op)[0]
+    cases = iface.bench_cases(dense_inputs(op, shape), causal)
+    return lambda: [iface.reference(c, dtype=np.float32) for c in cases]
 
 
-def _time_cpu(fn: Callable, runs: int, budget_s: float = 20.0) -> List[float]:
-    """Wall-clock samples; fewer than `runs` (at least 1) when one run would blow the budget."""
-    samples: List[float] = []
-    while len(samples) < runs:
+class _WallTimed(protocol.Timed):
+    """A CPU function (NumPy's reference) on the host clock."""
+
+    timer = "wall"
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+        self.resolution_ns = time.get_clock_info("perf_counter").resolution * 1e9
+
+    def sample(self, reps: int):
         t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1e3)
-        if sum(samples) / 1e3 > budget_s:
-            break
-    return samples
+        for _ in range(reps):
+            self.fn()
+        return (time.perf_counter() - t0) * 1e3 / reps, []
+
+
+@dataclass
+class _Entry:
+    """One entry of a series: what its records say besides the measurement."""
+
+    impl: str
+    dtype: str
+    adapter: str
+    runtime: str
+    timed: protocol.Timed
+    mode: str = ""
+    config: str = ""
 
 
 def run(
@@ -226,118 +386,105 @@ def run(
     impls: Optional[Sequence[str]],
     shapes: Optional[Sequence[Tuple[int, ...]]],
     causal: bool,
-    runs: int = 10,
-    warmup: int = 3,
+    proto: protocol.Protocol = protocol.Protocol(),
     log: Callable[[str], None] = lambda s: None,
     modes: Sequence[str] = MODES,
+    repeat: int = 1,
+    info: Optional[RunInfo] = None,
 ) -> List[Record]:
-    """Time every (op, impl, shape) natively, with the anchors, in one process and one run;
-    kernels in each of `modes` (a kernel not registered as trusted runs checked only)."""
+    """Time every (op, impl, shape) natively, with the anchors, in one process and one run, by
+    wgattn.protocol: one series per (op, shape) of every kernel in each of `modes` (a kernel not
+    registered as trusted runs checked only) and PyTorch, interleaved; NumPy (CPU) in a series of
+    its own after it, so that the GPU does not idle inside a series. `repeat` times each series
+    again, back to back (records numbered by `repeat`)."""
     from . import native  # imports wgpu: CPython with the native extra only
 
-    if runs < 10:
-        raise ValueError(f"runs must be at least 10 (a median of at least 10), got {runs}")
     bad = [m for m in modes if m not in MODES] or ([] if modes else ["(none)"])
     if bad:
         raise ValueError(f"unknown mode {bad[0]!r}; modes: {list(MODES)}")
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or not 1 <= repeat <= 5:
+        raise ValueError(f"repeat must be an integer in 1..5, got {repeat!r}")
     rt = native.runtime()
-    adapter = rt.name
+    info = info or RunInfo.now(commit=git_commit())
     every = {x for o in ops for x in kernel_impls(o)} | set(ANCHORS)
     unknown = [i for i in impls or () if i not in every]
     if unknown:
         raise ValueError(f"unknown impl {unknown[0]!r}; for {list(ops)}: {sorted(every)}")
-    records = []
+    records: List[Record] = []
     for op in ops:
         known = kernel_impls(op) + list(ANCHORS)
         wanted = known if not impls else [i for i in impls if i in known]
         for shape in shapes or DEFAULT_SHAPES[op]:
-            f = flops(op, shape, causal)
+            where = f"{op} {tuple(shape)}{' causal' if causal else ''}"
+            gpu: List[_Entry] = []
+            cpu: List[_Entry] = []
             for impl in wanted:
-                label = f"{op} {impl} {shape}{' causal' if causal else ''}"
+                label = f"{op} {impl} {tuple(shape)}{' causal' if causal else ''}"
                 if impl == "torch":
                     device = torch_cuda()
                     if device is None or op == "probs":
-                        log(
-                            f"skip {label}: "
-                            + ("no PyTorch with CUDA here" if device is None else "PyTorch has no attention-probabilities op")
-                        )
+                        why = "no PyTorch with CUDA here" if device is None else "PyTorch has no attention-probabilities op"
+                        log(f"skip {label}: {why}")
                         continue
-                    dts = ["f32"] + (["f16"] if any(dtype_of(x) == "f16" for x in wanted) else [])
-                    for dt in dts:
-                        samples = _time_torch(_torch_fn(op, shape, causal, dt), runs, warmup)
-                        records.append(_record(op, "torch", shape, causal, dt, device, samples, f, "gpu"))
-                        log(_line(records[-1]))
+                    # f32 matches the f32 kernels; f16 is what a user of PyTorch would run instead
+                    gpu += [_Entry("torch", dt, device, "torch", _TorchTimed(op, shape, causal, dt)) for dt in ("f32", "f16")]
                     continue
                 if impl == "numpy":
-                    samples = _time_cpu(_numpy_fn(op, shape, causal), runs)
-                    records.append(
-                        _record(op, "numpy", shape, causal, "f32", "CPU (NumPy reference, float32)", samples, f, "wall")
-                    )
-                    log(_line(records[-1]))
+                    numpy_timed = _WallTimed(_numpy_fn(op, shape, causal))
+                    cpu.append(_Entry("numpy", "f32", "CPU (NumPy reference, float32)", "numpy", numpy_timed))
                     continue
                 kernel = registry.load().kernel(impl)
-                missing = [r for r in kernel.requires if native._FEATURE_NAMES.get(r, r) not in rt.features]
-                if missing:
-                    log(f"skip {label}: needs adapter features {missing}")
-                    continue
                 try:
-                    job = plans(impl, op, shape, causal)
+                    job = plans(impl, op, shape, causal, target=rt.target)
                 except ValueError as e:
                     log(f"skip {label}: {e}")
+                    continue
+                why = next((p.unavailable for p in job if p.unavailable), "")
+                if why:
+                    log(f"skip {label}: {why}")
                     continue
                 config = " ".join(f"{k}={v}" for k, v in job[0].dispatches[0].constants.items())
                 kernel_modes = [m for m in modes if m == "checked" or kernel.trusted]
                 if not kernel_modes:
                     log(f"skip {label}: not registered as trusted, and only trusted mode was asked for")
-                saved = rt.trusted
-                try:
-                    for mode in kernel_modes:
-                        rt.trusted = mode == "trusted"
-                        timer, total = "gpu", None
-                        for p in job:
-                            timer, samples = rt.time(p, runs=runs, warmup=warmup)
-                            total = samples if total is None else [a + b for a, b in zip(total, samples)]
-                        records.append(
-                            _record(op, impl, shape, causal, dtype_of(impl), adapter, total, f, timer, mode=mode, config=config)
-                        )
-                        log(_line(records[-1]))
-                finally:
-                    rt.trusted = saved
+                for mode in kernel_modes:
+                    timed = rt.timing(job, trusted=mode == "trusted")
+                    gpu.append(_Entry(impl, dtype_of(impl), rt.name, "native", timed, mode, config))
+            for series in (gpu, cpu):
+                if not series:
+                    continue
+                for rep in range(repeat):
+                    log(f"{where}: {len(series)} entries" + (f", repeat {rep + 1} of {repeat}" if repeat > 1 else ""))
+                    measured = protocol.measure([x.timed for x in series], proto, log=log)
+                    for x, m in zip(series, measured):
+                        run_info = RunInfo(x.runtime, info.browser, info.flags, info.time, info.commit)
+                        rec = make_record(op, x.impl, shape, causal, x.dtype, x.adapter, m, proto, x.timed.timer, run_info)
+                        rec.mode, rec.config, rec.repeat = x.mode, x.config, rep
+                        records.append(rec)
+                        log(_line(rec))
+            forget_inputs()
     return records
 
 
-def _record(op, impl, shape, causal, dtype, adapter, samples, f, timer, mode="", config="") -> Record:
-    med = statistics.median(samples)
-    return Record(
-        op=op,
-        impl=impl,
-        shape=(int(shape[0]), int(shape[1]), int(shape[2]), int(shape[3])),
-        causal=bool(causal),
-        dtype=dtype,
-        adapter=adapter,
-        median_ms=med,
-        tflops=f / (med * 1e-3) / 1e12,
-        runs=len(samples),
-        timer=timer,
-        mode=mode,
-        config=config,
-    )
-
-
 def _name(r: Record) -> str:
-    return f"{r.impl} [{r.mode}]" if r.mode else r.impl
+    return f"{r.impl} [{r.mode}]" if r.mode else (f"{r.impl} {r.dtype}" if r.impl == "torch" else r.impl)
+
+
+def _flag(r: Record) -> str:
+    return ("wide" if r.wide else "") + (" cold" if not r.warmed else "")
 
 
 def _line(r: Record) -> str:
     return (
-        f"{r.op:5s} {_name(r):36s} {','.join(map(str, r.shape)):16s} {r.dtype} "
-        f"{r.median_ms:10.3f} ms {r.tflops:9.4f} TFLOP/s ({r.timer}, {r.runs} runs) {r.config}"
+        f"  {_name(r):34s} {r.runtime:8s} {r.median_ms:10.4f} ms \u00b1{100 * r.spread:5.1f}% {r.tflops:9.4f} TFLOP/s "
+        f"({r.rounds}x{r.reps}, {r.timer}) {r.config} {_flag(r)}"
     )
 
 
 def render_table(records: Sequence[Record]) -> str:
-    """A table per (op, shape): each row with its TFLOP/s and its ratio to the row it is named
-    against (the op's first kernel, the baseline)."""
+    """A table per (op, shape): each row's median TFLOP/s with its spread (IQR over the median),
+    its ratio to the op's first kernel (the baseline) and to PyTorch f32; flagged `wide` when the
+    spread is wide and `cold` when the warm-up did not settle."""
     lines = []
     groups: Dict[Tuple, List[Record]] = {}
     for r in records:
@@ -347,14 +494,15 @@ def render_table(records: Sequence[Record]) -> str:
         base = next((r for r in rows if r.impl not in ANCHORS), None)
         torch32 = next((r for r in rows if r.impl == "torch" and r.dtype == "f32"), None)
         lines.append(
-            f"  {'impl [mode]':36s} {'dtype':5s} {'median ms':>11s} {'TFLOP/s':>10s} "
-            f"{'x baseline':>10s} {'% torch f32':>11s}  adapter, tile"
+            f"  {'impl [mode]':34s} {'runtime':9s}{'dtype':5s} {'median ms':>11s} {'IQR':>6s} {'TFLOP/s':>10s} "
+            f"{'x baseline':>10s} {'% torch f32':>11s}  adapter, rounds x reps, tile"
         )
         for r in rows:
             xb = f"{base.median_ms / r.median_ms:10.2f}" if base else f"{'':10s}"
             pt = f"{100 * r.tflops / torch32.tflops:10.1f}%" if torch32 else f"{'':11s}"
+            rep = f" #{r.repeat + 1}" if r.repeat else ""
             lines.append(
-                f"  {_name(r):36s} {r.dtype:5s} {r.median_ms:11.3f} {r.tflops:10.4f} {xb} {pt}  "
-                f"{r.adapter} ({r.timer}, {r.runs} runs) {r.config}"
+                f"  {_name(r) + rep:34s} {r.runtime:9s}{r.dtype:5s} {r.median_ms:11.4f} {100 * r.spread:5.1f}% {r.tflops:10.4f} "
+                f"{xb} {pt}  {r.adapter} ({r.timer}, {r.rounds}x{r.reps}) {r.config} {_flag(r)}".rstrip()
             )
     return "\n".join(lines)

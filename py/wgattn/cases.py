@@ -1,10 +1,9 @@
-"""Seeded test cases that every runtime can rebuild bit for bit.
+"""Seeded inputs that every runtime can rebuild bit for bit, and the digest that proves it.
 
-A case is a small dataclass of sizes, knobs and a seed (SdpaCase lives with its interface,
-wgattn.interfaces.sdpa_arena, and is re-exported here); `inputs()` draws float32 tensors from
-NumPy's legacy RandomState, whose stream is the same in numpy 1.17 (the page's Pyodide) and 2.x
-(the server), so the browser and the server run the kernel on identical inputs without shipping
-them. `digest()` lets both sides prove it.
+Each interface's live configuration (wgattn.interfaces.<name>.Config: a small dataclass of
+sizes, knobs and a seed) draws float32 tensors from NumPy's legacy RandomState, whose stream is
+the same in numpy 1.17 (the page's Pyodide) and 2.x (the server), so the browser and the server
+run the kernel on identical inputs without shipping them. `digest()` lets both sides prove it.
 """
 
 from __future__ import annotations
@@ -14,10 +13,9 @@ from typing import Mapping, Optional
 
 import numpy as np
 
-from .interfaces import MAX_ELEMENTS, MAX_SCORES
-from .interfaces.sdpa_arena import SdpaCase
+from .interfaces.base import MAX_ELEMENTS, MAX_SCORES
 
-__all__ = ["SdpaCase", "digest", "MAX_ELEMENTS", "MAX_SCORES"]
+__all__ = ["digest", "MAX_ELEMENTS", "MAX_SCORES"]
 
 
 def digest(inputs: Mapping[str, Optional[np.ndarray]]) -> str:

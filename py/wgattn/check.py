@@ -7,10 +7,9 @@ import json
 from dataclasses import replace
 from typing import Any, Dict, List, Mapping, Optional, TypedDict
 
-from . import conformance, registry, wire
+from . import conformance, interfaces, registry, wire
 from .conformance import OutputRow
-from .errors import CompileError, InterfaceMismatch
-from .interfaces import module
+from .errors import AdapterError, CompileError, InterfaceMismatch
 from .localise import render as render_where
 from .precision import ProbeReport
 
@@ -70,8 +69,7 @@ def check(
     failing output localised ("where": worst elements, |error| map, likely class)."""
     reg = registry.load()
     try:
-        iface = reg.interface(interface)
-        mod = module(interface)
+        iface = interfaces.get(interface)
     except ValueError as exc:
         raise CheckError(str(exc)) from None
     if wgsl is not None:
@@ -84,22 +82,22 @@ def check(
     if entry:
         if "=" in entry:
             entry_points = dict(part.split("=", 1) for part in entry.split(","))
-        elif len(iface.passes) == 1:
-            entry_points = {iface.passes[0].name: entry}
+        elif len(iface.abi.passes) == 1:
+            entry_points = {iface.abi.passes[0].name: entry}
         else:
-            names = [p.name for p in iface.passes]
+            names = [p.name for p in iface.abi.passes]
             raise CheckError(f"{interface} has passes {names}: give --entry as PASS=NAME[,PASS=NAME]")
     if runtime is None:
         from . import native  # imports wgpu: CPython with the native extra only
 
         try:
             runtime = native.runtime()
-        except native.AdapterError as exc:
+        except AdapterError as exc:
             raise CheckError(str(exc)) from None
     report: CheckReport = {"interface": interface, "adapter": runtime.info, "kernels": [], "passed": 0, "failed": 0}
     if hasattr(runtime, "precision"):
         report["precision"] = runtime.precision()  # the adapter's built-ins, measured (wgattn.precision)
-    cases = mod.conformance_cases()
+    cases = iface.conformance_cases()
     for kernel in kernels:
         overrides = dict(kernel.overrides)
         overrides.update(sets or {})

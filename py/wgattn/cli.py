@@ -2,7 +2,8 @@
 
 wgattn check --interface NAME [--wgsl FILE] [--entry NAME] [--set KEY=VALUE ...] [--checked] [--json]
 wgattn probe [--json] [--samples N]
-wgattn bench [--op NAME] [--impl A,B] [--shape B,H,S,D ...] [--causal] [--runs N] [--mode M] [--json]
+wgattn bench [--op NAME] [--impl A,B] [--shape B,H,S,D ...] [--causal] [--rounds N] [--warmup-s S] [--repeat N]
+             [--mode M] [--json]
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from . import bench, precision
+from . import bench, precision, protocol
 from .check import CheckError, check, render_table, to_json
+from .errors import AdapterError
 
 
 def _sets(items: List[str]):
@@ -51,7 +53,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     b.add_argument("--impl", help="comma-separated kernel ids, torch, numpy (default: all)")
     b.add_argument("--shape", action="append", help="B,H,S,D (repeatable)")
     b.add_argument("--causal", action="store_true", help="causal attention (fwd, bwd)")
-    b.add_argument("--runs", type=int, default=10, help="timed runs per row after warm-up (>= 10)")
+    b.add_argument(
+        "--rounds", type=int, default=protocol.Protocol.rounds, help="interleaved rounds, one sample of each row per round"
+    )
+    b.add_argument(
+        "--warmup-s",
+        type=float,
+        default=protocol.Protocol.warmup_s,
+        help="warm each series at least this long (seconds), until consecutive rounds agree",
+    )
+    b.add_argument("--repeat", type=int, default=1, help="time each series this many times back to back (1..5)")
     b.add_argument(
         "--mode",
         action="append",
@@ -92,7 +103,7 @@ def _probe(args) -> int:
     try:
         rt = native.runtime()
         report = rt.precision() if args.samples is None else precision.probe(rt, args.samples)
-    except (native.AdapterError, ValueError) as exc:
+    except (AdapterError, ValueError) as exc:
         print(f"wgattn probe: {exc}", file=sys.stderr)
         return 2
     print(precision.to_json(report) if args.json else precision.render_table(report))
@@ -106,14 +117,16 @@ def _bench(args) -> int:
             bench.kernel_impls(op)  # ValueError naming the ops
         shapes = [bench.parse_shape(s) for s in args.shape] if args.shape else None
         impls = [i.strip() for i in args.impl.split(",") if i.strip()] if args.impl else None
+        proto = protocol.Protocol.of(args.rounds, args.warmup_s)
         records = bench.run(
             ops,
             impls,
             shapes,
             args.causal,
-            runs=args.runs,
+            proto,
             log=lambda line: print(line, file=sys.stderr),
             modes=args.mode or bench.MODES,
+            repeat=args.repeat,
         )
     except ValueError as exc:
         print(f"wgattn bench: {exc}", file=sys.stderr)

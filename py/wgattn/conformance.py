@@ -7,8 +7,8 @@ from typing import List, Mapping, Optional, Sequence, TypedDict
 
 import numpy as np
 
-from . import tolerance
-from .interfaces import Case, module
+from . import interfaces, tolerance
+from .interfaces import Case, Interface
 from .localise import Localisation, localise
 from .precision import ProbeReport
 from .registry import Kernel
@@ -41,9 +41,9 @@ def judged_case(kernel: Kernel, case: Case) -> Case:
 
 def expected(kernel: Kernel, case: Case):
     """(float64 reference, naive run in the kernel's precision) on a judged case."""
-    mod = module(kernel.interface.name)
+    iface = interfaces.of(kernel)
     naive_dtype = np.float16 if kernel.precision == "f16" else np.float32
-    return mod.reference(case), mod.reference(case, dtype=naive_dtype)
+    return iface.reference(case), iface.reference(case, dtype=naive_dtype)
 
 
 def judge(
@@ -52,10 +52,12 @@ def judge(
     ref: Mapping[str, np.ndarray],
     naive: Mapping[str, np.ndarray],
     suspects: Sequence[str] = (),
+    interface: Optional[Interface] = None,
 ) -> List[OutputRow]:
     """One row per output: {case, output, max_abs_err, allowance, pass, naive_err}, and for a
-    failing output "where" (wgattn.localise: worst elements, |error| map, likely class;
-    `suspects` are the kernel's built-ins that the runtime's precision probe found off)."""
+    failing output "where" (wgattn.localise: worst elements, |error| map, likely class, with the
+    case's geometry where `interface`, the case's, has one; `suspects` are the kernel's
+    built-ins that the runtime's precision probe found off)."""
     rows: List[OutputRow] = []
     for name, r in ref.items():
         naive_err = tolerance.max_abs_err(naive[name], r)
@@ -74,7 +76,7 @@ def judge(
             "pass": bool(err <= allowed),
         }
         if not row["pass"]:
-            row["where"] = localise(case, name, g if g is not None else np.zeros(0), r, allowed, suspects)
+            row["where"] = localise(case, name, g if g is not None else np.zeros(0), r, allowed, suspects, interface=interface)
         rows.append(row)
     return rows
 
@@ -110,17 +112,18 @@ def run_case(
     entry_points: Optional[Mapping[str, str]] = None,
     overrides: Optional[Mapping[str, int]] = None,
 ) -> List[OutputRow]:
-    """Run `case` natively on `kernel` (or WGSL `source` on its interface) and judge it; a
-    failing output is localised, with the runtime's precision probe (when it has one) naming
-    the built-ins the kernel calls that it found off."""
-    mod = module(kernel.interface.name)
+    """Run `case` on `runtime` (wgattn.native's, or one with its `target` and `run`) with `kernel`
+    (or WGSL `source` on its interface) and judge it; a failing output is localised, with the
+    runtime's precision probe (when it has one) naming the built-ins the kernel calls that it
+    found off."""
     case = judged_case(kernel, case)
-    plan = mod.plan(kernel, case, source=source, entry_points=entry_points, overrides=overrides)
+    plan = interfaces.of(kernel).plan(kernel, case, runtime.target, source=source, entry_points=entry_points, overrides=overrides)
     got = runtime.run(plan).outputs
     ref, naive = expected(kernel, case)
-    rows = judge(case, got, ref, naive)
+    iface = interfaces.of(kernel)
+    rows = judge(case, got, ref, naive, interface=iface)
     if not all(r["pass"] for r in rows) and hasattr(runtime, "precision"):
         # Rare: judge the failure again with the probe's suspects (the probe runs once per adapter).
         code = "\n".join(sorted({d.source for d in plan.dispatches}))
-        rows = judge(case, got, ref, naive, suspects=suspects(code, runtime.precision()))
+        rows = judge(case, got, ref, naive, suspects=suspects(code, runtime.precision()), interface=iface)
     return rows

@@ -1,4 +1,4 @@
-"""Where a runtime and the reference disagree, and the likely why (issue 11).
+"""Where a runtime and the reference disagree, and the likely why.
 
 `localise(case, output, got, ref, allowance)` describes one output that failed the tolerance
 rule: its worst elements (index, and for the packed variable-length interfaces the sequence,
@@ -22,11 +22,33 @@ Runs on Python 3.8 with numpy 1.17 (the page judges its grid under Pyodide).
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple, TypedDict
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, TypedDict, cast
 
 import numpy as np
 
-from .interfaces._varlen import options
+if TYPE_CHECKING:
+    from .interfaces import Interface
+
+
+class _Element(TypedDict):
+    index: List[int]
+    got: float
+    ref: float
+    err: float
+
+
+class WorstElement(_Element, total=False):
+    """One of the worst elements; in a packed case also where it sits: its sequence, its row (or,
+    for an output by keys, its key), head and column, and the visible partners it sums over."""
+
+    sequence: int
+    row: int
+    key: int
+    head: int
+    column: int
+    keys: List[int]  # [first, last] visible key of a row
+    queries: List[int]  # [first, last] query that sees a key
+    terms: int
 
 
 class ErrorMap(TypedDict):
@@ -41,7 +63,7 @@ class Localisation(TypedDict):
     output: str
     likely: str
     evidence: List[str]
-    worst: List[Dict[str, Any]]
+    worst: List[WorstElement]
     map: Optional[ErrorMap]
 
 
@@ -50,7 +72,6 @@ __all__ = ["localise", "CLASSES"]
 CLASSES = ("mask edge", "summation order", "built-in precision", "localised")
 WORST = 5  # elements listed
 MAP_BLOCKS = 8  # row blocks per head in the error map
-KEY_OUTPUTS = ("dk", "dv")  # indexed by key tokens; every other packed output by query tokens
 GROSS = 1e-3  # an error above this fraction of the output's scale is no float32 rounding
 
 
@@ -87,57 +108,6 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> float:
     return float((rx * ry).sum() / np.sqrt((rx * rx).sum() * (ry * ry).sum()))
 
 
-def _varlen_geometry(case, output: str, shape: Tuple[int, ...]):
-    """For packed varlen cases: per token of the output's first axis, (sequence, row in it,
-    first and last visible partner, partner count), and the partner's word; None otherwise."""
-    cu_q = case.inputs.get("cu_seqlens_q")
-    cu_k = case.inputs.get("cu_seqlens_k")
-    if cu_q is None or cu_k is None or len(shape) < 2:
-        return None
-    q = case.inputs.get("q")
-    k = case.inputs.get("k")
-    try:
-        left, right, top_left, _, _ = options(case.options, int(np.shape(q)[-1]))
-    except (ValueError, TypeError, IndexError):
-        return None
-    group = max(1, int(np.shape(q)[1]) // max(1, int(np.shape(k)[1])))
-    by_key = output in KEY_OUTPUTS
-    cu_q = np.asarray(cu_q, dtype=np.int64)
-    cu_k = np.asarray(cu_k, dtype=np.int64)
-    cu = cu_k if by_key else cu_q
-    tokens = shape[0]
-    if int(cu[-1]) != tokens:
-        return None
-    seq = np.zeros(tokens, dtype=np.int64)
-    pos = np.zeros(tokens, dtype=np.int64)
-    lo = np.zeros(tokens, dtype=np.int64)
-    hi = np.full(tokens, -1, dtype=np.int64)
-    for b in range(len(cu) - 1):
-        len_q, len_k = int(cu_q[b + 1] - cu_q[b]), int(cu_k[b + 1] - cu_k[b])
-        off = 0 if top_left else len_k - len_q
-        t = np.arange(int(cu[b]), int(cu[b + 1]))
-        p = t - int(cu[b])
-        seq[t], pos[t] = b, p
-        if by_key:  # queries i that see key p: p - off - right <= i <= p - off + left
-            a = np.maximum(0, p - off - right) if right >= 0 else np.zeros_like(p)
-            z = np.minimum(len_q - 1, p - off + left) if left >= 0 else np.full_like(p, len_q - 1)
-        else:  # keys j that query p sees: p + off - left <= j <= p + off + right
-            a = np.maximum(0, p + off - left) if left >= 0 else np.zeros_like(p)
-            z = np.minimum(len_k - 1, p + off + right) if right >= 0 else np.full_like(p, len_k - 1)
-        lo[t], hi[t] = a, z
-    count = np.maximum(0, hi - lo + 1) * (group if by_key else 1)
-    return {
-        "seq": seq,
-        "pos": pos,
-        "lo": lo,
-        "hi": hi,
-        "terms": count,
-        "partner": "queries" if by_key else "keys",
-        "row": "key" if by_key else "row",
-        "heads_per_row": group if by_key else 1,
-    }
-
-
 def _error_map(row_err: np.ndarray, allowance: float) -> ErrorMap:
     """Max |error| / allowance per head (columns of row_err) and block of rows."""
     rows = row_err.shape[0]
@@ -152,11 +122,20 @@ def _error_map(row_err: np.ndarray, allowance: float) -> ErrorMap:
 
 
 def localise(
-    case, output: str, got: np.ndarray, ref: np.ndarray, allowance: float, suspects: Sequence[str] = (), worst: int = WORST
+    case,
+    output: str,
+    got: np.ndarray,
+    ref: np.ndarray,
+    allowance: float,
+    suspects: Sequence[str] = (),
+    worst: int = WORST,
+    interface: "Optional[Interface]" = None,
 ) -> Localisation:
     """{output, worst: [{index, got, ref, err, ...}], map, likely, evidence} for one output.
     `suspects`: built-ins the kernel calls that the runtime's precision probe found far off
-    (e.g. "tanh: 687971 ulps"); a broad error with a suspect is put down to built-in precision."""
+    (e.g. "tanh: 687971 ulps"); a broad error with a suspect is put down to built-in precision.
+    `interface`: the case's, whose geometry (a packed case's sequences and visible partners,
+    Interface.geometry) names where each element sits."""
     got = np.asarray(got)
     ref = np.asarray(ref)
     if got.shape != ref.shape:
@@ -171,25 +150,25 @@ def localise(
     flat = err.ravel()
     n = min(worst, flat.size)
     top = np.argsort(-flat, kind="mergesort")[:n]
-    geo = _varlen_geometry(case, output, ref.shape)
-    items: List[Dict[str, Any]] = []
+    geo = interface.geometry(case, output, ref.shape) if interface is not None else None
+    items: List[WorstElement] = []
     for f in top:
         idx = tuple(int(i) for i in np.unravel_index(int(f), ref.shape))
-        item = {"index": list(idx), "got": float(got.flat[f]), "ref": float(ref.flat[f]), "err": float(flat[f])}
+        item: Dict[str, Any] = {"index": list(idx), "got": float(got.flat[f]), "ref": float(ref.flat[f]), "err": float(flat[f])}
         if geo is not None:
             t = idx[0]
             item.update(
                 {
                     "sequence": int(geo["seq"][t]),
-                    geo["row"]: int(geo["pos"][t]),
+                    geo["row"]: int(geo["pos"][t]),  # "row" or "key"
                     "head": idx[1],
-                    geo["partner"]: [int(geo["lo"][t]), int(geo["hi"][t])],
+                    geo["partner"]: [int(geo["lo"][t]), int(geo["hi"][t])],  # "keys" or "queries"
                     "terms": int(geo["terms"][t]),
                 }
             )
             if len(idx) > 2:
                 item["column"] = idx[2]
-        items.append(item)
+        items.append(cast(WorstElement, item))
 
     # Per (row, head): the worst |error| over the remaining axes (one column when axis 1 is not
     # a head axis of a packed case and is long, e.g. a probability row).
@@ -253,12 +232,12 @@ def render(loc: Localisation, allowance: Optional[float] = None) -> List[str]:
     for it in loc["worst"]:
         where = f"index {it['index']}"
         if "sequence" in it:
-            kind = "key" if "key" in it else "row"
-            partner = "queries" if "queries" in it else "keys"
+            kind, at = ("key", it["key"]) if "key" in it else ("row", it["row"])
+            partner, span = ("queries", it["queries"]) if "queries" in it else ("keys", it["keys"])
             where = (
-                f"seq {it['sequence']} {kind} {it[kind]} head {it['head']}"
+                f"seq {it['sequence']} {kind} {at} head {it['head']}"
                 + (f" col {it['column']}" if "column" in it else "")
-                + f", {partner} {it[partner][0]}..{it[partner][1]} ({it['terms']} terms)"
+                + f", {partner} {span[0]}..{span[1]} ({it['terms']} terms)"
             )
         lines.append(f"      {where}: got {it['got']:.7g} ref {it['ref']:.7g} |err| {it['err']:.3e}")
     m = loc["map"]

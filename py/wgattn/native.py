@@ -18,21 +18,23 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from . import precision
-from .errors import CompileError, DoesNotFit
-from .interfaces import module
+from . import interfaces, precision, protocol
+from .errors import AdapterError, CompileError, DoesNotFit
 from .plan import Plan
-from .registry import Kernel, load, set_target_limits, shader_dir
+from .registry import Kernel, load, shader_dir
+from .target import Target
 
 __all__ = [
     "AdapterError",
     "NativeRuntime",
     "RunResult",
+    "TimedPlans",
     "runtime",
     "implementations",
     "sdpa",
     "varlen_attention_fwd",
     "varlen_attention_bwd",
+    "decode_attention",
     "attention_probs",
     "attention_probs_batched",
 ]
@@ -47,6 +49,7 @@ LOOP_PROBE_TARGET = 200_000
 # Adapter limits the device asks for in full (defaults are far below what adapters offer).
 _LIMITS = (
     "max-storage-buffer-binding-size",
+    "max-uniform-buffer-binding-size",
     "max-buffer-size",
     "max-compute-workgroup-storage-size",
     "max-compute-invocations-per-workgroup",
@@ -55,8 +58,8 @@ _LIMITS = (
     "max-storage-buffers-per-shader-stage",
 )
 _OPTIONAL_FEATURES = ("shader-f16", "subgroup", "timestamp-query")
-# Our plan uses "subgroups" (the WebGPU name); wgpu-native calls the same feature "subgroup".
-_FEATURE_NAMES = {"subgroups": "subgroup"}
+# Plans use WebGPU's feature names ("subgroups"); wgpu-native calls that one "subgroup".
+_WEBGPU_NAMES = {"subgroup": "subgroups"}
 
 
 # `enable subgroups;` is standard WGSL and browsers require it before any subgroup builtin, but
@@ -92,10 +95,6 @@ def _trusted_module(device: "wgpu.GPUDevice", label: str, code: str) -> "wgpu.GP
     if handle == ffi.NULL:
         raise RuntimeError(f"{label}: trusted shader module creation failed")
     return _api.GPUShaderModule(label, handle, device)
-
-
-class AdapterError(RuntimeError):
-    """No usable adapter: none found, or one that computes wrong answers."""
 
 
 @dataclass
@@ -137,10 +136,12 @@ class NativeRuntime:
         )
         self._pipelines: Dict[Tuple, wgpu.GPUComputePipeline] = {}
         self.trusted = trusted_default() if trusted is None else bool(trusted)
-        set_target_limits(
-            self.limits["max-compute-workgroup-storage-size"],
-            self.limits["max-compute-invocations-per-workgroup"],
-            cpu=str(adapter.info.get("adapter_type", "")).lower() == "cpu",
+        # What plans for this device are built for and checked against (wgattn.target).
+        self.target = Target(
+            features=frozenset(_WEBGPU_NAMES.get(f, f) for f in self.features),
+            limits=dict(self.limits),
+            software=str(adapter.info.get("adapter_type", "")).lower() == "cpu",
+            name=f"this adapter ({self.name})",
         )
         self._precision: Optional[precision.ProbeReport] = None
         if check_loops:
@@ -239,30 +240,20 @@ class NativeRuntime:
         return pipeline
 
     def check_plan(self, plan: Plan) -> None:
-        """Raise ValueError before dispatch when the plan exceeds this adapter's limits."""
-        max_binding = self.limits["max-storage-buffer-binding-size"]
-        max_buffer = self.limits["max-buffer-size"]
-        for b in plan.buffers:
-            limit = max_binding if b.usage == "storage" else 65536
-            if b.size > min(limit, max_buffer):
-                raise DoesNotFit(
-                    f"buffer {b.name!r} needs {b.size} bytes; this adapter binds at most "
-                    f"{min(limit, max_buffer)} bytes per {b.usage} buffer: use smaller inputs"
-                )
-        max_wg = self.limits["max-compute-workgroups-per-dimension"]
-        for d in plan.dispatches:
-            if any(n > max_wg for n in d.workgroups):
-                raise DoesNotFit(f"{d.label}: workgroups {d.workgroups} exceed {max_wg} per dimension")
-            missing = [f for f in d.requires if _FEATURE_NAMES.get(f, f) not in self.features]
-            if missing:
-                raise DoesNotFit(f"{d.label}: needs adapter features {missing}, which this adapter lacks")
+        """DoesNotFit before dispatch when this adapter cannot run the plan (wgattn.target's one
+        answer: its features, sizes and grid, whatever target the plan was built for)."""
+        why = self.target.why_not(plan)
+        if why:
+            raise DoesNotFit(why)
 
-    def _upload(self, plan: Plan):
-        """Buffers (filled), pipelines and bind groups for every dispatch of the plan."""
+    def _upload(self, plan: Plan, trusted: Optional[bool] = None):
+        """Buffers (filled), pipelines and bind groups for every dispatch of the plan; `trusted`
+        (default: the runtime's mode) compiles registered trusted kernels without runtime checks."""
         self.check_plan(plan)
         dev = self.device
+        trusted = self.trusted if trusted is None else trusted
         pipelines = [
-            self._pipeline(d.label, d.source, d.entry_point, d.constants, d.layout, trusted=self.trusted and d.trusted)
+            self._pipeline(d.label, d.source, d.entry_point, d.constants, d.layout, trusted=trusted and d.trusted)
             for d in plan.dispatches
         ]
         buffers = {}
@@ -283,30 +274,34 @@ class NativeRuntime:
         ]
         return buffers, pipelines, groups
 
-    def _submit(self, plan: Plan, pipelines, groups, timed: bool):
-        """Encode and submit every dispatch once; with `timed`, the query buffer of its
-        begin/end timestamps (two per pass)."""
-        dev = self.device
-        n = len(plan.dispatches)
-        if timed:
-            qset = dev.create_query_set(type="timestamp", count=2 * n)
-            qbuf = dev.create_buffer(size=16 * n, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
-        enc = dev.create_command_encoder()
+    def _encode(self, enc, plan: Plan, pipelines, groups, qset=None, first_query: int = 0) -> None:
+        """One compute pass per dispatch of the plan; with a query set, each pass writes its
+        begin and end timestamps from `first_query` on."""
         for i, (d, pipeline, group) in enumerate(zip(plan.dispatches, pipelines, groups)):
-            ts = (
-                {"query_set": qset, "beginning_of_pass_write_index": 2 * i, "end_of_pass_write_index": 2 * i + 1}
-                if timed
-                else None
-            )
+            ts = None
+            if qset is not None:
+                q = first_query + 2 * i
+                ts = {"query_set": qset, "beginning_of_pass_write_index": q, "end_of_pass_write_index": q + 1}
             cpass = enc.begin_compute_pass(label=d.label, timestamp_writes=ts)
             cpass.set_pipeline(pipeline)
             cpass.set_bind_group(0, group)
             cpass.dispatch_workgroups(*d.workgroups)
             cpass.end()
-        if timed:
+
+    def _submit(self, plan: Plan, pipelines, groups, timed: bool):
+        """Encode and submit every dispatch once; with `timed`, the query buffer of its
+        begin/end timestamps (two per pass)."""
+        dev = self.device
+        n = len(plan.dispatches)
+        qset = dev.create_query_set(type="timestamp", count=2 * n) if timed else None
+        enc = dev.create_command_encoder()
+        self._encode(enc, plan, pipelines, groups, qset)
+        qbuf = None
+        if qset is not None:
+            qbuf = dev.create_buffer(size=16 * n, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
             enc.resolve_query_set(qset, 0, 2 * n, qbuf, 0)
         dev.queue.submit([enc.finish()])
-        return qbuf if timed else None
+        return qbuf
 
     def _gpu_ms(self, qbuf, n: int) -> float:
         stamps = struct.unpack(f"<{2 * n}Q", bytes(self.device.queue.read_buffer(qbuf)))
@@ -324,27 +319,56 @@ class NativeRuntime:
             timings["gpu_ms"] = self._gpu_ms(qbuf, len(plan.dispatches))
         return RunResult(outputs=plan.unpack(raw), raw=raw, timings=timings)
 
-    def time(self, plan: Plan, runs: int = 10, warmup: int = 2) -> Tuple[str, list]:
-        """Dispatch the plan `warmup` + `runs` times on inputs uploaded once: ("gpu", per-run
-        milliseconds from timestamp queries, every pass summed) where the adapter has them,
-        else ("wall", submit-to-idle milliseconds)."""
-        if runs < 1 or warmup < 0:
-            raise ValueError(f"runs must be >= 1 and warmup >= 0, got {runs} and {warmup}")
-        buffers, pipelines, groups = self._upload(plan)
-        timed = "timestamp-query" in self.features
-        fence = None if timed else self.device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
-        samples = []
-        for r in range(warmup + runs):
-            t0 = time.perf_counter()
-            qbuf = self._submit(plan, pipelines, groups, timed)
-            if timed:
-                ms = self._gpu_ms(qbuf, len(plan.dispatches))  # the read waits for the work
-            else:
-                self.device.queue.read_buffer(fence)  # waits for the submission before it
-                ms = (time.perf_counter() - t0) * 1e3
-            if r >= warmup:
-                samples.append(ms)
-        return ("gpu" if timed else "wall"), samples
+    def timing(self, plans: List[Plan], trusted: Optional[bool] = None) -> "TimedPlans":
+        """The plans of one timed run, uploaded once, for wgattn.protocol.measure (which warms,
+        calibrates and interleaves them with the rest of their series)."""
+        return TimedPlans(self, plans, self.trusted if trusted is None else trusted)
+
+
+class TimedPlans(protocol.Timed):
+    """One run of a benchmark job (every dispatch of `plans`, in order) on inputs uploaded once.
+    A sample is one submission of `reps` runs: per-run milliseconds from timestamp queries (every
+    pass's end minus its begin, summed) where the adapter has them, else from the host clock
+    (submit to idle), over `reps`."""
+
+    def __init__(self, rt: NativeRuntime, plans: List[Plan], trusted: bool):
+        self.rt = rt
+        self.uploaded = [(p, *rt._upload(p, trusted)[1:]) for p in plans]
+        self.passes = sum(len(p.dispatches) for p in plans)
+        self.timer = "gpu" if "timestamp-query" in rt.features else "wall"
+        self.resolution_ns = 0.0 if self.timer == "gpu" else time.get_clock_info("perf_counter").resolution * 1e9
+        self._queries: Dict[int, tuple] = {}  # query count -> (query set, resolve buffer)
+        self._fence = rt.device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
+
+    def sample(self, reps: int) -> Tuple[float, List[int]]:
+        dev = self.rt.device
+        count = 2 * self.passes * reps
+        if self.timer == "gpu" and count > protocol.MOST_QUERIES:
+            raise ValueError(f"{reps} reps of {self.passes} passes need {count} timestamps; at most {protocol.MOST_QUERIES}")
+        qset = qbuf = None
+        if self.timer == "gpu":
+            if count not in self._queries:
+                self._queries[count] = (
+                    dev.create_query_set(type="timestamp", count=count),
+                    dev.create_buffer(size=8 * count, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC),
+                )
+            qset, qbuf = self._queries[count]
+        enc = dev.create_command_encoder()
+        q = 0
+        for _ in range(reps):
+            for plan, pipelines, groups in self.uploaded:
+                self.rt._encode(enc, plan, pipelines, groups, qset, q)
+                q += 2 * len(plan.dispatches)
+        if qset is not None:
+            enc.resolve_query_set(qset, 0, count, qbuf, 0)
+        t0 = time.perf_counter()
+        dev.queue.submit([enc.finish()])
+        if qbuf is None:
+            dev.queue.read_buffer(self._fence)  # waits for the submission before it
+            return (time.perf_counter() - t0) * 1e3 / reps, []
+        stamps = struct.unpack(f"<{count}Q", bytes(dev.queue.read_buffer(qbuf)))  # the read waits for the work
+        ns = sum(e - s for s, e in zip(stamps[::2], stamps[1::2]))
+        return ns / 1e6 / reps, list(stamps)
 
 
 _RUNTIME: Optional[NativeRuntime] = None
@@ -376,8 +400,8 @@ def _impl_name(kernel: Kernel) -> str:
 def implementations(op_name: str) -> List[str]:
     """Implementation names available for `op_name` (e.g. "sdpa") on the current adapter,
     best first; each is a kernel id without its interface ("seed", "tiled", ...)."""
-    have = runtime().features
-    return [_impl_name(k) for k in _kernels_for(op_name) if all(_FEATURE_NAMES.get(f, f) in have for f in k.requires)]
+    target = runtime().target
+    return [_impl_name(k) for k in _kernels_for(op_name) if not target.lacks(k)]
 
 
 def _run_op(op: str, impl, build_case):
@@ -394,16 +418,19 @@ def _run_op(op: str, impl, build_case):
         if _impl_name(k) in names and (impl == _impl_name(k) or (impl is None and k.precision == "f32"))
     ]
     refusals = []
+    rt = runtime()
     for kernel in kernels:
-        mod = module(kernel.interface.name)
+        iface = interfaces.of(kernel)
         try:
-            plan = mod.plan(kernel, build_case(mod))
+            plan = iface.plan(kernel, build_case(iface), rt.target)
+            if plan.unavailable:
+                raise DoesNotFit(plan.unavailable)
         except ValueError as e:
             if impl is not None:
                 raise
             refusals.append(f"{kernel.id}: {e}")  # that interface cannot carry the call: try the next
             continue
-        return runtime().run(plan).outputs
+        return rt.run(plan).outputs
     raise ValueError(f"no implementation of {op} accepts this call: " + "; ".join(refusals))
 
 
@@ -503,3 +530,38 @@ def attention_probs(q, k_hist, *, pos, window=0, scale=1.0, impl=None):
     """wgattn.reference.attention_probs on the GPU: probs [Hq, history_len]."""
     outs = _run_op("attention_probs", impl, lambda mod: mod.case_from_reference(q, k_hist, pos=pos, window=window, scale=scale))
     return outs["probs"]
+
+
+def decode_attention(
+    q,
+    k_cache,
+    v_cache,
+    block_table,
+    seq_lens,
+    *,
+    scale=None,
+    window_left=-1,
+    softcap=0.0,
+    alibi_slopes=None,
+    sinks=None,
+    impl=None,
+):
+    """wgattn.reference.decode_attention on the GPU: (out, lse). A float32 cache by default; the
+    float16-cache kernel (impl="split_f16") on request."""
+    outs = _run_op(
+        "decode_attention",
+        impl,
+        lambda mod: mod.case_from_reference(
+            q,
+            k_cache,
+            v_cache,
+            block_table,
+            seq_lens,
+            scale=scale,
+            window_left=window_left,
+            softcap=softcap,
+            alibi_slopes=alibi_slopes,
+            sinks=sinks,
+        ),
+    )
+    return outs["out"], outs["lse"]

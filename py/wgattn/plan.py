@@ -9,11 +9,45 @@ therefore run exactly the same dispatches.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Literal, Optional, Tuple, TypedDict
 
 import numpy as np
 
-__all__ = ["Buffer", "Dispatch", "Output", "Plan"]
+__all__ = ["Buffer", "Dispatch", "Output", "Plan", "PlanJson", "Usage", "BindingType"]
+
+Usage = Literal["storage", "uniform"]
+BindingType = Literal["uniform", "storage", "read-only-storage"]  # WebGPU's GPUBufferBindingType
+
+
+class PlanBufferJson(TypedDict):
+    """A buffer of a plan, for the page's executor (its bytes come separately)."""
+
+    name: str
+    size: int
+    usage: Usage
+    has_data: bool
+    read: bool
+
+
+class PlanDispatchJson(TypedDict):
+    """A dispatch of a plan, for the page's executor."""
+
+    label: str
+    source: str
+    entry_point: str
+    constants: Dict[str, float]
+    bindings: List[Tuple[int, str]]
+    layout: List[Tuple[int, BindingType]]
+    workgroups: Tuple[int, int, int]
+    requires: List[str]
+
+
+class PlanJson(TypedDict):
+    """Plan.to_js(): what static/webgpu.js executes."""
+
+    unavailable: str  # why the target cannot run it ("" when it can): then nothing else is in it
+    buffers: List[PlanBufferJson]
+    dispatches: List[PlanDispatchJson]
 
 
 @dataclass
@@ -22,7 +56,7 @@ class Buffer:
 
     name: str
     size: int
-    usage: str  # "storage" or "uniform"
+    usage: Usage
     data: Optional[bytes] = None
     read: bool = False
 
@@ -44,10 +78,12 @@ class Dispatch:
     entry_point: str
     constants: Dict[str, float]
     bindings: Dict[int, str]  # @binding index in @group(0) -> buffer name
-    layout: List[Tuple[int, str]]  # (binding, "uniform" | "storage" | "read-only-storage")
+    layout: List[Tuple[int, BindingType]]
     workgroups: Tuple[int, int, int]
     requires: Tuple[str, ...] = ()  # adapter features the shader needs
     trusted: bool = False  # a registered kernel that may run without runtime bounds checks
+    workgroup_storage: int = 0  # bytes of var<workgroup> arrays the entry point uses
+    invocations: int = 1  # invocations per workgroup (its @workgroup_size)
 
 
 @dataclass
@@ -74,15 +110,25 @@ class Plan:
     dispatches: List[Dispatch]
     outputs: List[Output]
     meta: Dict[str, object] = field(default_factory=dict)
+    # Why the target it was built for cannot run it (wgattn.target), "" when it can. A plan for a
+    # kernel the target cannot run at all, or cannot fit, has no buffers nor dispatches.
+    unavailable: str = ""
+
+    @classmethod
+    def unrunnable(cls, why: str) -> "Plan":
+        """The plan of a kernel that its target cannot run: nothing but the reason."""
+        return cls(buffers=[], dispatches=[], outputs=[], unavailable=why)
 
     def unpack(self, raw: Dict[str, bytes]) -> Dict[str, np.ndarray]:
         """Output tensors from the bytes of the buffers that were read back."""
         return {o.name: o.take(raw[o.buffer]) for o in self.outputs}
 
-    def to_js(self) -> Dict[str, object]:
+    def to_js(self) -> "PlanJson":
         """A JSON-able structure for the page's executor. Bytes are not in it: the executor asks
-        for each buffer whose `has_data` is set (wgattn.page.PageSession.plan_bytes)."""
+        for each buffer whose `has_data` is set (wgattn.page.PageSession.plan_bytes); it runs
+        nothing when `unavailable` says why it cannot."""
         return {
+            "unavailable": self.unavailable,
             "buffers": [
                 {"name": b.name, "size": b.size, "usage": b.usage, "has_data": b.data is not None, "read": b.read}
                 for b in self.buffers
@@ -93,9 +139,9 @@ class Plan:
                     "source": d.source,
                     "entry_point": d.entry_point,
                     "constants": dict(d.constants),
-                    "bindings": [[i, name] for i, name in sorted(d.bindings.items())],
-                    "layout": [[i, t] for i, t in d.layout],
-                    "workgroups": list(d.workgroups),
+                    "bindings": [(i, name) for i, name in sorted(d.bindings.items())],
+                    "layout": [(i, t) for i, t in d.layout],
+                    "workgroups": (d.workgroups[0], d.workgroups[1], d.workgroups[2]),
                     "requires": list(d.requires),
                 }
                 for d in self.dispatches

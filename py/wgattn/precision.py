@@ -1,5 +1,5 @@
 """The precision probe: how far an adapter's floating-point built-ins are from float64, on the
-arguments the kernels feed them (issue 11: lavapipe's tanh is off by 1e-7 absolute near 0,
+arguments the kernels feed them (lavapipe's tanh is off by 1e-7 absolute near 0,
 thousands of ulps, which WGSL allows and which moved soft-capped scores by 3e-6).
 
 `plan()` builds one dispatch of shaders/precision_probe.wgsl (any executor runs it: wgpu-py
@@ -34,8 +34,8 @@ CAPS = (5.0, 30.0, 50.0)  # softcaps the probe draws (30 is Gemma 2's, the issue
 
 
 class Function(NamedTuple):
-    name: str  # as in precision_probe.wgsl's switch (a test checks the order)
-    expr: str  # the WGSL evaluated, in a, b, c
+    name: str
+    expr: str  # the WGSL evaluated, in a, b, c: case f of the probe's switch (evaluate_wgsl)
     domain: str  # the arguments, in words: where the kernels use the function
     wgsl_allows: str  # WGSL's accuracy requirement (Vulkan's is the same)
     args: Callable[[np.random.RandomState, int], np.ndarray]  # -> [n, 3] float32
@@ -219,6 +219,13 @@ def _arguments(n: int) -> np.ndarray:
     return np.stack([f.args(rs, n) for f in FUNCTIONS])
 
 
+def evaluate_wgsl() -> str:
+    """precision_probe.wgsl's `evaluate(f, a, b, c)`: case f returns FUNCTIONS[f].expr."""
+    cases = "".join(f"    case {i}u: {{ return {f.expr}; }}  // {f.name}\n" for i, f in enumerate(FUNCTIONS))
+    head = "fn evaluate(f: u32, a: f32, b: f32, c: f32) -> f32 {\n  switch f {\n"
+    return head + cases + "    default: { return 0.0; }\n  }\n}\n"
+
+
 def plan(n: int = SAMPLES) -> Plan:
     """One dispatch of precision_probe.wgsl over n arguments per function; output "got" [F, n]."""
     if not 1 <= n <= 1 << 20:
@@ -226,7 +233,7 @@ def plan(n: int = SAMPLES) -> Plan:
     args = _arguments(n)
     count = len(FUNCTIONS)
     path = shader_dir() / "precision_probe.wgsl"
-    source = preprocess(path.read_text(), {}, reader(shader_dir()), path.name)
+    source = preprocess(path.read_text(), {}, reader(shader_dir()), path.name) + "\n" + evaluate_wgsl()
     return Plan(
         buffers=[
             Buffer("args", args.nbytes, "storage", args.tobytes()),

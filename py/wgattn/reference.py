@@ -118,21 +118,53 @@ def check_bool(x: Any, name: str) -> bool:
     raise ValueError("%s must be True or False, got %r" % (name, x))
 
 
-# A scale's magnitude must be a normal float32: every kernel computes in
-# float32, where a subnormal scale flushes to 0 on many GPUs (all scores 0, a
-# silently wrong answer) and a larger one is infinite.
-SCALE_MIN = float(np.finfo(np.float32).tiny)
-SCALE_MAX = float(np.finfo(np.float32).max)
+# Every float parameter (a scale, a softcap) reaches the kernels as a float32: its magnitude must
+# be a normal float32, or the kernel would see 0 (a subnormal flushes to 0 on many GPUs, and a
+# softcap of 0 means "off": a silently different answer) or an infinity.
+F32_MIN = float(np.finfo(np.float32).tiny)
+F32_MAX = float(np.finfo(np.float32).max)
+SCALE_MIN = F32_MIN
+SCALE_MAX = F32_MAX
+
+
+def _f32_ok(x: float, zero: bool, negative: bool) -> bool:
+    """The one numeric rule: finite, of an allowed sign, and 0 (where allowed) or a normal
+    float32 magnitude."""
+    return math.isfinite(x) and (x >= 0.0 or negative) and ((x == 0.0 and zero) or F32_MIN <= abs(x) <= F32_MAX)
+
+
+def check_f32(value: Any, name: str, *, zero: str = "", negative: bool = True) -> float:
+    """A float parameter checked by the one numeric rule: a real number (not a bool) whose
+    magnitude is a normal float32, in ``[F32_MIN, F32_MAX]``, so that the float32 the kernel
+    receives is the value asked for (not 0, not infinite). ``zero``: what 0 means, when 0 is
+    allowed (``"off"``); ``negative``: whether negative values are allowed."""
+    x = float(value) if _is_real(value) else math.nan
+    if not _f32_ok(x, bool(zero), negative):
+        raise ValueError(
+            "%s must be a finite real number%s: %s%s in [%.4g, %.4g] (a normal float32: the kernels "
+            "compute in float32), got %r"
+            % (
+                name,
+                "" if negative else " >= 0",
+                "0 (%s) or " % zero if zero else "",
+                "a magnitude" if negative else "a value",
+                F32_MIN,
+                F32_MAX,
+                value,
+            )
+        )
+    return x
 
 
 def check_scale(scale: Any, head_dim: int) -> float:
     """The score scale as a Python float: ``None`` means ``1 / sqrt(head_dim)``;
     otherwise a real number (not a bool) whose magnitude is a normal float32,
-    in ``[SCALE_MIN, SCALE_MAX]`` (negative scales are allowed)."""
+    in ``[SCALE_MIN, SCALE_MAX]`` (negative scales are allowed): the rule of
+    ``check_f32``."""
     if scale is None:
         return 1.0 / math.sqrt(head_dim)
     value = float(scale) if _is_real(scale) else math.nan
-    if not (math.isfinite(value) and SCALE_MIN <= abs(value) <= SCALE_MAX):
+    if not _f32_ok(value, zero=False, negative=True):
         raise ValueError(
             "scale must be None or a finite nonzero real number with magnitude in "
             "[%.4g, %.4g] (a normal float32: the kernels compute in float32), got %r" % (SCALE_MIN, SCALE_MAX, scale)
@@ -146,13 +178,8 @@ def _check_scale(scale: Any, head_dim: int, dt: np.dtype) -> Any:
 
 
 def check_softcap(softcap: Any) -> float:
-    """``softcap`` as a float: a finite real >= 0 (0 = off)."""
-    if not _is_real(softcap):
-        raise ValueError("softcap must be a finite real number >= 0 (0 = off), got %r" % (softcap,))
-    value = float(softcap)
-    if not math.isfinite(value) or value < 0.0:
-        raise ValueError("softcap must be a finite real number >= 0 (0 = off), got %r" % (softcap,))
-    return value
+    """``softcap`` as a float: 0 (off), or > 0 by ``check_f32``'s rule."""
+    return check_f32(softcap, "softcap", zero="off", negative=False)
 
 
 def check_window_pair(window: Any, name: str = "window") -> Tuple[int, int]:
@@ -218,7 +245,7 @@ def check_varlen_options(
     if not isinstance(causal_align, str) or causal_align not in _CAUSAL_ALIGNS:
         raise ValueError("causal_align must be 'bottom_right' or 'top_left', got %r" % (causal_align,))
     sc = check_scale(scale, head_dim)
-    return VarlenOptions(causal, left, _effective_right(causal, right), cap, sc, causal_align)
+    return VarlenOptions(causal, left, effective_right(causal, right), cap, sc, causal_align)
 
 
 def _check_gqa(hq: int, hkv: int, q_name: str, kv_name: str) -> int:
@@ -231,12 +258,182 @@ def _check_gqa(hq: int, hkv: int, q_name: str, kv_name: str) -> int:
     return hq // hkv
 
 
+class VarlenInputs(NamedTuple):
+    """``check_varlen_inputs``'s result: the arrays (dtypes kept) and the GQA group size."""
+
+    q: np.ndarray  # [total_q, Hq, D]
+    k: np.ndarray  # [total_k, Hkv, D]
+    v: np.ndarray  # [total_k, Hkv, D]
+    cu_q: np.ndarray  # int64 [batch + 1]
+    cu_k: np.ndarray  # int64 [batch + 1]
+    group: int  # Hq // Hkv
+
+
+def check_varlen_inputs(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any) -> VarlenInputs:
+    """The one check of the packed tensors and prefix sums of ``varlen_attention_fwd``/``_bwd``
+    (the interfaces call it too): shapes, dtypes, GQA, prefix sums."""
+    q = _float_array(q, "q", 3, "[total_q, Hq, D]")
+    k = _float_array(k, "k", 3, "[total_k, Hkv, D]")
+    v = _float_array(v, "v", 3, "[total_k, Hkv, D]")
+    total_q, hq, d = q.shape
+    total_k, hkv, dk = k.shape
+    if d < 1:
+        raise ValueError("q head dim D must be >= 1, got shape %s" % (tuple(q.shape),))
+    if dk != d:
+        raise ValueError("k head dim must equal q head dim %d, got k shape %s" % (d, tuple(k.shape)))
+    if tuple(v.shape) != tuple(k.shape):
+        raise ValueError("v must have k's shape %s [total_k, Hkv, D], got %s" % (tuple(k.shape), tuple(v.shape)))
+    group = _check_gqa(hq, hkv, "q", "k/v")
+    cu_q = check_cu_seqlens(cu_seqlens_q, "cu_seqlens_q", total_q, "total_q (q.shape[0])")
+    cu_k = check_cu_seqlens(cu_seqlens_k, "cu_seqlens_k", total_k, "total_k (k.shape[0])")
+    if cu_q.shape[0] != cu_k.shape[0]:
+        raise ValueError(
+            "cu_seqlens_q and cu_seqlens_k must have the same length (batch+1), got %d and %d" % (cu_q.shape[0], cu_k.shape[0])
+        )
+    return VarlenInputs(q, k, v, cu_q, cu_k, group)
+
+
+def check_varlen_grad_inputs(
+    dout: Any, out: Any, lse: Any, q_shape: Tuple[int, ...]
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``varlen_attention_bwd``'s dout and out ([total_q, Hq, D], q's shape) and lse ([total_q, Hq])."""
+    total_q, hq = q_shape[0], q_shape[1]
+    dout = _float_array(dout, "dout", 3, "[total_q, Hq, D]")
+    out = _float_array(out, "out", 3, "[total_q, Hq, D]")
+    lse = _float_array(lse, "lse", 2, "[total_q, Hq]")
+    if tuple(dout.shape) != tuple(q_shape):
+        raise ValueError("dout must have q's shape %s [total_q, Hq, D], got %s" % (tuple(q_shape), tuple(dout.shape)))
+    if tuple(out.shape) != tuple(q_shape):
+        raise ValueError("out must have q's shape %s [total_q, Hq, D], got %s" % (tuple(q_shape), tuple(out.shape)))
+    if tuple(lse.shape) != (total_q, hq):
+        raise ValueError("lse must have shape %s [total_q, Hq], got %s" % ((total_q, hq), tuple(lse.shape)))
+    return dout, out, lse
+
+
+def _check_history(q: np.ndarray, k_hist: np.ndarray) -> int:
+    """Head dims, GQA and history length of the probability functions; the group size."""
+    hq, d = q.shape[-2], q.shape[-1]
+    history_len, hkv, dk = k_hist.shape
+    if d < 1:
+        raise ValueError("q head dim D must be >= 1, got shape %s" % (tuple(q.shape),))
+    if dk != d:
+        raise ValueError("k_hist head dim must equal q head dim %d, got k_hist shape %s" % (d, tuple(k_hist.shape)))
+    group = _check_gqa(hq, hkv, "q", "k_hist")
+    if history_len < 1:
+        raise ValueError("k_hist must hold at least one key (history_len >= 1), got shape %s" % (tuple(k_hist.shape),))
+    return group
+
+
+def check_window_count(window: Any) -> int:
+    """The probability functions' window: an integer >= 0 (0 = unbounded)."""
+    if not _is_int(window) or int(window) < 0:
+        raise ValueError("window must be an integer >= 0 (0 = unbounded), got %r" % (window,))
+    return int(window)
+
+
+def check_probs_inputs(q: Any, k_hist: Any, pos: Any, window: Any) -> Tuple[np.ndarray, np.ndarray, int, int, int]:
+    """``attention_probs``'s arguments checked: (q, k_hist, pos, window, group)."""
+    q = _float_array(q, "q", 2, "[Hq, D]")
+    k_hist = _float_array(k_hist, "k_hist", 3, "[history_len, Hkv, D]")
+    group = _check_history(q, k_hist)
+    history_len = k_hist.shape[0]
+    if not _is_int(pos):
+        raise ValueError("pos must be an integer in [0, history_len), got %r" % (pos,))
+    if int(pos) < 0 or int(pos) >= history_len:
+        raise ValueError("pos must be in [0, history_len) = [0, %d), got %d" % (history_len, int(pos)))
+    return q, k_hist, int(pos), check_window_count(window), group
+
+
+def check_probs_batched_inputs(
+    q: Any, k_hist: Any, positions: Any, window: Any
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+    """``attention_probs_batched``'s arguments checked: (q, k_hist, positions as int64, window, group)."""
+    q = _float_array(q, "q", 3, "[n_pos, Hq, D]")
+    k_hist = _float_array(k_hist, "k_hist", 3, "[history_len, Hkv, D]")
+    group = _check_history(q, k_hist)
+    n_pos, history_len = q.shape[0], k_hist.shape[0]
+    pos = np.asarray(positions)
+    if pos.ndim != 1:
+        raise ValueError("positions must be a 1-D integer array of length n_pos = %d, got shape %s" % (n_pos, tuple(pos.shape)))
+    if pos.dtype.kind not in "iu" and not (pos.size == 0 and pos.dtype.kind == "f"):
+        raise ValueError("positions must be a 1-D integer array, got dtype %s" % (pos.dtype,))
+    if pos.shape[0] != n_pos:
+        raise ValueError(
+            "positions must have one entry per query row: length n_pos = q.shape[0] = %d, got length %d" % (n_pos, pos.shape[0])
+        )
+    pos_list = [int(p) for p in pos.tolist()]
+    for i, p in enumerate(pos_list):
+        if p < 0 or p >= history_len:
+            raise ValueError("positions[%d] must be in [0, history_len) = [0, %d), got %d" % (i, history_len, p))
+    return q, k_hist, np.array(pos_list, dtype=np.int64), check_window_count(window), group
+
+
+def check_layout(layout: Any) -> str:
+    """``sdpa``'s layout: "bhsd" or "bshd"."""
+    if not isinstance(layout, str) or layout not in _LAYOUTS:
+        raise ValueError("layout must be 'bhsd' or 'bshd', got %r" % (layout,))
+    return layout
+
+
+class SdpaInputs(NamedTuple):
+    """``check_sdpa_inputs``'s result: q, k, v as [B, H, S, D] views (dtypes kept), the mask
+    broadcast to [B, H, Sq, Sk] (or None) and the GQA group size."""
+
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    mask: Optional[np.ndarray]
+    group: int
+
+
+def check_sdpa_inputs(q: Any, k: Any, v: Any, mask: Any, layout: Any) -> SdpaInputs:
+    """``sdpa``'s tensors, mask and layout checked (the interfaces call it too)."""
+    layout = check_layout(layout)
+    if layout == "bhsd":
+        q_doc, kv_doc = "[B, H, Sq, D]", "[B, Hkv, Sk, D]"
+    else:
+        q_doc, kv_doc = "[B, Sq, H, D]", "[B, Sk, Hkv, D]"
+    q = _float_array(q, "q", 4, q_doc)
+    k = _float_array(k, "k", 4, kv_doc)
+    v = _float_array(v, "v", 4, kv_doc)
+    if tuple(v.shape) != tuple(k.shape):
+        raise ValueError("v must have k's shape %s %s, got %s" % (tuple(k.shape), kv_doc, tuple(v.shape)))
+    if layout == "bshd":
+        q = q.transpose(0, 2, 1, 3)
+        k = k.transpose(0, 2, 1, 3)
+        v = v.transpose(0, 2, 1, 3)
+    bsz, hq, sq, d = q.shape
+    bk, hkv, sk, dk = k.shape
+    if d < 1:
+        raise ValueError("q head dim D must be >= 1, got q shape %s" % (tuple(q.shape),))
+    if bk != bsz:
+        raise ValueError("k batch size must equal q batch size %d, got %d" % (bsz, bk))
+    if dk != d:
+        raise ValueError("k head dim must equal q head dim %d, got %d" % (d, dk))
+    group = _check_gqa(hq, hkv, "q", "k/v")
+    m = None
+    if mask is not None:
+        m = np.asarray(mask)
+        if m.dtype != np.dtype(bool):
+            raise ValueError("mask must be a boolean array (True = attend), got dtype %s" % (m.dtype,))
+        target = (bsz, hq, sq, sk)
+        try:
+            if m.ndim > 4:
+                raise ValueError
+            m = np.broadcast_to(m, target)
+        except ValueError:
+            raise ValueError(
+                "mask must be broadcastable to [B, H, Sq, Sk] = %s, got shape %s" % (target, tuple(np.shape(mask)))
+            ) from None
+    return SdpaInputs(q, k, v, m, group)
+
+
 # ---------------------------------------------------------------------------
 # shared maths
 # ---------------------------------------------------------------------------
 
 
-def _band_mask(len_q: int, len_k: int, offset: int, left: int, right: int) -> np.ndarray:
+def band_mask(len_q: int, len_k: int, offset: int, left: int, right: int) -> np.ndarray:
     """Boolean [len_q, len_k]: key j visible to query i when
     ``i + offset - left <= j <= i + offset + right`` (a bound of -1 is open)."""
     i = np.arange(len_q, dtype=np.int64).reshape(len_q, 1) + offset
@@ -249,14 +446,28 @@ def _band_mask(len_q: int, len_k: int, offset: int, left: int, right: int) -> np
     return mask
 
 
-def _effective_right(causal: bool, right: int) -> int:
+def effective_right(causal: bool, right: int) -> int:
     """Causal means right = 0; a window's right bound is intersected with it."""
     if not causal:
         return right
     return 0 if right == -1 else min(right, 0)
 
 
-def _masked_softmax(s: np.ndarray, mask: np.ndarray, dt: np.dtype) -> Tuple[np.ndarray, np.ndarray]:
+def history_start(pos: int, window: int) -> int:
+    """The first key a query at position `pos` sees in a key history (``attention_probs``'s
+    window: the visible keys counted with the current one, 0 unbounded); the last is `pos`."""
+    return pos + 1 - window if (window != 0 and pos + 1 >= window) else 0
+
+
+def history_mask(positions: Any, history_len: int, window: int) -> np.ndarray:
+    """Boolean [len(positions), history_len]: the keys each query position sees."""
+    p = np.asarray(positions, dtype=np.int64).reshape(-1, 1)
+    t = np.arange(history_len, dtype=np.int64).reshape(1, -1)
+    start = np.array([history_start(int(x), window) for x in p[:, 0]], dtype=np.int64).reshape(-1, 1)
+    return (t >= start) & (t <= p)
+
+
+def masked_softmax(s: np.ndarray, mask: np.ndarray, dt: np.dtype) -> Tuple[np.ndarray, np.ndarray]:
     """Softmax of ``s`` over its last axis, restricted to ``mask``.
 
     ``mask`` broadcasts against ``s``.  Returns ``(p, lse)``: ``p`` has ``s``'s
@@ -299,24 +510,8 @@ def _check_varlen_common(
     dtype: Any,
 ):
     dt = _check_dtype(dtype)
-    q = _float_array(q, "q", 3, "[total_q, Hq, D]")
-    k = _float_array(k, "k", 3, "[total_k, Hkv, D]")
-    v = _float_array(v, "v", 3, "[total_k, Hkv, D]")
-    total_q, hq, d = q.shape
-    total_k, hkv, dk = k.shape
-    if d < 1:
-        raise ValueError("q head dim D must be >= 1, got shape %s" % (tuple(q.shape),))
-    if dk != d:
-        raise ValueError("k head dim must equal q head dim %d, got k shape %s" % (d, tuple(k.shape)))
-    if tuple(v.shape) != tuple(k.shape):
-        raise ValueError("v must have k's shape %s [total_k, Hkv, D], got %s" % (tuple(k.shape), tuple(v.shape)))
-    group = _check_gqa(hq, hkv, "q", "k/v")
-    cu_q = check_cu_seqlens(cu_seqlens_q, "cu_seqlens_q", total_q, "total_q (q.shape[0])")
-    cu_k = check_cu_seqlens(cu_seqlens_k, "cu_seqlens_k", total_k, "total_k (k.shape[0])")
-    if cu_q.shape[0] != cu_k.shape[0]:
-        raise ValueError(
-            "cu_seqlens_q and cu_seqlens_k must have the same length (batch+1), got %d and %d" % (cu_q.shape[0], cu_k.shape[0])
-        )
+    q, k, v, cu_q, cu_k, group = check_varlen_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k)
+    d = q.shape[2]
     opts = check_varlen_options(
         d,
         causal=causal,
@@ -329,9 +524,12 @@ def _check_varlen_common(
     return dt, q, k, v, cu_q, cu_k, group, opts.left, opts.right, opts.softcap, sc
 
 
-def _seq_mask(len_q: int, len_k: int, align: str, left: int, right: int) -> np.ndarray:
+def seq_mask(len_q: int, len_k: int, align: str, left: int, right: int) -> np.ndarray:
+    """Boolean [len_q, len_k]: the keys each query of one packed sequence sees, for
+    ``causal_align`` `align` and a window (left, right) with causal folded in
+    (``effective_right``); what every varlen function and picture uses."""
     offset = len_k - len_q if align == "bottom_right" else 0
-    return _band_mask(len_q, len_k, offset, left, right)
+    return band_mask(len_q, len_k, offset, left, right)
 
 
 def _group_rows(x: np.ndarray, hkv: int, group: int) -> np.ndarray:
@@ -509,7 +707,7 @@ def varlen_attention_fwd(
         len_q, len_k = q1 - q0, k1 - k0
         if len_q == 0 or len_k == 0:
             continue
-        mask = _seq_mask(len_q, len_k, causal_align, left, right)
+        mask = seq_mask(len_q, len_k, causal_align, left, right)
         if not mask.any():
             continue
         qg = _group_rows(q[q0:q1], hkv, group)  # [Hkv, G*Lq, D]
@@ -517,7 +715,7 @@ def varlen_attention_fwd(
         vg = v[k0:k1].transpose(1, 0, 2)
         s, _ = _capped_scores(qg, kg, sc, cap, dt)  # [Hkv, G*Lq, Lk]
         s = s.reshape(hkv, group, len_q, len_k)
-        p, row_lse = _masked_softmax(s, mask, dt)
+        p, row_lse = masked_softmax(s, mask, dt)
         o = np.matmul(p.reshape(hkv, group * len_q, len_k), vg)
         out[q0:q1] = _ungroup_rows(o, len_q)
         lse[q0:q1] = _ungroup_rows(row_lse.reshape(hkv, group * len_q), len_q)
@@ -587,15 +785,7 @@ def varlen_attention_bwd(
     )
     total_q, hq, d = q.shape
     total_k, hkv, _ = k.shape
-    dout = _float_array(dout, "dout", 3, "[total_q, Hq, D]")
-    out = _float_array(out, "out", 3, "[total_q, Hq, D]")
-    lse = _float_array(lse, "lse", 2, "[total_q, Hq]")
-    if tuple(dout.shape) != tuple(q.shape):
-        raise ValueError("dout must have q's shape %s [total_q, Hq, D], got %s" % (tuple(q.shape), tuple(dout.shape)))
-    if tuple(out.shape) != tuple(q.shape):
-        raise ValueError("out must have q's shape %s [total_q, Hq, D], got %s" % (tuple(q.shape), tuple(out.shape)))
-    if tuple(lse.shape) != (total_q, hq):
-        raise ValueError("lse must have shape %s [total_q, Hq], got %s" % ((total_q, hq), tuple(lse.shape)))
+    dout, out, lse = check_varlen_grad_inputs(dout, out, lse, q.shape)
     q = q.astype(dt, copy=False)
     k = k.astype(dt, copy=False)
     v = v.astype(dt, copy=False)
@@ -614,7 +804,7 @@ def varlen_attention_bwd(
         len_q, len_k = q1 - q0, k1 - k0
         if len_q == 0 or len_k == 0:
             continue
-        mask = _seq_mask(len_q, len_k, causal_align, left, right)
+        mask = seq_mask(len_q, len_k, causal_align, left, right)
         if not mask.any():
             continue
         qg = _group_rows(q[q0:q1], hkv, group)  # [Hkv, R, D], R = G*Lq
@@ -685,32 +875,16 @@ def attention_probs(
         vis   1  1  1  1  1  1  1  .
     """
     dt = _check_dtype(dtype)
-    q = _float_array(q, "q", 2, "[Hq, D]")
-    k_hist = _float_array(k_hist, "k_hist", 3, "[history_len, Hkv, D]")
+    q, k_hist, pos, window, group = check_probs_inputs(q, k_hist, pos, window)
     hq, d = q.shape
-    history_len, hkv, dk = k_hist.shape
-    if d < 1:
-        raise ValueError("q head dim D must be >= 1, got shape %s" % (tuple(q.shape),))
-    if dk != d:
-        raise ValueError("k_hist head dim must equal q head dim %d, got k_hist shape %s" % (d, tuple(k_hist.shape)))
-    group = _check_gqa(hq, hkv, "q", "k_hist")
-    if history_len < 1:
-        raise ValueError("k_hist must hold at least one key (history_len >= 1), got shape %s" % (tuple(k_hist.shape),))
-    if not _is_int(pos):
-        raise ValueError("pos must be an integer in [0, history_len), got %r" % (pos,))
-    pos = int(pos)
-    if pos < 0 or pos >= history_len:
-        raise ValueError("pos must be in [0, history_len) = [0, %d), got %d" % (history_len, pos))
-    if not _is_int(window) or int(window) < 0:
-        raise ValueError("window must be an integer >= 0 (0 = unbounded), got %r" % (window,))
-    window = int(window)
+    history_len, hkv, _ = k_hist.shape
     sc = _check_scale(scale, d, dt)
-    earliest = pos + 1 - window if (window != 0 and pos + 1 >= window) else 0
+    earliest = history_start(pos, window)
     n = pos + 1 - earliest
     qg = q.astype(dt, copy=False).reshape(hkv, group, d)
     kg = k_hist[earliest : pos + 1].astype(dt, copy=False).transpose(1, 2, 0)  # [Hkv, D, n]
     s = (np.matmul(qg, kg) * sc).astype(dt, copy=False)  # [Hkv, G, n]
-    p, _ = _masked_softmax(s, np.ones((1, 1, n), dtype=bool), dt)
+    p, _ = masked_softmax(s, np.ones((1, 1, n), dtype=bool), dt)
     probs = np.zeros((hq, history_len), dtype=dt)
     probs[:, earliest : pos + 1] = p.reshape(hq, n)
     return probs
@@ -768,33 +942,10 @@ def attention_probs_batched(
         vis   .  .  .  .  .  1  1  1
     """
     dt = _check_dtype(dtype)
-    q = _float_array(q, "q", 3, "[n_pos, Hq, D]")
-    k_hist = _float_array(k_hist, "k_hist", 3, "[history_len, Hkv, D]")
+    q, k_hist, pos, window, _ = check_probs_batched_inputs(q, k_hist, positions, window)
     n_pos, hq, d = q.shape
-    history_len, hkv, dk = k_hist.shape
-    if d < 1:
-        raise ValueError("q head dim D must be >= 1, got shape %s" % (tuple(q.shape),))
-    if dk != d:
-        raise ValueError("k_hist head dim must equal q head dim %d, got k_hist shape %s" % (d, tuple(k_hist.shape)))
-    _check_gqa(hq, hkv, "q", "k_hist")
-    if history_len < 1:
-        raise ValueError("k_hist must hold at least one key (history_len >= 1), got shape %s" % (tuple(k_hist.shape),))
-    pos = np.asarray(positions)
-    if pos.ndim != 1:
-        raise ValueError("positions must be a 1-D integer array of length n_pos = %d, got shape %s" % (n_pos, tuple(pos.shape)))
-    if pos.dtype.kind not in "iu" and not (pos.size == 0 and pos.dtype.kind == "f"):
-        raise ValueError("positions must be a 1-D integer array, got dtype %s" % (pos.dtype,))
-    if pos.shape[0] != n_pos:
-        raise ValueError(
-            "positions must have one entry per query row: length n_pos = q.shape[0] = %d, got length %d" % (n_pos, pos.shape[0])
-        )
+    history_len = k_hist.shape[0]
     pos_list = [int(p) for p in pos.tolist()]
-    for i, p in enumerate(pos_list):
-        if p < 0 or p >= history_len:
-            raise ValueError("positions[%d] must be in [0, history_len) = [0, %d), got %d" % (i, history_len, p))
-    if not _is_int(window) or int(window) < 0:
-        raise ValueError("window must be an integer >= 0 (0 = unbounded), got %r" % (window,))
-    window = int(window)
     _check_scale(scale, d, dt)
     probs = np.zeros((n_pos, hq, history_len), dtype=dt)
     for i, p in enumerate(pos_list):
@@ -855,58 +1006,25 @@ def sdpa(
         q4    .  .  1  1  1
     """
     dt = _check_dtype(dtype)
-    if not isinstance(layout, str) or layout not in _LAYOUTS:
-        raise ValueError("layout must be 'bhsd' or 'bshd', got %r" % (layout,))
-    if layout == "bhsd":
-        q_doc, kv_doc = "[B, H, Sq, D]", "[B, Hkv, Sk, D]"
-    else:
-        q_doc, kv_doc = "[B, Sq, H, D]", "[B, Sk, Hkv, D]"
-    q = _float_array(q, "q", 4, q_doc)
-    k = _float_array(k, "k", 4, kv_doc)
-    v = _float_array(v, "v", 4, kv_doc)
-    if tuple(v.shape) != tuple(k.shape):
-        raise ValueError("v must have k's shape %s %s, got %s" % (tuple(k.shape), kv_doc, tuple(v.shape)))
-    if layout == "bshd":
-        q = q.transpose(0, 2, 1, 3)
-        k = k.transpose(0, 2, 1, 3)
-        v = v.transpose(0, 2, 1, 3)
+    q, k, v, m, group = check_sdpa_inputs(q, k, v, mask, layout)
     bsz, hq, sq, d = q.shape
-    bk, hkv, sk, dk = k.shape
-    if d < 1:
-        raise ValueError("q head dim D must be >= 1, got q shape %s" % (tuple(q.shape),))
-    if bk != bsz:
-        raise ValueError("k batch size must equal q batch size %d, got %d" % (bsz, bk))
-    if dk != d:
-        raise ValueError("k head dim must equal q head dim %d, got %d" % (d, dk))
-    group = _check_gqa(hq, hkv, "q", "k/v")
+    hkv, sk = k.shape[1], k.shape[2]
     causal = check_bool(causal, "causal")
     if window is None:
         left, right = -1, -1
     else:
         left, right = check_window_pair(window, "window")
-    right = _effective_right(causal, right)
+    right = effective_right(causal, right)
     sc = _check_scale(scale, d, dt)
-    visible = _band_mask(sq, sk, 0, left, right).reshape(1, 1, sq, sk)
-    if mask is not None:
-        m = np.asarray(mask)
-        if m.dtype != np.dtype(bool):
-            raise ValueError("mask must be a boolean array (True = attend), got dtype %s" % (m.dtype,))
-        target = (bsz, hq, sq, sk)
-        try:
-            if m.ndim > 4:
-                raise ValueError
-            m = np.broadcast_to(m, target)
-        except ValueError:
-            raise ValueError(
-                "mask must be broadcastable to [B, H, Sq, Sk] = %s, got shape %s" % (target, tuple(m.shape))
-            ) from None
+    visible = band_mask(sq, sk, 0, left, right).reshape(1, 1, sq, sk)
+    if m is not None:
         visible = visible & m
     visible = np.broadcast_to(visible, (bsz, hq, sq, sk)).reshape(bsz, hkv, group, sq, sk)
     qg = q.astype(dt, copy=False).reshape(bsz, hkv, group * sq, d)
     kt = k.astype(dt, copy=False).transpose(0, 1, 3, 2)  # [B, Hkv, D, Sk]
     vg = v.astype(dt, copy=False)
     s = (np.matmul(qg, kt) * sc).astype(dt, copy=False).reshape(bsz, hkv, group, sq, sk)
-    p, _ = _masked_softmax(s, visible, dt)
+    p, _ = masked_softmax(s, visible, dt)
     out = np.matmul(p.reshape(bsz, hkv, group * sq, sk), vg).reshape(bsz, hq, sq, d)
     out = out.astype(dt, copy=False)
     if layout == "bshd":

@@ -7,6 +7,7 @@ Base64 costs a third more than raw bytes but keeps one JSON body per request and
 from __future__ import annotations
 
 import base64
+import dataclasses
 import math
 from typing import Dict
 
@@ -45,9 +46,12 @@ def decode(obj: Dict[str, object], name: str = "tensor") -> np.ndarray:
 
 def jsonable(obj):
     """`obj` with every non-finite float as a string ("inf", "-inf", "nan"): JSON has none, and
-    an empty row's lse or a failed case's error is exactly such a value."""
+    an empty row's lse or a failed case's error is exactly such a value. A dataclass is written
+    as its fields (the shape wgattn.typescript declares for it)."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return str(obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return jsonable(dataclasses.asdict(obj))
     if isinstance(obj, dict):
         return {k: jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

@@ -1,4 +1,7 @@
-// Shared by the packed variable-length kernels (wgattn's contract, docs/contract.md).
+// The packed variable-length kernels' shared geometry (wgattn's contract, docs/contract.md): the
+// diagonal, the visible band of keys, an empty row's -inf. Every packed kernel takes its masks
+// from here (and from lib/varlen_tokens.wgsl, the band read per key), so a mask-edge fix is made
+// once.
 
 // -inf as an f32: WGSL has no infinity literal, and a constant bitcast to -inf is rejected (Tint),
 // so it goes through a variable.

@@ -1,6 +1,7 @@
 """The `attn_probs_batched` interface: softmax probabilities of many query positions over one key
 history in one dispatch (what a training backward that rebuilds the probabilities needs), Gemma
-style by default, with GQA, a sliding window and a score scale; 32 bytes of params.
+style by default, with GQA, a sliding window and a score scale; 32 bytes of params
+(shaders/interfaces/attn_probs_batched.wgsl).
 
     q:         [n_pos, Hq, D] float32 (one row of query heads per position)
     k_hist:    [history_len, Hkv, D] float32 (the key cache; the sequence is the slow axis)
@@ -18,75 +19,41 @@ positions are u32.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Tuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Dict, List, Mapping, Tuple
 
 import numpy as np
 
 from .. import reference as _reference
-from ..plan import Buffer, Output, Plan
-from ..registry import Kernel
-from . import Case
-from .attn_probs import _float_input, _is_int  # the same argument rules as seed B's interface
+from ..plan import Output
+from ._probs import I32_MAX, U32_MAX, HistoryConfig, check_size, draw_history, draw_scores, picture
+from .base import Case, Interface, Layout, data_buffer, out_buffer
+from .config import knob
 
 if TYPE_CHECKING:  # numpy.typing is newer than the page's numpy 1.17: for annotations only
     from numpy.typing import DTypeLike
 
-__all__ = ["OUTPUTS", "INPUTS", "plan", "reference", "case_from_reference", "conformance_cases"]
+__all__ = ["INTERFACE", "AttnProbsBatched", "AttnProbsBatchedConfig"]
 
-OUTPUTS = ("probs",)
 INPUTS = ("q", "k_hist", "positions")
-
 _OPTIONS = ("window", "scale")
-_U32_MAX = 2**32 - 1
-_I32_MAX = 2**31 - 1
 
 
-def _validate(
-    q: object, k_hist: object, positions: object, window: object, scale: object
-) -> Tuple[np.ndarray, np.ndarray, np.ndarray, int, float]:
-    """float32 q and k_hist, int64 positions, window as an int and scale as a float; ValueError
-    naming the bad argument and what is allowed."""
-    q = _float_input(q, "q", 3, "[n_pos, Hq, D]")
-    k_hist = _float_input(k_hist, "k_hist", 3, "[history_len, Hkv, D]")
+def _validate(q: object, k_hist: object, positions: object, window: object, scale: object):
+    """float32 q and k_hist, int64 positions, window and scale, checked by the reference's
+    checkers, then against the kernels' index arithmetic (u32 indices, i32 positions)."""
+    q, k_hist, pos, window, _ = _reference.check_probs_batched_inputs(q, k_hist, positions, window)
     n_pos, hq, d = q.shape
-    history_len, hkv, dk = k_hist.shape
-    if d < 1:
-        raise ValueError(f"q head dim D must be >= 1, got q shape {q.shape}")
-    if dk != d:
-        raise ValueError(f"k_hist head dim must equal q's head dim {d}, got k_hist shape {k_hist.shape}")
-    if hq < 1:
-        raise ValueError(f"q must have at least one head, got q shape {q.shape}")
-    if hkv < 1:
-        raise ValueError(f"k_hist must have at least one key head, got k_hist shape {k_hist.shape}")
-    if hq % hkv != 0:
-        raise ValueError(f"q heads ({hq}) must be a multiple of k_hist heads ({hkv}) for grouped-query attention")
-    if history_len < 1:
-        raise ValueError(f"k_hist must hold at least one key (history_len >= 1), got shape {k_hist.shape}")
-    pos = np.asarray(positions)
-    if pos.ndim != 1:
-        raise ValueError(f"positions must be a 1-D integer array of length n_pos = {n_pos}, got shape {pos.shape}")
-    if pos.dtype.kind not in "iu" and not (pos.size == 0 and pos.dtype.kind == "f"):
-        raise ValueError(f"positions must be a 1-D integer array, got dtype {pos.dtype}")
-    if pos.shape[0] != n_pos:
-        raise ValueError(
-            f"positions must have one entry per query row: length n_pos = q.shape[0] = {n_pos}, got length {pos.shape[0]}"
-        )
-    pos = pos.astype(np.int64)
-    bad = np.flatnonzero((pos < 0) | (pos >= history_len))
-    if bad.size:
-        i = int(bad[0])
-        raise ValueError(f"positions[{i}] must be in [0, history_len) = [0, {history_len}), got {int(pos[i])}")
-    if not _is_int(window) or int(window) < 0:
-        raise ValueError(f"window must be an integer >= 0 (0 = unbounded), got {window!r}")
-    scale = _reference.check_scale(scale, d)  # the reference's rule: a normal float32 magnitude
-    if history_len > _I32_MAX:
+    history_len, hkv, _ = k_hist.shape
+    scale = _reference.check_scale(scale, d)
+    if history_len > I32_MAX:
         raise ValueError(f"history_len must fit in i32 (positions travel as int32), got {history_len}")
-    if n_pos * hq * history_len > _U32_MAX or max(n_pos * hq, history_len * hkv) * (-(-d // 4)) > _U32_MAX:
+    if n_pos * hq * history_len > U32_MAX or max(n_pos * hq, history_len * hkv) * (-(-d // 4)) > U32_MAX:
         raise ValueError(
             f"q ({q.shape}), k_hist ({k_hist.shape}) or probs ([{n_pos}, {hq}, {history_len}]) "
             "is too large: element indices must fit in u32"
         )
-    return q, k_hist, pos, int(window), float(scale)
+    return np.ascontiguousarray(q, dtype=np.float32), np.ascontiguousarray(k_hist, dtype=np.float32), pos, window, scale
 
 
 def _case_args(case: Case) -> Tuple[np.ndarray, np.ndarray, np.ndarray, int, float]:
@@ -96,13 +63,8 @@ def _case_args(case: Case) -> Tuple[np.ndarray, np.ndarray, np.ndarray, int, flo
     missing = [name for name in INPUTS if case.inputs.get(name) is None]
     if missing:
         raise ValueError(f"attn_probs_batched needs inputs {list(INPUTS)}, missing {missing}")
-    return _validate(
-        case.inputs["q"],
-        case.inputs["k_hist"],
-        case.inputs["positions"],
-        case.options.get("window", 0),
-        case.options.get("scale", 1.0),
-    )
+    i, o = case.inputs, case.options
+    return _validate(i["q"], i["k_hist"], i["positions"], o.get("window", 0), o.get("scale", 1.0))
 
 
 def _vec4_rows(a: np.ndarray) -> np.ndarray:
@@ -116,80 +78,23 @@ def _vec4_rows(a: np.ndarray) -> np.ndarray:
     return out
 
 
-def plan(
-    kernel: Kernel,
-    case: Case,
-    source: Optional[str] = None,
-    entry_points: Optional[Mapping[str, str]] = None,
-    overrides: Optional[Mapping[str, int]] = None,
-) -> Plan:
-    """The dispatch plan running `kernel` (or WGSL `source` on its interface) on `case`:
-    case.inputs q, k_hist, positions; case.options window, scale."""
-    q, k_hist, pos, window, scale = _case_args(case)
-    n_pos, hq, d = q.shape
-    history_len, hkv, _ = k_hist.shape
-    values: Dict[str, float] = {
-        "head_dim": d,
-        "n_heads": hq,
-        "n_kv_heads": hkv,
-        "heads_per_kv": hq // hkv,
-        "n_pos": n_pos,
-        "history_len": history_len,
-        # A window above p + 1 sees every key up to p, whatever its size: clamping to u32 changes
-        # nothing (p + 1 <= history_len fits in u32).
-        "window": min(window, _U32_MAX),
-        "scale": scale,
-    }
-    q4 = _vec4_rows(q)
-    k4 = _vec4_rows(k_hist)
-    pos32 = pos.astype(np.uint32)
-    iface = kernel.interface
-    buffers = [
-        Buffer("params", iface.params_size, "uniform", iface.pack_params(values)),
-        Buffer("q", q4.nbytes, "storage", q4.tobytes()),
-        Buffer("k_hist", k4.nbytes, "storage", k4.tobytes()),
-        Buffer("positions", pos32.nbytes, "storage", pos32.tobytes()),
-        Buffer("probs", 4 * n_pos * hq * history_len, "storage", read=True),
-    ]
-    return Plan(
-        buffers=buffers,
-        dispatches=kernel.dispatches(
-            values, iface.bind(b.name for b in buffers), source=source, entry_points=entry_points, overrides=overrides
-        ),
-        outputs=[Output("probs", "probs", 0, (n_pos, hq, history_len))],
-    )
+@dataclass
+class AttnProbsBatchedConfig(HistoryConfig):
+    """Probabilities of the last `positions` positions of a key history of `history` keys, each
+    over the keys up to it (and within `window` keys of it)."""
 
+    positions: int = knob(64, 1, 1 << 20, hint="query positions: the last ones of the history (at most history)")
+    window: int = knob(0, 0, 2**31 - 1, sentinels={0: "unbounded"}, hint="visible keys counting the current one")
+    scale: float = knob(1.0, f32="scale", hint="scores are scale * q.k (q is drawn with 1/sqrt(D) already)")
+    seed: int = knob(0, 0, U32_MAX)
 
-def reference(case: Case, dtype: DTypeLike = np.float64) -> Dict[str, np.ndarray]:
-    """wgattn.reference.attention_probs_batched on the case (dtype float32: the naive float32 run)."""
-    q, k_hist, pos, window, scale = _case_args(case)
-    return {"probs": _reference.attention_probs_batched(q, k_hist, pos, window=window, scale=scale, dtype=dtype)}
+    def check(self) -> None:
+        if self.positions > self.history:
+            raise ValueError(f"positions must be an integer in 1..{self.history}, got {self.positions!r}")
+        check_size(self.positions, self.heads, self.heads_kv, self.history, self.head_dim)
 
-
-def case_from_reference(q, k_hist, positions, *, window=0, scale=1.0, name: str = "call") -> Case:
-    """The case running attention_probs_batched(q, k_hist, positions, window=, scale=) on this
-    interface (ValueError naming a bad argument). scale None is 1/sqrt(D), as in the reference;
-    the case carries it as a float."""
-    q, k_hist, pos, window, scale = _validate(q, k_hist, positions, window, scale)
-    return Case(name, {"q": q, "k_hist": k_hist, "positions": pos.astype(np.int32)}, {"window": window, "scale": scale})
-
-
-# ---------------------------------------------------------------------------
-# the conformance grid
-# ---------------------------------------------------------------------------
-
-
-def _draw(
-    rng: np.random.RandomState, n_pos: int, hq: int, hkv: int, d: int, history_len: int, spread: float, offset: float
-) -> Tuple[np.ndarray, np.ndarray]:
-    """q and k_hist whose scores are about offset + N(0, spread^2) at any head dim: q is scaled by
-    spread / sqrt(D); a nonzero offset comes from coordinate 0 (k_hist 10 there, q offset / 10)."""
-    q = (rng.standard_normal((n_pos, hq, d)) * (spread / np.sqrt(max(d - (offset != 0), 1)))).astype(np.float32)
-    k = rng.standard_normal((history_len, hkv, d)).astype(np.float32)
-    if offset:
-        k[:, :, 0] = 10.0
-        q[:, :, 0] = offset / 10.0
-    return q, k
+    def tensors(self) -> Dict[str, np.ndarray]:
+        return draw_history(self.seed, self.positions, self.heads, self.heads_kv, self.history, self.head_dim)
 
 
 def _positions(rng: np.random.RandomState, kind: str, n_pos: int, history_len: int) -> np.ndarray:
@@ -209,39 +114,79 @@ def _positions(rng: np.random.RandomState, kind: str, n_pos: int, history_len: i
     return rng.randint(0, history_len, size=n_pos)
 
 
-# (n_pos, Hq, Hkv, D, history_len, positions kind, window, scale, spread, offset)
-_SPECS = [
-    (1, 1, 1, 1, 1, "tail", 0, 1.0, 1.0, 0.0),  # a single key: probability 1
-    (5, 2, 2, 1, 5, "random", 0, 1.0, 1.0, 0.0),  # head dim 1, 5 keys, repeats likely
-    (9, 4, 1, 7, 63, "edges", 0, 1.0, 1.0, 0.0),  # head dim 7 (padded to 8), MQA
-    (7, 4, 2, 64, 64, "edges", 1, 1.0, 1.0, 0.0),  # window 1: only key p
-    (6, 8, 2, 128, 65, "random", 5, 0.125, 1.0, 0.0),  # small window, GQA 4, scaled
-    (4, 2, 2, 256, 65, "edges", 100, 1.0, 1.0, 0.0),  # window larger than every p + 1, d 256
-    (11, 6, 3, 64, 203, "tail", 0, 1.0, 1.0, 0.0),  # GQA 2, n_pos * group not a multiple of 4
-    (8, 3, 3, 64, 130, "same", 0, 1.0, 1.0, 0.0),  # one position repeated
-    (5, 4, 4, 64, 300, "random", 37, 1.0, 1.0, 0.0),  # window in between, any order
-    (3, 2, 1, 59, 300, "edges", 300, 1.0, 1.0, 0.0),  # window == history_len: unbounded at p = last
-    (16, 4, 4, 64, 4096, "tail", 0, 1.0, 1.0, 0.0),  # the benchmark's job, smaller
-    (6, 4, 1, 128, 5000, "random", 4097, 1.0, 1.0, 0.0),  # past seed B's 4096; window > 4096
-    (4, 2, 2, 64, 20000, "edges", 0, 1.0, 1.0, 0.0),  # long: over 16384 keys
-    (6, 4, 2, 111, 1000, "random", 0, 1.0, 0.5, 100.0),  # scores ~ +100: exp(s) overflows float32
-    (4, 4, 1, 64, 300, "tail", 0, 1.0, 0.5, -100.0),  # scores ~ -100: exp(s) underflows float32
-    (6, 4, 2, 64, 1000, "random", 0, 1.0, 100.0, 0.0),  # peaked rows: scores of magnitude ~100
-    (4, 2, 1, 64, 500, "random", 0, -0.5, 4.0, 0.0),  # a negative scale
-    (5, 2, 2, 32, 200, "tail", 0, 1.0, 0.0, 0.0),  # all scores 0: uniform over the visible keys
-]
+class AttnProbsBatched(Interface):
+    name = "attn_probs_batched"
+    OUTPUTS = ("probs",)
+    Config = AttnProbsBatchedConfig
+    bench_op = "probs"
 
+    def layout(self, case: Case) -> Layout:
+        q, k_hist, pos, window, scale = _case_args(case)
+        n_pos, hq, d = q.shape
+        history_len, hkv, _ = k_hist.shape
+        values: Dict[str, float] = {
+            "head_dim": d,
+            "n_heads": hq,
+            "n_kv_heads": hkv,
+            "heads_per_kv": hq // hkv,
+            "n_pos": n_pos,
+            "history_len": history_len,
+            # A window above p + 1 sees every key up to p, whatever its size: clamping to u32 changes
+            # nothing (p + 1 <= history_len fits in u32).
+            "window": min(window, U32_MAX),
+            "scale": scale,
+        }
+        buffers = {
+            "q": data_buffer("q", _vec4_rows(q)),
+            "k_hist": data_buffer("k_hist", _vec4_rows(k_hist)),
+            "positions": data_buffer("positions", pos.astype(np.uint32)),
+            "probs": out_buffer("probs", 4 * n_pos * hq * history_len),
+        }
+        return Layout(values, buffers, [Output("probs", "probs", 0, (n_pos, hq, history_len))])
 
-def conformance_cases(seed: int = 0) -> List[Case]:
-    """History lengths 1, 5, 63, 64, 65, 4096, 5000 and 20000 (> 16384); head dims 1, 7, 32, 59,
-    64, 111, 128 and 256; GQA ratios 1, 2, 3 (6 heads on 2), 4 and MQA; windows 0, 1, small, in
-    between, wider than 4096 and larger than every p + 1; positions at 0 and at history_len - 1,
-    in any order, repeated, one position for every row; a scale of 1/8 and a negative one; scores
-    around +100 and -100, peaked rows (scores of magnitude ~100) and all-equal scores."""
-    rng = np.random.RandomState(seed + 20240611)
-    cases = []
-    for n_pos, hq, hkv, d, history_len, kind, window, scale, spread, offset in _SPECS:
-        q, k = _draw(rng, n_pos, hq, hkv, d, history_len, spread, offset)
+    def reference(self, case: Case, dtype: "DTypeLike" = np.float64) -> Dict[str, np.ndarray]:
+        """wgattn.reference.attention_probs_batched on the case (dtype float32: the naive float32 run)."""
+        q, k_hist, pos, window, scale = _case_args(case)
+        return {"probs": _reference.attention_probs_batched(q, k_hist, pos, window=window, scale=scale, dtype=dtype)}
+
+    def case_from_reference(self, q, k_hist, positions, *, window=0, scale=1.0, name: str = "call") -> Case:
+        """The case running attention_probs_batched(q, k_hist, positions, window=, scale=) on this
+        interface (ValueError naming a bad argument). scale None is 1/sqrt(D), as in the reference;
+        the case carries it as a float."""
+        q, k_hist, pos, window, scale = _validate(q, k_hist, positions, window, scale)
+        return Case(name, {"q": q, "k_hist": k_hist, "positions": pos.astype(np.int32)}, {"window": window, "scale": scale})
+
+    # History lengths 1, 5, 63, 64, 65, 4096, 5000 and 20000 (> 16384); head dims 1, 7, 32, 59, 64,
+    # 111, 128 and 256; GQA ratios 1, 2, 3 (6 heads on 2), 4 and MQA; windows 0, 1, small, in
+    # between, wider than 4096 and larger than every p + 1; positions at 0 and at history_len - 1,
+    # in any order, repeated, one position for every row (`_positions`); a scale of 1/8 and a
+    # negative one; scores around +100 and -100, peaked rows and all-equal scores (draw_scores).
+    GRID = [
+        dict(n_pos=1, hq=1, hkv=1, d=1, history_len=1, kind="tail", window=0),  # a single key: probability 1
+        dict(n_pos=5, hq=2, hkv=2, d=1, history_len=5, kind="random", window=0),  # head dim 1, repeats likely
+        dict(n_pos=9, hq=4, hkv=1, d=7, history_len=63, kind="edges", window=0),  # head dim 7 (padded to 8), MQA
+        dict(n_pos=7, hq=4, hkv=2, d=64, history_len=64, kind="edges", window=1),  # window 1: only key p
+        dict(n_pos=6, hq=8, hkv=2, d=128, history_len=65, kind="random", window=5, scale=0.125),  # GQA 4, scaled
+        dict(n_pos=4, hq=2, hkv=2, d=256, history_len=65, kind="edges", window=100),  # window > every p + 1, d 256
+        dict(n_pos=11, hq=6, hkv=3, d=64, history_len=203, kind="tail", window=0),  # n_pos * group not a multiple of 4
+        dict(n_pos=8, hq=3, hkv=3, d=64, history_len=130, kind="same", window=0),  # one position repeated
+        dict(n_pos=5, hq=4, hkv=4, d=64, history_len=300, kind="random", window=37),  # window in between, any order
+        dict(n_pos=3, hq=2, hkv=1, d=59, history_len=300, kind="edges", window=300),  # window == history_len
+        dict(n_pos=16, hq=4, hkv=4, d=64, history_len=4096, kind="tail", window=0),  # the benchmark's job, smaller
+        dict(n_pos=6, hq=4, hkv=1, d=128, history_len=5000, kind="random", window=4097),  # past seed B's 4096
+        dict(n_pos=4, hq=2, hkv=2, d=64, history_len=20000, kind="edges", window=0),  # long: over 16384 keys
+        dict(n_pos=6, hq=4, hkv=2, d=111, history_len=1000, kind="random", window=0, spread=0.5, offset=100.0),
+        dict(n_pos=4, hq=4, hkv=1, d=64, history_len=300, kind="tail", window=0, spread=0.5, offset=-100.0),
+        dict(n_pos=6, hq=4, hkv=2, d=64, history_len=1000, kind="random", window=0, spread=100.0),  # peaked rows
+        dict(n_pos=4, hq=2, hkv=1, d=64, history_len=500, kind="random", window=0, scale=-0.5, spread=4.0),  # negative scale
+        dict(n_pos=5, hq=2, hkv=2, d=32, history_len=200, kind="tail", window=0, spread=0.0),  # all scores 0
+    ]
+
+    def grid_rng(self, seed: int) -> np.random.RandomState:
+        return np.random.RandomState(seed + 20240611)
+
+    def grid_case(self, rng, n_pos, hq, hkv, d, history_len, kind, window, scale=1.0, spread=1.0, offset=0.0) -> Case:
+        q, k = draw_scores(rng, (n_pos, hq, d), (history_len, hkv, d), spread, offset)
         pos = _positions(rng, kind, n_pos, history_len)
         name = f"np{n_pos}-hq{hq}-kv{hkv}-d{d}-n{history_len}-{kind}-w{window}"
         if scale != 1.0:
@@ -250,5 +195,22 @@ def conformance_cases(seed: int = 0) -> List[Case]:
             name += f"-sd{spread:g}"  # score spread
         if offset:
             name += f"-off{offset:+g}"  # score offset
-        cases.append(case_from_reference(q, k, pos, window=window, scale=scale, name=name))
-    return cases
+        return self.case_from_reference(q, k, pos, window=window, scale=scale, name=name)
+
+    def live_case(self, config: AttnProbsBatchedConfig, tensors: Mapping[str, np.ndarray], name: str) -> Case:
+        positions = np.arange(config.history - config.positions, config.history)
+        return self.case_from_reference(
+            tensors["q"], tensors["k_hist"], positions, window=config.window, scale=config.scale, name=name
+        )
+
+    def bench_cases(self, dense: Mapping[str, np.ndarray], causal: bool) -> List[Case]:
+        """Every position (the last B of the history) in one dispatch."""
+        b, s = dense["q"].shape[0], dense["k_hist"].shape[0]
+        return [self.case_from_reference(dense["q"], dense["k_hist"], positions=np.arange(s - b, s))]
+
+    def probabilities(self, case: Case, head: int, max_cells: int) -> Tuple[np.ndarray, np.ndarray, str]:
+        q, k_hist, pos, window, scale = _case_args(case)
+        return picture(q, k_hist, pos, window, scale, head, max_cells)
+
+
+INTERFACE = AttnProbsBatched()

@@ -1,23 +1,25 @@
-"""The benchmark view: `wgattn bench`'s jobs timed by the browser's WebGPU.
+"""The benchmark view: `wgattn bench`'s jobs timed by the browser's WebGPU, by the same
+protocol (wgattn.protocol) and into the same records.
 
 `start` validates the request and lists the jobs (one per (seq_len, impl), baseline first within
-a seq_len); `job_plans` builds the plans of one job (their bytes go through plan_bytes, as for a
-live run); the page times them (static/webgpu.js Executor.time) and `record` turns the per-run
-milliseconds into a record of exactly `wgattn bench --json`'s shape.
+a seq_len) grouped in series (one per seq_len: the jobs timed together, interleaved); `job_plans`
+builds the plans of one job (their bytes go through plan_bytes, as for a live run). The page
+uploads a series' plans, then follows the protocol step by step, asking here: `schedule` (the
+order of each round), `warm` (after each warm-up round: warm yet?), `calibrate` (dispatches per
+sample) and `record` (a record of exactly `wgattn bench --json`'s shape from its samples).
 """
 
 from __future__ import annotations
 
 import json
-import statistics
+import math
 from typing import Any, Dict, List, Optional, Tuple
 
-import numpy as np
-
-from .. import bench, registry
+from .. import bench, interfaces, protocol, registry
 from ..plan import Plan
-from ..registry import Kernel
-from .tables import BenchItem, BenchJob
+from ..target import Target
+from .replies import BenchCalibration, BenchItem, BenchSeries, BenchSkip, BenchStart, BenchWarm
+from .tables import BenchJob
 
 # What one request may ask for: (lowest, highest) per knob, ...
 RANGES: Dict[str, Tuple[int, int]] = {
@@ -25,12 +27,18 @@ RANGES: Dict[str, Tuple[int, int]] = {
     "H": (1, 64),
     "D": (1, 256),
     "seq_len": (16, 8192),
-    "runs": (10, 100),
-    "warmup": (3, 20),
+    "rounds": (5, 100),
+    "repeat": (1, 3),
 }
+WARMUP_S = (0.0, 30.0)  # seconds of warm-up a request may ask for
 MOST_SEQ_LENS = 8  # ... at most this many sequence lengths ...
 MOST_ELEMENTS = 1 << 24  # ... and B*H*S*D per tensor: 64 MiB of float32
-LIMITS: Dict[str, object] = {**RANGES, "seq_lens": MOST_SEQ_LENS, "elements": MOST_ELEMENTS}  # as the page is told
+LIMITS: Dict[str, object] = {
+    **RANGES,
+    "warmup_s": WARMUP_S,
+    "seq_lens": MOST_SEQ_LENS,
+    "elements": MOST_ELEMENTS,
+}  # as the page is told
 
 
 def _int_in(request: Dict[str, Any], key: str, default: Optional[int] = None) -> int:
@@ -44,6 +52,19 @@ def _int_in(request: Dict[str, Any], key: str, default: Optional[int] = None) ->
         got = "nothing" if value is None else repr(value)
         raise ValueError(f"{key} must be an integer in {lo}..{hi}, got {got}")
     return value
+
+
+def _seconds(request: Dict[str, Any], key: str, default: float) -> float:
+    lo, hi = WARMUP_S
+    value = request.get(key, default)
+    if isinstance(value, str) and value.strip():
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not lo <= value <= hi:
+        raise ValueError(f"{key} must be a number of seconds in {lo:g}..{hi:g}, got {value!r}")
+    return float(value)
 
 
 def _seq_lens(value: object) -> List[int]:
@@ -81,25 +102,14 @@ def _impls(value: object, op: str, known: List[str]) -> List[str]:
     return [i for i in known if i in items]  # baseline first, whatever order was asked
 
 
-def _skip_reason(kernel: Kernel, features: List[str], d: int) -> Optional[str]:
-    """Why this browser cannot run `kernel` at head_dim d, or None."""
-    missing = [f for f in kernel.requires if f not in features]
-    if missing:
-        return f"needs adapter features {missing}, which this browser's adapter lacks"
-    if not kernel.path.exists():
-        return f"its shader {kernel.path.name} is not in this build"
-    most = kernel.limits.get("head_dim")
-    if most is not None and d > most:
-        return f"supports head_dim <= {most}, got D={d}"
-    return None
-
-
-def start(request_json: str) -> Tuple[BenchJob, Dict[str, Any]]:
-    """{"op", "impls"?, "B", "H", "D", "seq_lens", "causal", "runs", "warmup"?, "features"?} ->
-    the job and the page's reply {"op", "baseline", "impls", "runs", "warmup", "seq_lens",
-    "jobs": [{"index", "impl", "shape", "causal", "flops", "dtype", "plans"}], "skipped": [{"impl",
-    "reason"}], "limits"}; ValueError says what is wrong and what is allowed. `features` are the
-    browser adapter's: kernels needing others are skipped."""
+def start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, BenchStart]:
+    """{"op", "impls"?, "B", "H", "D", "seq_lens", "causal", "rounds"?, "warmup_s"?, "repeat"?,
+    "user_agent"?} -> the job and the page's reply (BenchStart: {"bench", "op", "baseline",
+    "impls", "seq_lens", "protocol", "repeat", "jobs", "series", "stamps_kept", "skipped",
+    "limits"}); ValueError says what is wrong and what is allowed. Kernels that `target`, the
+    browser's device, cannot run are skipped with the reason (wgattn.target); a kernel that
+    cannot take a job's sizes says so when its plans are asked for. `user_agent` names the
+    runtime."""
     try:
         request = json.loads(request_json)
     except ValueError:
@@ -113,14 +123,16 @@ def start(request_json: str) -> Tuple[BenchJob, Dict[str, Any]]:
     impls = _impls(request.get("impls"), op, known)
     b, h, d = _int_in(request, "B"), _int_in(request, "H"), _int_in(request, "D")
     seq_lens = _seq_lens(request.get("seq_lens", "128,256,512,1024"))
-    runs = _int_in(request, "runs", default=10)
-    warmup = _int_in(request, "warmup", default=3)
+    rounds = _int_in(request, "rounds", default=10)
+    repeat = _int_in(request, "repeat", default=1)
+    warmup_s = _seconds(request, "warmup_s", protocol.Protocol.warmup_s)
+    proto = protocol.Protocol.of(rounds, warmup_s)
     causal = request.get("causal", False)
     if not isinstance(causal, bool):
         raise ValueError(f"causal must be true or false, got {causal!r}")
-    features = request.get("features") or []
-    if not isinstance(features, list) or not all(isinstance(f, str) for f in features):
-        raise ValueError(f"features must be a list of adapter feature names, got {features!r}")
+    user_agent = request.get("user_agent", "")
+    if not isinstance(user_agent, str):
+        raise ValueError(f"user_agent must be a string, got {user_agent!r}")
     for s in seq_lens:
         if b * h * s * d > MOST_ELEMENTS:
             got = f"{b}*{h}*{s}*{d} = {b * h * s * d} at S={s}"
@@ -131,33 +143,54 @@ def start(request_json: str) -> Tuple[BenchJob, Dict[str, Any]]:
             )
 
     reg = registry.load()
-    skipped, runnable = [], []
+    skipped: List[BenchSkip] = []
+    runnable: List[str] = []
     for impl in impls:
-        why = _skip_reason(reg.kernel(impl), features, d)
+        why = target.lacks(reg.kernel(impl))
         if why:
             skipped.append({"impl": impl, "reason": why})
         else:
             runnable.append(impl)
     items: List[BenchItem] = []
+    series: List[BenchSeries] = []
     for s in seq_lens:
         shape = [b, h, s, d]
+        first = len(items)
         for impl in runnable:
-            # attn_probs takes one position per plan (the count bench_plan returns)
-            plans = b if reg.kernel(impl).interface.name == "attn_probs" else 1
+            plans = interfaces.of(reg.kernel(impl)).bench_plans(shape)  # the count bench_plan returns
             flops = bench.flops(op, shape, causal)
-            items.append(BenchItem(len(items), op, impl, shape, causal, flops, bench.dtype_of(impl), plans))
-    reply = {
+            dtype = bench.dtype_of(impl)
+            items.append(
+                {
+                    "index": len(items),
+                    "op": op,
+                    "impl": impl,
+                    "shape": shape,
+                    "causal": causal,
+                    "flops": flops,
+                    "dtype": dtype,
+                    "plans": plans,
+                }
+            )
+        if len(items) > first:
+            series.append({"shape": shape, "jobs": list(range(first, len(items)))})
+    runtime, browser = bench.browser_of(user_agent)
+    info = bench.RunInfo.now(runtime=runtime, browser=browser)
+    reply: BenchStart = {
+        "bench": bench_id,
         "op": op,
         "baseline": known[0],
         "impls": impls,
-        "runs": runs,
-        "warmup": warmup,
         "seq_lens": seq_lens,
-        "jobs": [vars(i) for i in items],
+        "protocol": proto,
+        "repeat": repeat,
+        "jobs": items,
+        "series": series,
+        "stamps_kept": protocol.STAMPS_KEPT,
         "skipped": skipped,
         "limits": LIMITS,
     }
-    return BenchJob(items, runs), reply
+    return BenchJob(items, proto, repeat, info, [sr["jobs"] for sr in series]), reply
 
 
 def item(job: BenchJob, index: int) -> BenchItem:
@@ -167,29 +200,119 @@ def item(job: BenchJob, index: int) -> BenchItem:
     return job.items[index]
 
 
-def job_plans(job: BenchJob, index: int) -> List[Plan]:
-    """Job `index`'s plans, built once and kept until another job's are asked for (or it is
-    recorded); ValueError when the kernel cannot build them."""
+def job_plans(job: BenchJob, index: int, target: Target) -> List[Plan]:
+    """Job `index`'s plans for `target`, built once and kept until another job's are asked for or
+    the last is handed out (`handed_out`); ValueError when the kernel cannot build them (a size
+    past its limit, no tile that fits: the plans' `unavailable`). The tile that ran is kept for
+    the record."""
     if job.cache is None or job.cache[0] != index:
         it = item(job, index)
         job.cache = None  # free the previous job's bytes first
-        job.cache = (index, bench.plans(it.impl, it.op, tuple(it.shape), it.causal))
+        plans = bench.plans(it["impl"], it["op"], tuple(it["shape"]), it["causal"], target=target)
+        why = next((p.unavailable for p in plans if p.unavailable), "")
+        if why:
+            raise ValueError(why)
+        job.configs[index] = " ".join(f"{k}={v}" for k, v in plans[0].dispatches[0].constants.items())
+        job.cache = (index, plans)
     return job.cache[1]
 
 
-def record(job: BenchJob, index: int, samples_json: str, timer: str, adapter: str) -> Dict[str, object]:
-    """The record of job `index` from its per-run milliseconds (every plan of a run summed), of
-    `wgattn bench --json`'s shape {op, impl, shape, causal, dtype, adapter, median_ms, tflops,
-    runs, timer}; the job's plans are dropped."""
+def handed_out(job: BenchJob, index: int, plan_index: int) -> None:
+    """Plan `plan_index` of job `index` is with the page: after the last, drop the job's plans,
+    and after the last job of its series the series' input tensors (the page holds the bytes)."""
+    if job.cache is None or job.cache[0] != index or plan_index != len(job.cache[1]) - 1:
+        return
+    job.cache = None
+    if any(jobs and jobs[-1] == index for jobs in job.series):
+        bench.forget_inputs()
+
+
+def _json_object(text: str, what: str) -> Dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise ValueError(f"{what} must be a JSON object") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{what} must be a JSON object")
+    return value
+
+
+def _numbers(value: object, what: str) -> List[float]:
+    if not isinstance(value, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value):
+        raise ValueError(f"{what} must be a list of numbers, got {str(value)[:80]}")
+    return [float(x) for x in value]
+
+
+def _stamps(value: object, what: str) -> List[int]:
+    return [int(x) for x in _numbers(value, what)]
+
+
+def schedule(job: BenchJob, n_entries: int) -> List[List[int]]:
+    """The order of every round of a series of `n_entries` (wgattn.protocol.schedule; the
+    warm-up's rounds cycle through it too)."""
+    if isinstance(n_entries, bool) or not isinstance(n_entries, int) or not 1 <= n_entries <= len(job.items):
+        raise ValueError(f"a series has 1..{len(job.items)} entries, got {n_entries!r}")
+    return protocol.schedule(n_entries, job.protocol.rounds)
+
+
+def warm(job: BenchJob, state_json: str) -> BenchWarm:
+    """{"elapsed_s", "rounds": [ms of each warm-up round]} -> {"done", "warmed"}: whether to stop
+    warming, and whether the warm-up settled (wgattn.protocol.warm_verdict)."""
+    state = _json_object(state_json, "the warm-up state")
+    elapsed = _numbers([state.get("elapsed_s")], "elapsed_s")[0]
+    verdict = protocol.warm_verdict(job.protocol, elapsed, _numbers(state.get("rounds"), "rounds"))
+    return {"done": verdict is not None, "warmed": bool(verdict)}
+
+
+def calibrate(job: BenchJob, state_json: str) -> BenchCalibration:
+    """{"per_run": [[ms of each warm-up run] per entry], "stamps": [[ns] per entry], "passes":
+    [per entry], "resolution_ns": [known, or 0, per entry]} -> {"reps", "resolution_ns"} per
+    entry (wgattn.protocol.calibrate)."""
+    state = _json_object(state_json, "the calibration state")
+    lists = [state.get(k) for k in ("per_run", "stamps", "passes", "resolution_ns")]
+    if not all(isinstance(x, list) for x in lists) or len({len(x) for x in lists if isinstance(x, list)}) != 1:
+        raise ValueError("per_run, stamps, passes and resolution_ns must be lists with one item per entry")
+    per_run = [_numbers(x, "per_run") for x in state["per_run"]]
+    stamps = [_stamps(x, "stamps") for x in state["stamps"]]
+    passes = [int(x) for x in _numbers(state["passes"], "passes")]
+    reps, res = protocol.calibrate(job.protocol, per_run, stamps, passes, _numbers(state["resolution_ns"], "resolution_ns"))
+    return {"reps": reps, "resolution_ns": res}
+
+
+def record(job: BenchJob, index: int, payload_json: str) -> Tuple[Dict[str, object], bool]:
+    """The record of job `index` from what the page measured: {"samples": [ms per run, one per
+    round], "stamps": [ns], "reps", "warmup_s", "warmed", "timer", "resolution_ns", "adapter",
+    "repeat"}; of `wgattn bench --json`'s shape. Also whether it was the job's last repeat. Its
+    mode is "checked": every browser runs Dawn's (or its own) robustness unless started without,
+    which a page cannot see (bench/suite.py, which starts the browser, relabels such runs)."""
     it = item(job, index)
-    samples = [float(x) for x in json.loads(samples_json)]
-    if not samples or any(not np.isfinite(x) for x in samples):
-        raise ValueError(f"{it.impl}: no finite timings ({samples[:3]}...)")
+    p = _json_object(payload_json, "the measurement")
+    timer = p.get("timer")
     if timer not in ("gpu", "wall"):
         raise ValueError(f"timer must be 'gpu' or 'wall', got {timer!r}")
-    if statistics.median(samples) <= 0:
-        raise ValueError(f"{it.impl}: median time is not positive (below the timer's resolution)")
-    if job.cache is not None and job.cache[0] == index:
-        job.cache = None
-    rec = bench._record(it.op, it.impl, it.shape, it.causal, it.dtype, adapter, samples, it.flops, timer)
-    return rec.to_json()
+    repeat = p.get("repeat", 0)
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or not 0 <= repeat < job.repeat:
+        raise ValueError(f"repeat must be an integer in 0..{job.repeat - 1}, got {repeat!r}")
+    adapter = p.get("adapter")
+    if not isinstance(adapter, str) or not adapter:
+        raise ValueError(f"adapter must be a non-empty string, got {adapter!r}")
+    samples = _numbers(p.get("samples"), "samples")
+    reps = p.get("reps")
+    if isinstance(reps, bool) or not isinstance(reps, int) or not 1 <= reps <= job.protocol.max_reps:
+        raise ValueError(f"reps must be an integer in 1..{job.protocol.max_reps}, got {reps!r}")
+    known = _numbers([p.get("resolution_ns", 0)], "resolution_ns")[0]
+    measured = protocol.Measured(
+        samples=samples,
+        reps=reps,
+        warmup_s=_numbers([p.get("warmup_s")], "warmup_s")[0],
+        warmed=bool(p.get("warmed")),
+        resolution_ns=protocol.resolution_of(known, _stamps(p.get("stamps", []), "stamps")),
+    )
+    try:
+        rec = bench.make_record(
+            it["op"], it["impl"], it["shape"], it["causal"], it["dtype"], adapter, measured, job.protocol, timer, job.info
+        )
+        rec.mode, rec.config, rec.repeat = "checked", job.configs.get(index, ""), repeat
+    except ValueError as exc:
+        raise ValueError(f"{it['impl']}: {exc}") from None
+    return rec.to_json(), repeat == job.repeat - 1

@@ -11,12 +11,13 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from .. import pictures, tolerance, wire
-from .tables import Finished, LiveRun, OutputPair
+from .replies import LiveResult, OutputPair, RuntimeReport
+from .tables import Finished, LiveRun
 
 RUNTIME_ORDER = ("browser", "pyodide", "native")
 
 
-def compare(run_id: int, state: LiveRun, browser_json: str, native_json: Optional[str]) -> Tuple[Dict[str, Any], Finished]:
+def compare(run_id: int, state: LiveRun, browser_json: str, native_json: Optional[str]) -> Tuple[LiveResult, Finished]:
     """The comparison `finish` returns (JSON-able) and what the run's pictures need. An f16
     kernel is judged against the naive float16 run, as `wgattn check` judges it."""
     run_, plan = state.live, state.plan
@@ -32,7 +33,7 @@ def compare(run_id: int, state: LiveRun, browser_json: str, native_json: Optiona
     naive_err = {name: tolerance.max_abs_err(naive[name], ref[name]) for name in ref}
 
     outputs: Dict[str, Dict[str, np.ndarray]] = {"pyodide": ref}
-    runtimes: Dict[str, Dict[str, Any]] = {"pyodide": {"ok": True, "timings": {"reference_ms": reference_ms}}}
+    runtimes: Dict[str, RuntimeReport] = {"pyodide": {"ok": True, "timings": {"reference_ms": reference_ms}}}
     if "skipped" in browser:
         runtimes["browser"] = {"ok": False, "skipped": browser["skipped"]}
     elif browser.get("error"):
@@ -45,7 +46,7 @@ def compare(run_id: int, state: LiveRun, browser_json: str, native_json: Optiona
             runtimes["native"] = {"ok": False, "error": "server inputs differ from the page's (digest mismatch)"}
         else:
             outputs["native"] = {k: wire.decode(v, k) for k, v in native["outputs"].items()}
-            runtimes["native"] = {"ok": True, "timings": native.get("timings", {}), "adapter": native.get("adapter")}
+            runtimes["native"] = {"ok": True, "timings": native.get("timings", {}), "adapter": native.get("adapter") or {}}
     else:
         runtimes["native"] = {"ok": False, "error": native["error"]}
 
@@ -57,10 +58,10 @@ def compare(run_id: int, state: LiveRun, browser_json: str, native_json: Optiona
                 pair = tolerance.pair(a, b, outputs[a][name], outputs[b][name], ref[name], naive_err[name])
                 pairs.append({**pair, "output": name})
     cfg = run_.config
-    result = {
+    result: LiveResult = {
         "run": run_id,
         "kernel": run_.kernel.id,
-        "interface": run_.kernel.interface.name,
+        "interface": run_.kernel.interface,
         "precision": run_.kernel.precision,
         "config": cfg.to_dict(),
         "digest": mine,
@@ -83,13 +84,13 @@ def _head(done: Finished, head: int) -> int:
     return head
 
 
-def heatmap(done: Finished, head: int) -> Dict[str, object]:
+def heatmap(done: Finished, head: int) -> pictures.Heatmap:
     """Query head `head`'s attention probabilities (wgattn.pictures.heatmap)."""
     run_ = done.live
-    return pictures.heatmap(run_.kernel.interface.name, run_.case, _head(done, head))
+    return pictures.heatmap(run_.interface, run_.case, _head(done, head))
 
 
-def error_map(done: Finished, output: str, a: str, b: str, head: int) -> Dict[str, object]:
+def error_map(done: Finished, output: str, a: str, b: str, head: int) -> pictures.ErrorPicture:
     """|a - b| for one output and query head, against that pair's allowance
     (wgattn.pictures.error_map); ValueError when a runtime did not produce it."""
     run_, outputs = done.live, done.outputs
@@ -100,9 +101,9 @@ def error_map(done: Finished, output: str, a: str, b: str, head: int) -> Dict[st
     rows = [p for p in done.pairs if p["output"] == output and {p["a"], p["b"]} == {a, b}]
     if not rows:
         raise ValueError(f"no pair ({a}, {b}) for output {output!r}")
-    iface, heads = run_.kernel.interface.name, run_.config.heads
-    va = pictures.head_view(iface, run_.case, outputs[a][output], head, heads)
-    vb = pictures.head_view(iface, run_.case, outputs[b][output], head, heads)
+    iface, heads = run_.interface, run_.config.heads
+    va = iface.head_view(run_.case, outputs[a][output], head, heads)
+    vb = iface.head_view(run_.case, outputs[b][output], head, heads)
     pic = pictures.error_map(va, vb, rows[0]["allowance"])
-    pic.update(output=output, a=a, b=b, head=head)
+    pic.update({"output": output, "a": a, "b": b, "head": head})
     return pic

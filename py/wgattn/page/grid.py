@@ -4,54 +4,52 @@ one (kernel, case) item at a time and judged here."""
 from __future__ import annotations
 
 import json
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
-from .. import registry
+from .. import interfaces, registry
 from ..conformance import OutputRow, expected, judge, judged_case, suspects
-from ..interfaces import module
 from ..precision import ProbeReport
+from ..target import Target
+from .replies import GridSkip
 from .tables import GridJob, GridRun
 
 
-def start(request_json: str) -> Tuple[GridJob, List[Dict[str, str]]]:
-    """{"interface", "source"?, "features"?} -> the job (the project's kernels of that interface
-    that the device's features allow, or the pasted WGSL, on the interface's conformance grid)
-    and the kernels skipped [{"kernel", "reason"}]."""
+def start(request_json: str, target: Target) -> Tuple[GridJob, List[GridSkip]]:
+    """{"interface", "source"?} -> the job (the project's kernels of that interface that `target`,
+    the browser's device, can run, or the pasted WGSL, on the interface's conformance grid) and
+    the kernels skipped [{"kernel", "reason"}] (wgattn.target says why)."""
     request = json.loads(request_json)
     if not isinstance(request, dict):
-        raise ValueError("the grid request must be an object {interface, source?, features?}")
+        raise ValueError("the grid request must be an object {interface, source?}")
     reg = registry.load()
-    iface = reg.interface(request.get("interface", ""))
+    iface = interfaces.get(request.get("interface", ""))
     source = request.get("source") or None
-    skipped = []
+    skipped: List[GridSkip] = []
     if source is not None:
         kernels = [reg.user_kernel(iface.name, "pasted WGSL")]
     else:
-        # A kernel needing a feature the browser's device lacks is skipped with the reason.
-        have = set(request.get("features") or ())
         kernels = []
-        for k in reg.kernels_of(iface.name):
-            missing = [f for f in k.requires if f not in have]
-            if missing:
-                skipped.append({"kernel": k.id, "reason": f"needs adapter features {missing}, which this device lacks"})
+        for k in iface.kernels():
+            why = target.lacks(k)
+            if why:
+                skipped.append({"kernel": k.id, "reason": why})
             else:
                 kernels.append(k)
-    mod = module(iface.name)
-    items = [(k, c) for k in kernels for c in mod.conformance_cases()]
-    return GridJob(mod, items, source), skipped
+    items = [(k, c) for k in kernels for c in iface.conformance_cases()]
+    return GridJob(iface, items, source), skipped
 
 
-class GridRow(OutputRow, total=False):
+class GridRow(OutputRow):
     kernel: str  # the kernel judged (the page's table names it)
 
 
-def item_run(job_id: int, job: GridJob, index: int) -> GridRun:
-    """Item `index` of job `job_id`, planned for the browser."""
+def item_run(job_id: int, job: GridJob, index: int, target: Target) -> GridRun:
+    """Item `index` of job `job_id`, planned for the browser's device `target`."""
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(job.items):
         raise ValueError(f"item must be an integer in 0..{len(job.items) - 1}, got {index!r}")
     kernel, case = job.items[index]
     case = judged_case(kernel, case)
-    return GridRun(job_id, index, kernel, case, job.module.plan(kernel, case, source=job.source))
+    return GridRun(job_id, index, kernel, case, job.interface.plan(kernel, case, target, source=job.source))
 
 
 def verdict(state: GridRun, error: str, probe: Optional[ProbeReport]) -> List[GridRow]:
@@ -66,5 +64,5 @@ def verdict(state: GridRun, error: str, probe: Optional[ProbeReport]) -> List[Gr
         got = state.plan.unpack(state.raw)
         code = "\n".join(sorted({d.source for d in state.plan.dispatches}))
         ref, naive = expected(kernel, case)
-        rows = judge(case, got, ref, naive, suspects=suspects(code, probe))
+        rows = judge(case, got, ref, naive, suspects=suspects(code, probe), interface=interfaces.of(kernel))
     return [{**r, "kernel": kernel.id} for r in rows]

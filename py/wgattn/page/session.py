@@ -12,12 +12,14 @@ tests can pin all this.
 from __future__ import annotations
 
 import json
-from typing import Dict, Optional, Type, TypeVar
+from typing import Any, Dict, List, Optional, Type, TypeVar
 
 from .. import live, precision, registry, wire
 from ..plan import Plan
 from ..precision import ProbeReport
+from ..target import Target
 from . import bench_import, bench_jobs, compare, grid
+from .replies import BenchPlanned, BenchSkipped, GridItem, GridStart, LivePrepared, Prepared
 from .tables import RUN_KINDS, BenchJob, BenchRun, Finished, GridJob, GridRun, LiveRun, ProbeRun, Run
 
 R = TypeVar("R", LiveRun, GridRun, ProbeRun, BenchRun)
@@ -36,6 +38,7 @@ class PageSession:
         self._grids: Dict[int, GridJob] = {}
         self._benches: Dict[int, BenchJob] = {}
         self.probe_report: Optional[ProbeReport] = None  # the browser's last probe: grid_judge's suspects
+        self.target = Target(name="this browser (no WebGPU device)")  # the browser's device, once use_target says
 
     # --- What is held, and freeing it ------------------------------------------------------
 
@@ -93,7 +96,7 @@ class PageSession:
                 return b.data or b""
         raise ValueError(f"run {run} has no buffer {buffer!r}")
 
-    def add_buffer(self, run: int, name: str, data) -> None:
+    def add_buffer(self, run: int, name: str, data: Any) -> None:
         """Store the browser's read-back bytes of one buffer (a JS Uint8Array or bytes)."""
         state = self._open(run)
         state.raw[name] = bytes(data.to_py()) if hasattr(data, "to_py") else bytes(data)
@@ -104,13 +107,17 @@ class PageSession:
         """JSON {interface: [{name, type, default, choices?}]}: the live form's fields per interface."""
         return json.dumps(live.schema())
 
-    def use_limits(self, limits_json: str) -> None:
-        """Build later plans for the browser's device: `limits_json` is webgpu.js's device limits
-        (kebab-case names) and `cpu` (a software adapter); tile shapes are then chosen to fit it
-        (wgattn.registry: the process's target, not this session's)."""
-        lim = json.loads(limits_json)
-        storage, invocations = lim["max-compute-workgroup-storage-size"], lim["max-compute-invocations-per-workgroup"]
-        registry.set_target_limits(int(storage), int(invocations), bool(lim.get("cpu")))
+    def use_target(self, target_json: str) -> None:
+        """Build this session's later plans for the browser's device: `target_json` is what
+        static/webgpu.js reports of it ({name, features, limits (kebab-case), software,
+        subgroup_matrix_configs}: wgattn.target.Target.from_json). Tile shapes are chosen to fit
+        it, and each plan says whether, and why not, the device can run it."""
+        self.target = Target.from_json(json.loads(target_json))
+
+    def availability(self) -> str:
+        """JSON {kernel id: why the browser's device cannot run it, "" when it can} (wgattn.target:
+        the one answer, which the page only shows)."""
+        return json.dumps({k.id: self.target.lacks(k) for k in registry.load().kernels.values()})
 
     def prepare(self, request_json: str) -> str:
         """{"kernel", "config"} -> JSON {"run", "plan", "digest", "config", "kernel", "interface",
@@ -120,23 +127,22 @@ class PageSession:
         if not isinstance(request, dict):
             raise ValueError("the request must be an object {kernel, config}")
         run_ = live.build(request.get("kernel", "sdpa_arena.seed"), request.get("config"))
-        plan = run_.plan()
+        plan = run_.plan(self.target)
         run = self._new_id()
         self._runs[run] = LiveRun(run_, plan)
         k = run_.kernel
-        return json.dumps(
-            {
-                "run": run,
-                "plan": plan.to_js(),
-                "digest": run_.digest,
-                "config": run_.config.to_dict(),
-                "kernel": k.id,
-                "interface": k.interface.name,
-                "requires": list(k.requires),
-                "precision": k.precision,
-                "heads": run_.config.heads,
-            }
-        )
+        reply: LivePrepared = {
+            "run": run,
+            "plan": plan.to_js(),
+            "digest": run_.digest,
+            "config": run_.config.to_dict(),
+            "kernel": k.id,
+            "interface": k.interface,
+            "requires": list(k.requires),
+            "precision": k.precision,
+            "heads": run_.config.heads,
+        }
+        return json.dumps(reply)
 
     def finish(self, run: int, browser_json: str, native_json: Optional[str]) -> str:
         """Compare every pair of runtimes on every output (wgattn.page.compare); JSON {kernel,
@@ -164,26 +170,28 @@ class PageSession:
     # --- Conformance grid: `wgattn check`'s grid, run by the browser's WebGPU --------------
 
     def grid_start(self, request_json: str) -> str:
-        """{"interface", "source"?, "features"?} -> JSON {"job", "items": [{"kernel", "case"}],
+        """{"interface", "source"?} -> JSON {"job", "items": [{"kernel", "case"}],
         "skipped": [{"kernel", "reason"}]} (wgattn.page.grid). One grid at a time: the previous
         job, and its runs, are freed."""
-        job, skipped = grid.start(request_json)
+        job, skipped = grid.start(request_json, self.target)
         for old in list(self._grids):
             self.release(old)
         job_id = self._new_id()
         if job.left:  # a grid with nothing to run is finished already
             self._grids[job_id] = job
-        items = [{"kernel": k.id, "case": c.name} for k, c in job.items]
-        return json.dumps({"job": job_id, "items": items, "skipped": skipped})
+        items: List[GridItem] = [{"kernel": k.id, "case": c.name} for k, c in job.items]
+        reply: GridStart = {"job": job_id, "items": items, "skipped": skipped}
+        return json.dumps(reply)
 
     def grid_prepare(self, job: int, index: int) -> str:
         """Plan item `index` of a job: JSON {"run", "plan"} (bytes via plan_bytes)."""
         if job not in self._grids:
             raise ValueError(f"grid job {job!r} is not open: every case was judged, or it was released or replaced by a new grid")
-        state = grid.item_run(job, self._grids[job], index)
+        state = grid.item_run(job, self._grids[job], index, self.target)
         run = self._new_id()
         self._runs[run] = state
-        return json.dumps({"run": run, "plan": state.plan.to_js()})
+        reply: Prepared = {"run": run, "plan": state.plan.to_js()}
+        return json.dumps(reply)
 
     def grid_judge(self, run: int, error: str = "") -> str:
         """Judge a run the browser finished (or report its `error`): JSON rows per output. The
@@ -206,7 +214,8 @@ class PageSession:
         plan = precision.plan()
         run = self._new_id()
         self._runs[run] = ProbeRun(plan)
-        return json.dumps({"run": run, "plan": plan.to_js()})
+        reply: Prepared = {"run": run, "plan": plan.to_js()}
+        return json.dumps(reply)
 
     def probe_judge(self, run: int, adapter_json: str = "{}") -> str:
         """The probe's report from the browser's read-back: JSON {adapter, functions}; kept for
@@ -223,15 +232,16 @@ class PageSession:
 
     def bench_start(self, request_json: str) -> str:
         """The request checked and its jobs listed (wgattn.page.bench_jobs.start): JSON {"bench",
-        "op", "baseline", "impls", "runs", "warmup", "seq_lens", "jobs", "skipped", "limits"}.
-        One benchmark at a time: the previous one, and its plans, are freed."""
-        job, reply = bench_jobs.start(request_json)
+        "op", "baseline", "impls", "seq_lens", "protocol", "repeat", "jobs", "series",
+        "stamps_kept", "skipped", "limits"} (BenchStart). One benchmark at a time: the previous
+        one, and its plans, are freed."""
+        bench_id = self._new_id()
+        job, reply = bench_jobs.start(request_json, self.target, bench_id)
         for old in list(self._benches):
             self.release(old)
-        bench_id = self._new_id()
         if job.left:  # a benchmark with every impl skipped is finished already
             self._benches[bench_id] = job
-        return json.dumps({"bench": bench_id, **reply})
+        return json.dumps(wire.jsonable(reply))
 
     def _bench(self, bench_id: int) -> BenchJob:
         if bench_id not in self._benches:
@@ -244,26 +254,42 @@ class PageSession:
         job = self._bench(bench_id)
         bench_jobs.item(job, index)  # a bad index is the caller's error, not a skipped job
         try:
-            plans = bench_jobs.job_plans(job, index)
+            plans = bench_jobs.job_plans(job, index, self.target)
         except ValueError as exc:
             self._settle(bench_id, index)
-            return json.dumps({"skipped": str(exc)})
+            skipped: BenchSkipped = {"skipped": str(exc)}
+            return json.dumps(skipped)
         if isinstance(plan_index, bool) or not isinstance(plan_index, int) or not 0 <= plan_index < len(plans):
             raise ValueError(f"plan_index must be an integer in 0..{len(plans) - 1}, got {plan_index!r}")
         plan = plans[plan_index]
         run = self._new_id()
         self._runs[run] = BenchRun(bench_id, plan)
-        return json.dumps({"run": run, "plan": plan.to_js(), "count": len(plans)})
+        bench_jobs.handed_out(job, index, plan_index)
+        planned: BenchPlanned = {"run": run, "plan": plan.to_js(), "count": len(plans)}
+        return json.dumps(planned)
 
     def bench_release(self, run: int) -> None:
         """Forget a timed plan (its bytes are on the GPU already)."""
         self.release(run)
 
-    def bench_record(self, bench_id: int, index: int, samples_json: str, timer: str, adapter: str) -> str:
-        """The record of job `index` from its per-run milliseconds: JSON of `wgattn bench
+    def bench_schedule(self, bench_id: int, n_entries: int) -> str:
+        """JSON: the order of every round of a series of `n_entries` (wgattn.protocol.schedule)."""
+        return json.dumps(bench_jobs.schedule(self._bench(bench_id), n_entries))
+
+    def bench_warm(self, bench_id: int, state_json: str) -> str:
+        """After a warm-up round: JSON {"done", "warmed"} (wgattn.page.bench_jobs.warm)."""
+        return json.dumps(bench_jobs.warm(self._bench(bench_id), state_json))
+
+    def bench_calibrate(self, bench_id: int, state_json: str) -> str:
+        """After the warm-up: JSON {"reps", "resolution_ns"} per entry (bench_jobs.calibrate)."""
+        return json.dumps(bench_jobs.calibrate(self._bench(bench_id), state_json))
+
+    def bench_record(self, bench_id: int, index: int, payload_json: str) -> str:
+        """The record of job `index` from what the page measured: JSON of `wgattn bench
         --json`'s shape (wgattn.page.bench_jobs.record)."""
-        rec = bench_jobs.record(self._bench(bench_id), index, samples_json, timer, adapter)
-        self._settle(bench_id, index)
+        rec, last = bench_jobs.record(self._bench(bench_id), index, payload_json)
+        if last:
+            self._settle(bench_id, index)
         return json.dumps(rec)
 
     def _settle(self, bench_id: int, index: int) -> None:

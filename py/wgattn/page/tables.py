@@ -9,11 +9,13 @@ from typing import ClassVar, Dict, List, Optional, Set, Tuple, Union
 
 import numpy as np
 
-from ..interfaces import Case, InterfaceModule
+from ..bench import RunInfo
+from ..interfaces import Case, Interface
 from ..live import Live
 from ..plan import Plan
+from ..protocol import Protocol
 from ..registry import Kernel
-from ..tolerance import Pair
+from .replies import BenchItem, OutputPair
 
 
 @dataclass
@@ -62,12 +64,6 @@ Run = Union[LiveRun, GridRun, ProbeRun, BenchRun]
 RUN_KINDS = ("live", "grid", "probe", "bench")
 
 
-class OutputPair(Pair):
-    """One runtime pair compared on one output."""
-
-    output: str
-
-
 @dataclass
 class Finished:
     """A finished live run: what its pictures (heatmap, error_map) need."""
@@ -81,7 +77,7 @@ class Finished:
 class GridJob:
     """The conformance grid of one interface: (kernel, case) items, judged one by one."""
 
-    module: InterfaceModule  # the interface's module (wgattn.interfaces)
+    interface: Interface
     items: List[Tuple[Kernel, Case]]
     source: Optional[str]  # pasted WGSL, or None for the registered kernels
     left: Set[int] = field(default_factory=set)  # items not judged yet: none left frees the job
@@ -91,26 +87,17 @@ class GridJob:
 
 
 @dataclass
-class BenchItem:
-    """One job of a benchmark: one impl at one shape (sent to the page as JSON)."""
-
-    index: int
-    op: str
-    impl: str
-    shape: List[int]  # B, H, S, D
-    causal: bool
-    flops: float
-    dtype: str
-    plans: int  # plans per timed run (attn_probs takes one position per plan)
-
-
-@dataclass
 class BenchJob:
-    """A benchmark's jobs; the plans of the job being timed are kept until it is recorded."""
+    """A benchmark's jobs, grouped in series (job indices timed together); the plans of the job
+    being handed to the page are kept until its last plan is."""
 
     items: List[BenchItem]
-    runs: int
+    protocol: Protocol
+    repeat: int  # each series timed this many times back to back
+    info: RunInfo  # what every record of this benchmark shares (runtime, browser, time)
+    series: List[List[int]]
     cache: Optional[Tuple[int, List[Plan]]] = None  # (job index, its plans)
+    configs: Dict[int, str] = field(default_factory=dict)  # job index -> the tile that ran, once its plans are built
     left: Set[int] = field(default_factory=set)  # jobs neither recorded nor skipped: none left frees it
 
     def __post_init__(self) -> None:

@@ -1,0 +1,55 @@
+"""Integer expressions of sizes and knobs: the manifest's (grids, override constants, tile
+constraints) and the WGSL's own (a workgroup array's length, a @workgroup_size), evaluated the
+same way: + - * / // %, ceil_div(a, b), min and max, parentheses, integer literals (WGSL's `64u`
+included), names. Division is integer division: every quantity is a count."""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Mapping
+
+__all__ = ["evaluate"]
+
+_SUFFIX = re.compile(r"\b(\d+)[ui]\b")
+
+
+def evaluate(expr: str, names: Mapping[str, int]) -> int:
+    """The integer value of `expr` given `names`; ValueError naming an unknown name or syntax."""
+
+    def ev(node: ast.AST) -> int:
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in names:
+                raise ValueError(f"expression {expr!r} names unknown {node.id!r}")
+            return int(names[node.id])
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -ev(node.operand)
+        if isinstance(node, ast.BinOp):
+            a, b = ev(node.left), ev(node.right)
+            if isinstance(node.op, ast.Add):
+                return a + b
+            if isinstance(node.op, ast.Sub):
+                return a - b
+            if isinstance(node.op, ast.Mult):
+                return a * b
+            if isinstance(node.op, (ast.FloorDiv, ast.Div)):
+                return a // b
+            if isinstance(node.op, ast.Mod):
+                return a % b
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 2:
+            a, b = ev(node.args[0]), ev(node.args[1])
+            if node.func.id == "ceil_div":
+                return -(-a // b)
+            if node.func.id in ("min", "max"):
+                return min(a, b) if node.func.id == "min" else max(a, b)
+        raise ValueError(f"expression {expr!r}: unsupported syntax")
+
+    try:
+        tree = ast.parse(_SUFFIX.sub(r"\1", expr.strip()), mode="eval")
+    except SyntaxError:
+        raise ValueError(f"expression {expr!r}: unsupported syntax") from None
+    return ev(tree)

@@ -1,0 +1,286 @@
+"""The base of every interface: one object per interface owns everything about it.
+
+An interface is a binding contract that any kernel (the project's or a user's) can implement: the
+Params struct and bindings of its WGSL header (shaders/interfaces/<name>.wgsl), the passes of its
+manifest entry, and this object, which owns what Python knows of it:
+
+    check and layout   `layout(case)`: the case's arguments checked by wgattn.reference's own
+                       checkers (one rule and one message per fault, whoever calls), then laid
+                       out as buffers and Params values; `plan()` is the same for every
+                       interface and takes the target adapter explicitly
+    the reference      `reference(case, dtype)`, and `case_from_reference(<the reference
+                       function's arguments>)`, how the native API, the live checks and the
+                       benchmark build cases
+    its grid           `GRID`, rows of keywords of `grid_case`: `conformance_cases(seed)`
+    live checks        `Config`, its seeded configuration (a dataclass whose fields carry their
+                       bounds: wgattn.interfaces.config), and `live_case(config, tensors)`
+    the benchmark      `bench_op` and `bench_cases(shape, causal)`
+    its pictures       `probabilities(case, head)` and `head_view(...)` (wgattn.pictures draws)
+    localisation       `geometry(case, output, shape)` (wgattn.localise reads it)
+
+Nothing outside wgattn.interfaces knows an interface by name: callers ask
+`wgattn.interfaces.get(name)` (or `of(kernel)`) for the object and call these.
+
+Adding an interface touches three places, and nothing else:
+
+    py/wgattn/interfaces/<name>.py     a subclass of `Interface`, assigned to INTERFACE, and its
+                                       live configuration (a LiveConfig dataclass of knob() fields)
+    shaders/interfaces/<name>.wgsl     the header: `struct Params {...}` (4-byte u32/i32/f32 fields,
+                                       `_` names for padding, a multiple of 16 bytes) and the
+                                       `@group(0) @binding(i)` variables; the registry reads both
+    shaders/<name>.<impl>.wgsl         a kernel: `#include "interfaces/<name>.wgsl"`, an entry point
+                                       per pass, its override constants
+    shaders/manifest.json              "interfaces": {"<name>": {"summary", "reference", "passes":
+                                       [{"name", "entry_point", "uses", "grid": {"items",
+                                       "per_workgroup"}}]}} and "kernels": {"<name>.<impl>":
+                                       {"interface", "rank", "summary", "overrides", ...}}
+
+A worked example, `scale_rows` (out = scale * x: a 4-field Params, three bindings, a 40-line
+module), is tests/test_new_interface.py, which adds it to a copy of the tree and shows `wgattn
+check`'s grid, a live run, the catalogue, the live form's fields and the page's grid and live
+check (its Python, with the native runtime for the browser) knowing it. Its module:
+
+    @dataclass
+    class ScaleRowsConfig(LiveConfig):
+        n: int = knob(1000, 1, 1 << 20)
+        scale: float = knob(2.0, f32="scale")          # the one numeric check of a float
+        seed: int = knob(0, 0, 2**32 - 1)
+        heads = property(lambda self: 1)
+        def tensors(self):
+            return {"x": np.random.RandomState(self.seed).standard_normal(self.n).astype(np.float32)}
+
+    class ScaleRows(Interface):
+        name, OUTPUTS, Config = "scale_rows", ("out",), ScaleRowsConfig
+        GRID = [dict(name="n1", n=1), dict(name="n1000", n=1000, scale=-0.5)]
+        def layout(self, case):                        # checked, then laid out
+            x, scale = ...                             # (wgattn.reference's checkers)
+            return Layout({"n": x.size, "scale": scale},
+                          {"x": data_buffer("x", x), "out": out_buffer("out", x.nbytes)},
+                          [Output("out", "out", 0, x.shape)])
+        def reference(self, case, dtype=np.float64): ...
+        def case_from_reference(self, x, *, scale=1.0, name="call"): ...
+        def grid_case(self, rng, name, n, scale=2.0): ...
+        def live_case(self, config, tensors, name): ...
+        def probabilities(self, case, head, max_cells): ...
+
+    INTERFACE = ScaleRows()
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Type, Union
+
+import numpy as np
+
+from .. import registry
+from ..errors import DoesNotFit, InterfaceMismatch
+from ..plan import Buffer, Output, Plan
+from ..registry import Abi, Kernel
+from ..target import Target
+from .config import LiveConfig
+
+if TYPE_CHECKING:  # numpy.typing is newer than the page's numpy 1.17: for annotations only
+    from numpy.typing import DTypeLike
+
+__all__ = [
+    "Case",
+    "Option",
+    "Layout",
+    "Interface",
+    "Geometry",
+    "MAX_ELEMENTS",
+    "MAX_SCORES",
+    "data_buffer",
+    "out_buffer",
+]
+
+# Keep one request within what a software adapter finishes in seconds and any adapter can bind,
+# and the float64 reference's score matrices (B*H*Sq*Sk of them) within memory, Pyodide's included.
+MAX_ELEMENTS = 1 << 22
+MAX_SCORES = 1 << 24
+
+# What a case's option may hold: causal (bool), pos and window counts (int), scale (float, None:
+# 1/sqrt(D)), softcap (float), mask_kind / layout / causal_align (str), a varlen window (left,
+# right). Each interface checks its own options' values (a case may come from a user).
+Option = Union[bool, int, float, str, None, Tuple[int, ...]]
+
+
+@dataclass
+class Case:
+    """A conformance case: named input arrays (float32, or int32 for cu_seqlens) and the
+    interface's options (causal, window, mask kind, ...)."""
+
+    name: str
+    inputs: Dict[str, np.ndarray]
+    options: Dict[str, Option] = field(default_factory=dict)
+
+
+@dataclass
+class Layout:
+    """A case laid out for a kernel: the Params values, the buffers by binding name (all but the
+    Params one, which `Interface.plan` packs) and where the outputs are read back."""
+
+    values: Dict[str, float]
+    buffers: Dict[str, Buffer]
+    outputs: List[Output]
+    # Override constants the interface chose for the target (`Interface.layout_on`), where its
+    # Params depend on them (decode's split count follows its tile); held to the kernel's caps,
+    # constraints and the target's limits like a registered tile candidate. Empty: the kernel's own.
+    knobs: Dict[str, int] = field(default_factory=dict)
+
+
+# Where one element of a packed output sits (wgattn.localise): per token of its first axis, the
+# sequence, its row (or key) in it, the first and last visible partner and how many terms it sums.
+Geometry = Dict[str, Any]
+
+
+def data_buffer(name: str, array: np.ndarray, read: bool = False) -> Buffer:
+    """A storage buffer holding `array`'s bytes."""
+    return Buffer(name, array.nbytes, "storage", array.tobytes(), read=read)
+
+
+def out_buffer(name: str, size: int) -> Buffer:
+    """A zeroed storage buffer of `size` bytes that is read back."""
+    return Buffer(name, size, "storage", read=True)
+
+
+class Interface(abc.ABC):
+    """One interface: see the module docstring for what it owns and how to add one."""
+
+    name: ClassVar[str]
+    OUTPUTS: ClassVar[Tuple[str, ...]]  # in the order the harness reports them
+    Config: ClassVar[Type[LiveConfig]]  # its live configuration
+    GRID: ClassVar[Sequence[Mapping[str, Any]]]  # conformance rows: keywords of grid_case
+    bench_op: ClassVar[str] = ""  # the benchmark's op it serves ("fwd", "bwd", "probs"), "" none
+
+    def __repr__(self) -> str:
+        return f"<interface {self.name}>"
+
+    @property
+    def abi(self) -> Abi:
+        """Its bindings, Params and passes (wgattn.registry)."""
+        return registry.load().abi(self.name)
+
+    def kernels(self) -> List[Kernel]:
+        """Its registered kernels, in the manifest's order."""
+        return registry.load().kernels_of(self.name)
+
+    # --- Checking, layout and the plan ----------------------------------------------------
+
+    @abc.abstractmethod
+    def layout(self, case: Case) -> Layout:
+        """The case's inputs and options checked (wgattn.reference's checkers first, then what
+        this interface cannot carry; ValueError naming the argument) and laid out."""
+
+    def layout_on(self, kernel: Kernel, case: Case, target: Target) -> Layout:
+        """The case laid out for `kernel` on `target`: `layout(case)`, unless the interface
+        chooses the tile (Layout.knobs) and Params that follow it per adapter, or lays its
+        buffers out per kernel; DoesNotFit when no tile fits."""
+        return self.layout(case)
+
+    def plan(
+        self,
+        kernel: Kernel,
+        case: Case,
+        target: Target,
+        source: Optional[str] = None,
+        entry_points: Optional[Mapping[str, str]] = None,
+        overrides: Optional[Mapping[str, int]] = None,
+    ) -> Plan:
+        """The dispatch plan running `kernel` (or WGSL `source` on this interface) on `case` on
+        `target`. Bad input is a ValueError; a kernel the target cannot run (a feature, no tile
+        that fits, a size past the kernel's limit) gives a plan with nothing in it but
+        `unavailable`, the reason; a plan the target cannot hold says why there too."""
+        if kernel.interface != self.name:
+            raise InterfaceMismatch(f"{kernel.id} implements {kernel.interface}, not {self.name}")
+        try:
+            lay = self.layout_on(kernel, case, target)
+        except DoesNotFit as exc:
+            return Plan.unrunnable(str(exc))
+        if source is None:
+            why = target.lacks(kernel)
+            if why:
+                return Plan.unrunnable(why)
+        abi = kernel.abi
+        uniform = abi.uniform.name
+        buffers = dict(lay.buffers)
+        if uniform in buffers:
+            raise InterfaceMismatch(f"{self.name}: layout() made the Params buffer {uniform!r}; plan() packs it")
+        buffers[uniform] = Buffer(uniform, abi.params_size, "uniform", abi.pack_params(lay.values))
+        bound = abi.bind(buffers)
+        ordered = [buffers[b.name] for b in abi.bindings]  # the bindings' order: one plan per case
+        try:
+            dispatches = kernel.dispatches(lay.values, bound, target, source, entry_points, overrides, lay.knobs or None)
+        except DoesNotFit as exc:
+            return Plan.unrunnable(str(exc))
+        plan = Plan(buffers=ordered, dispatches=dispatches, outputs=lay.outputs)
+        plan.unavailable = target.why_not(plan)
+        return plan
+
+    # --- The reference --------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def reference(self, case: Case, dtype: "DTypeLike" = np.float64) -> Dict[str, np.ndarray]:
+        """wgattn.reference on the case, every output; dtype float32 is the naive float32 run
+        the tolerance rule measures against (float16 where the interface has f16 kernels)."""
+
+    @abc.abstractmethod
+    def case_from_reference(self, *args: Any, **kwargs: Any) -> Case:
+        """The case computing the reference function's call with these arguments (its own
+        signature, plus name=); ValueError for what this interface cannot carry."""
+
+    # --- The conformance grid -------------------------------------------------------------
+
+    @abc.abstractmethod
+    def grid_case(self, *args: Any, **row: Any) -> Case:
+        """The case of one GRID row, `grid_case(rng, **row)`, drawing from `rng` (grid_rng's,
+        shared along the grid in row order)."""
+
+    def grid_rng(self, seed: int) -> Any:
+        """The random state a grid draws from, in row order."""
+        return np.random.RandomState(seed)
+
+    def conformance_cases(self, seed: int = 0) -> List[Case]:
+        """The grid `wgattn check` runs: awkward sizes, empty sequences, rows with no visible key,
+        long rows, every knob the interface carries (GRID, one row per case)."""
+        rng = self.grid_rng(seed)
+        return [self.grid_case(rng, **row) for row in self.GRID]
+
+    # --- Live checks ----------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def live_case(self, config: Any, tensors: Mapping[str, np.ndarray], name: str) -> Case:
+        """The case of a live configuration (an instance of `Config`) on its drawn tensors."""
+
+    # --- The benchmark --------------------------------------------------------------------
+
+    def bench_cases(self, dense: Mapping[str, np.ndarray], causal: bool) -> List[Case]:
+        """The cases one timed run of `bench_op` dispatches (one plan each), on the benchmark's
+        dense tensors (wgattn.bench.dense_inputs: q, k, v [B, H, S, D] and dout for fwd and bwd;
+        q [B, H, D] and k_hist [S, H, D] for probs); ValueError where it serves no op."""
+        raise ValueError(f"{self.name} serves no benchmark op")
+
+    def bench_plans(self, shape: Sequence[int]) -> int:
+        """How many plans one timed run takes (without building them)."""
+        return 1
+
+    # --- Pictures and localisation --------------------------------------------------------
+
+    @abc.abstractmethod
+    def probabilities(self, case: Case, head: int, max_cells: int) -> Tuple[np.ndarray, np.ndarray, str]:
+        """(probabilities, visible mask, how rows and columns are laid out) of query head
+        `head`, float64, at most about `max_cells` of them, from the reference's own masks."""
+
+    def head_view(self, case: Case, output: np.ndarray, head: int, heads: int) -> np.ndarray:
+        """One query head's slice of an output as a 2-D array (rows x last axis); outputs with k/v
+        heads (dk, dv) show the k/v head that query head reads. This default: [rows, heads, ...]."""
+        a = np.asarray(output, dtype=np.float64)
+        h = head if a.shape[1] == heads else head // (heads // a.shape[1])
+        x = a[:, h]
+        return x[:, None] if x.ndim == 1 else x
+
+    def geometry(self, case: Case, output: str, shape: Tuple[int, ...]) -> Optional[Geometry]:
+        """Where each element of a packed output sits (wgattn.localise), or None."""
+        return None

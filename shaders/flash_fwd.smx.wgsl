@@ -1,0 +1,484 @@
+// flash_fwd.smx: FlashAttention-2 forward on subgroup matrices (tensor cores where the adapter has
+// them): Q·Kᵀ and P·V are f16 x f16 -> f32 matrix products, the online softmax is f32. wgattn's
+// flash_fwd contract: packed varlen, GQA, (left, right) windows in both alignments, softcap, lse.
+//
+//   Per sequence b, query row i (head h), key j (kv head g = h / (heads_q / heads_kv)):
+//     s0_ij = scale * q_i . k_j;  s_ij = softcap * tanh(s0_ij / softcap) if softcap > 0 else s0_ij
+//     out_i = sum_j softmax_j(s_ij) v_j over visible j;  lse_i = log sum_j exp(s_ij)
+//   Visible: with offset = len_k - len_q (bottom-right) or 0 (top-left),
+//     (window_left < 0 or j >= i + offset - window_left) and (window_right < 0 or j <= i + offset + window_right).
+//   A row with no visible key gets out = 0 and lse = -inf.
+//
+// Layout (token-major, f32): q, out [total_q, heads_q, D]; k, v [total_k, heads_kv, D];
+// lse [total_q, heads_q]; cu_seqlens_* [batch_size + 1]. q, k and v are rounded to f16 as they are
+// staged (the kernel is judged by the f16 rule: f16-rounded inputs against the float64 reference).
+//
+// Matrix shapes: the adapter's subgroupMatrixConfigs decide M x N x K (the plan picks one and
+// sets the defines SMX_M16 / SMX_N16 / SMX_K16: 16 when set, else 8; WGSL wants the dimensions as
+// constants). One configuration serves both products:
+//   S (M x N keys)  += Q (M x K dims) · Kᵀ (K dims x N keys)
+//   O (M x N dims)  += P (M x K keys) · V  (K keys x N dims)
+// Work split: one workgroup of WG invocations per (block of BR = RB * M query rows, sequence,
+// query head), heads fastest, the longest (causal) row blocks first. Subgroup s < RB owns rows
+// s*M .. s*M+M-1 for the matrix work: its Q fragments and its O accumulators (D/N result
+// matrices) stay in registers for the whole kernel. The softmax is spread over all WG invocations
+// independently of the subgroup size: invocation t owns row t / TPR and the BC / TPR columns
+// (t % TPR) * BC / TPR .. of each key tile; the TPR invocations of a row are neighbouring lanes
+// of one subgroup and combine row maxima and sums with subgroupShuffleXor.
+// Subgroups are taken as WG / subgroup_size runs of consecutive local_invocation_index (every
+// Vulkan driver lays a 1-D workgroup out so); the conformance cases would fail loudly otherwise.
+//
+// Per key tile of BC keys (3 barriers + one uniform load):
+//   stage K and V (f32 -> f16) | S = Q Kᵀ, stored to workgroup memory | softmax: mask, scale,
+//   softcap, running max, P (f16) to workgroup memory | rescale O if needed (rare) | O += P V.
+// The rescale is lazy (FlashAttention-4): a row keeps its running max until a tile's max exceeds it
+// by more than TAU (natural-log units; p = exp(s - max) then stays <= exp(TAU), fine in f16), and
+// only then is O scaled. An accumulator cannot be scaled per row, so that rare path stores O to
+// workgroup memory, scales rows there and loads it back; it is workgroup-uniform (any row in the
+// block asks for it through an atomic flag read with workgroupUniformLoad). TAU = 0 rescales on
+// every increase of the max, as FlashAttention-2 does.
+//
+// Robustness: every operand in workgroup memory lives in an array of fragments (one inner array
+// per M x K, K x N or M x N block, rows padded by PADH halves so the 16-byte rows of a fragment
+// fall in different banks); a matrix load or store takes a pointer to one inner array, offset 0
+// and a constant stride, so Dawn's robustness transform proves it in bounds and adds no
+// predicate to it; only the outer index gets a clamp (min), which keeps the address aligned.
+// Dawn zero-fills workgroup memory and wgpu does not: everything read is written first here.
+// Variants to measure (defines): KV_F16 reads K and V from f16 copies in storage (kh, vh:
+// [total_k + BC, heads_kv, DP], written by the entry point to_f16 in a pass before, zeros past
+// head_dim and past the last key): half the bytes of the f32 inputs each workgroup reads again.
+// KV_DIRECT (with KV_F16) loads the K and V fragments straight from those copies instead of
+// staging tiles in workgroup memory; keys past a row's band are masked in S, and their V rows
+// (another sequence's, or zeros) meet p = 0. PREFETCH (staged kinds) loads the next tile's K
+// and V into registers while this tile is computed (stored to workgroup memory at the next).
+// Reference: wgattn.reference.varlen_attention_fwd, keywords mapped in wgattn/interfaces/flash_fwd.py.
+enable f16;
+enable subgroups;
+enable chromium_experimental_subgroup_matrix;
+// Offsets derived from the subgroup's index are subgroup-uniform, not workgroup-uniform.
+diagnostic(off, chromium.subgroup_matrix_uniformity);
+diagnostic(off, subgroup_uniformity);
+
+#include "lib/varlen.wgsl"
+#include "lib/softcap.wgsl"
+
+#if SMX_M16
+const SM: u32 = 16u;  // M: query rows of a fragment
+#else
+const SM: u32 = 8u;
+#endif
+#if SMX_N16
+const SN: u32 = 16u;  // N: keys of an S fragment, head-dim columns of an O fragment
+#else
+const SN: u32 = 8u;
+#endif
+#if SMX_K16
+const SK: u32 = 16u;  // K: head-dim chunk of Q·Kᵀ, key chunk of P·V
+#else
+const SK: u32 = 8u;
+#endif
+const PADH: u32 = 8u;               // f16 row padding of a fragment: rows start 16 bytes apart mod 128
+const KP4: u32 = (SK + PADH) / 4u;  // vec4 stride of a fragment row of K halves (Q, Kᵀ, P)
+const NP4: u32 = (SN + PADH) / 4u;  // vec4 stride of a fragment row of N halves (V)
+const SP4: u32 = (SN + 4u) / 4u;    // vec4 stride of a fragment row of N floats (S, O)
+const MAX_DK: u32 = 256u / SK;      // head_dim <= 256 (the plan refuses more)
+const MAX_DN: u32 = 256u / SN;
+const MAX_CPI4: u32 = 16u;          // vec4 columns of a tile one invocation holds: BC / TPR <= 64
+const LOWEST: f32 = -3.4028234663852886e38;  // stands for -inf in the running max
+const LOG2E: f32 = 1.4426950408889634;
+
+alias LF = subgroup_matrix_left<f16, SK, SM>;    // Q and P fragments: M rows x K
+alias RF = subgroup_matrix_right<f16, SN, SK>;   // Kᵀ (K dims x N keys) and V (K keys x N dims)
+alias AF = subgroup_matrix_result<f32, SN, SM>;  // S and O: M rows x N
+
+override WG: u32;    // invocations per workgroup: TPR * BR, a multiple of the subgroup size
+override RB: u32;    // row blocks (subgroups with matrix work): BR = RB * M
+override BC: u32;    // keys per tile, a multiple of N and K and of 4 * TPR
+override DP: u32;    // head_dim padded to a multiple of N and K (zeros past head_dim)
+override TPR: u32;   // invocations per query row in the softmax: 1, 2 or 4 (<= the subgroup size)
+override TAU: f32 = 5.5;   // lazy-rescale threshold (natural log): p <= exp(TAU) ~ 245
+override BR: u32 = RB * SM;               // query rows per workgroup
+override DK: u32 = DP / SK;               // Q and Kᵀ fragments along the head dim
+override DN: u32 = DP / SN;               // O and V fragments along the head dim
+override SB: u32 = BC / SN;               // S fragments per row block
+override PB: u32 = BC / SK;               // P fragments per row block
+override CPI: u32 = BC / TPR;             // tile columns per invocation in the softmax
+override KVPI: u32 = (BC * DP / 4u + WG - 1u) / WG;  // vec4 of K (and of V) each invocation stages
+override QPI: u32 = (BR * BC / 4u + WG - 1u) / WG;   // vec4 of a Q chunk each invocation stages
+
+// The interface: Params and bindings 0-7; the f16 copies of K and V (KV_F16) are this kernel's own.
+#include "interfaces/flash_fwd.wgsl"
+#if KV_F16
+@group(0) @binding(8) var<storage, read_write> kh: array<vec4<f16>>;  // [total_k + BC, heads_kv, DP / 4]
+@group(0) @binding(9) var<storage, read_write> vh: array<vec4<f16>>;  // [total_k + BC, heads_kv, DP / 4]
+#endif
+
+// Fragment arrays: [fragment][row * stride + vec4 column]. Key tile fragment (n, c) holds keys
+// n*N.. and dims c*K.. (column-major Kᵀ: one key a row); V fragment (kk, c) keys kk*K.., dims
+// c*N..; S/P/Q fragment (s, n) the rows of row block s. Q is staged once through pf.
+#if KV_DIRECT
+#else
+var<workgroup> kf: array<array<vec4<f16>, SN * KP4>, SB * DK>;  // Kᵀ of the tile
+var<workgroup> vf: array<array<vec4<f16>, SK * NP4>, PB * DN>;  // V of the tile
+#endif
+var<workgroup> sf: array<array<vec4<f32>, SM * SP4>, RB * SB>;  // S of the tile; O on its way out
+var<workgroup> pf: array<array<vec4<f16>, SM * KP4>, RB * PB>;  // P of the tile (Q chunks at first)
+var<workgroup> rescale: atomic<u32>;  // 1: some row's max grew by more than TAU in this tile
+
+// Vec4 column c of token-major row `row` of q (k, v: from_v picks) with zeros past head_dim.
+#if VEC4
+fn load_q(row: u32, c: u32, dim: u32) -> vec4<f32> {
+  if (c * 4u >= dim) {
+    return vec4<f32>(0.0);
+  }
+  return q[row * (dim / 4u) + c];
+}
+fn load_kv(from_v: bool, row: u32, c: u32, dim: u32) -> vec4<f32> {
+  if (c * 4u >= dim) {
+    return vec4<f32>(0.0);
+  }
+  if (from_v) {
+    return v[row * (dim / 4u) + c];
+  }
+  return k[row * (dim / 4u) + c];
+}
+#else
+#include "lib/flash_fwd_loads.wgsl"
+#endif
+
+// Element (row, col) of a block of fragments of `cols` columns and `w`-wide fragments with row
+// stride `p4` vec4: (fragment, vec4 index in it) for the 4 columns col..col+3 (col % 4 == 0).
+fn frag_at(row: u32, col: u32, h: u32, w: u32, p4: u32, per_row_block: u32) -> vec2<u32> {
+  return vec2<u32>((row / h) * per_row_block + col / w, (row % h) * p4 + (col % w) / 4u);
+}
+
+#if KV_DIRECT
+#else
+// This invocation's share of the K and V tile of BC keys from t0 (vec4 lid + WG * f of the tile
+// is key (lid + WG * f) / (DP / 4)): f16 (or, from the f32 inputs, f32 converted when stored, so
+// that a prefetch does not wait for its loads), zeros past `hi` and past head_dim.
+#if KV_F16
+alias KVT = vec4<f16>;
+#else
+alias KVT = vec4<f32>;
+#endif
+fn fetch_one(t0: i32, hi: i32, k_start: i32, hkv: u32, kvh: u32, dim: u32, e: u32, from_v: bool) -> KVT {
+  let j = e / (DP / 4u);
+  let c = e % (DP / 4u);
+  if (e >= BC * DP / 4u || t0 + i32(j) >= hi) {
+    return KVT(0.0);
+  }
+  let row = u32(k_start + t0 + i32(j)) * hkv + kvh;
+#if KV_F16
+  if (from_v) {
+    return vh[row * (DP / 4u) + c];
+  }
+  return kh[row * (DP / 4u) + c];
+#else
+  return load_kv(from_v, row, c, dim);
+#endif
+}
+
+// Stores vec4 e of the tile (fetched by fetch_one) into the fragments of kf or vf.
+fn store_one(e: u32, x: KVT, to_v: bool) {
+  if (e < BC * DP / 4u) {
+    let j = e / (DP / 4u);
+    let d = (e % (DP / 4u)) * 4u;
+    if (to_v) {
+      let va = frag_at(j, d, SK, SN, NP4, DN);
+      vf[va.x][va.y] = vec4<f16>(x);
+    } else {
+      let ka = frag_at(j, d, SN, SK, KP4, DK);
+      kf[ka.x][ka.y] = vec4<f16>(x);
+    }
+  }
+}
+
+#if PREFETCH
+// The next tile's share, held in registers while this tile is computed.
+const MAX_KVPI: u32 = 32u;  // KVPI <= 32 (the plan checks)
+struct KVShare {
+  k: array<KVT, MAX_KVPI>,
+  v: array<KVT, MAX_KVPI>,
+}
+
+fn fetch_tile(t0: i32, hi: i32, k_start: i32, hkv: u32, kvh: u32, dim: u32, lid: u32) -> KVShare {
+  var r: KVShare;
+  for (var f = 0u; f < KVPI; f++) {
+    r.k[f] = fetch_one(t0, hi, k_start, hkv, kvh, dim, lid + WG * f, false);
+    r.v[f] = fetch_one(t0, hi, k_start, hkv, kvh, dim, lid + WG * f, true);
+  }
+  return r;
+}
+
+fn store_tile(r: KVShare, lid: u32) {
+  for (var f = 0u; f < KVPI; f++) {
+    store_one(lid + WG * f, r.k[f], false);
+    store_one(lid + WG * f, r.v[f], true);
+  }
+}
+#else
+// Stages the tile (loads and stores one vec4 at a time: nothing held).
+fn stage_tile(t0: i32, hi: i32, k_start: i32, hkv: u32, kvh: u32, dim: u32, lid: u32) {
+  for (var f = 0u; f < KVPI; f++) {
+    store_one(lid + WG * f, fetch_one(t0, hi, k_start, hkv, kvh, dim, lid + WG * f, false), false);
+    store_one(lid + WG * f, fetch_one(t0, hi, k_start, hkv, kvh, dim, lid + WG * f, true), true);
+  }
+}
+#endif
+#endif
+
+@compute @workgroup_size(WG)
+fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) lid: u32, @builtin(subgroup_size) sg_size: u32) {
+  #include "lib/flash_fwd_grid.wgsl"
+  let blocks = (params.max_seqlen_q + BR - 1u) / BR;
+  let from_end = w / (hq * nb);
+  if (from_end >= blocks) {
+    return;
+  }
+  let block = blocks - 1u - from_end;  // the longest causal blocks start first
+  #include "lib/flash_fwd_block.wgsl"
+  let d4 = (dim + 3u) / 4u;
+
+  let sg = lid / sg_size;  // this subgroup: row block sg when sg < RB
+  // Softmax role: row r of the block, columns c0 .. c0 + CPI of each tile.
+  let r = lid / TPR;
+  let c0 = (lid % TPR) * CPI;
+  let i = row0 + i32(r);
+  let row_ok = i <= row_last;
+  var lo = 0;
+  var hi = select(0, len_k, row_ok);  // a row past the sequence sees nothing
+  if (wl >= 0) {
+    lo = max(lo, i + offset - wl);
+  }
+  if (wr >= 0) {
+    hi = min(hi, i + offset + wr + 1);
+  }
+
+  // Q: staged as f16 through pf in chunks of BC dims, loaded into registers.
+  var qf: array<LF, MAX_DK>;
+  for (var ch = 0u; ch < (DK + PB - 1u) / PB; ch++) {
+    for (var f = 0u; f < QPI; f++) {
+      let e = lid + WG * f;
+      if (e < BR * BC / 4u) {
+        let rr = e / (BC / 4u);
+        let col = (e % (BC / 4u)) * 4u;
+        var x = vec4<f32>(0.0);
+        if (row0 + i32(rr) <= row_last) {
+          x = load_q(u32(q_start + row0 + i32(rr)) * hq + head, (ch * BC + col) / 4u, dim);
+        }
+        let at = frag_at(rr, col, SM, SK, KP4, PB);
+        pf[at.x][at.y] = vec4<f16>(x);
+      }
+    }
+    workgroupBarrier();
+    if (sg < RB) {
+      for (var j = 0u; j < PB; j++) {
+        let c = ch * PB + j;
+        if (c < DK) {
+          qf[c] = subgroupMatrixLoad<LF, row_major>(&pf[sg * PB + j], 0u, KP4);
+        }
+      }
+    }
+    workgroupBarrier();
+  }
+
+  if (lid == 0u) {
+    atomicStore(&rescale, 0u);
+  }
+  let cap = params.softcap;
+  let scale = params.scale;
+  var m = LOWEST;  // the row's running max (the one p was taken against)
+  var l = 0.0;     // this invocation's share of the row sum
+  var o: array<AF, MAX_DN>;
+  for (var c = 0u; c < DN; c++) {
+    o[c] = AF();
+  }
+
+#if KV_F16
+  let kv_stride = hkv * (DP / 4u);  // vec4 from one key to the next in kh, vh
+#endif
+#if PREFETCH
+  var next = fetch_tile(band.x, band.y, k_start, hkv, kvh, dim, lid);
+#endif
+  for (var t0 = band.x; t0 < band.y; t0 += i32(BC)) {
+#if KV_DIRECT
+    let kv0 = (u32(k_start + t0) * hkv + kvh) * (DP / 4u);  // the tile's first key in kh, vh
+#else
+#if PREFETCH
+    store_tile(next, lid);
+    next = fetch_tile(t0 + i32(BC), band.y, k_start, hkv, kvh, dim, lid);  // in flight until the next tile
+#else
+    stage_tile(t0, band.y, k_start, hkv, kvh, dim, lid);
+#endif
+    workgroupBarrier();  // K and V staged
+#endif
+
+    // S = Q Kᵀ for this subgroup's rows, to workgroup memory.
+    if (sg < RB) {
+      for (var n = 0u; n < SB; n++) {
+        var acc = AF();
+        for (var c = 0u; c < DK; c++) {
+#if KV_DIRECT
+          let kt = subgroupMatrixLoad<RF, col_major>(&kh, kv0 + n * SN * kv_stride + c * (SK / 4u), kv_stride);
+#else
+          let kt = subgroupMatrixLoad<RF, col_major>(&kf[n * DK + c], 0u, KP4);
+#endif
+          acc = subgroupMatrixMultiplyAccumulate(qf[c], kt, acc);
+        }
+        subgroupMatrixStore<row_major>(&sf[sg * SB + n], 0u, acc, SP4);
+      }
+    }
+    workgroupBarrier();  // S is in workgroup memory
+
+    // Softmax over this invocation's columns of row r.
+    var x: array<vec4<f32>, MAX_CPI4>;
+    var tile_max = LOWEST;
+    for (var c4 = 0u; c4 < CPI / 4u; c4++) {
+      let col = c0 + 4u * c4;
+      let at = frag_at(r, col, SM, SN, SP4, SB);
+      var s = sf[at.x][at.y] * scale;
+      if (cap > 0.0) {
+        s = vec4<f32>(softcap_apply(s.x, cap), softcap_apply(s.y, cap), softcap_apply(s.z, cap),
+                      softcap_apply(s.w, cap));
+      }
+      let j = vec4<i32>(t0 + i32(col)) + vec4<i32>(0, 1, 2, 3);
+      s = select(vec4<f32>(LOWEST), s, (j >= vec4<i32>(lo)) & (j < vec4<i32>(hi)));
+      x[c4] = s;
+      tile_max = max(tile_max, max(max(s.x, s.y), max(s.z, s.w)));
+    }
+    if (TPR > 1u) {
+      tile_max = max(tile_max, subgroupShuffleXor(tile_max, 1u));
+    }
+    if (TPR > 2u) {
+      tile_max = max(tile_max, subgroupShuffleXor(tile_max, 2u));
+    }
+    var alpha = 1.0;
+    if (tile_max > LOWEST) {
+      if (m == LOWEST) {
+        m = tile_max;  // the row's first visible keys: its O is still zero
+      } else if (tile_max > m + TAU) {
+        alpha = exp2((m - tile_max) * LOG2E);
+        m = tile_max;
+        atomicOr(&rescale, 1u);
+      }
+    }
+    var sum = 0.0;
+    for (var c4 = 0u; c4 < CPI / 4u; c4++) {
+      let s = x[c4];
+      let p = select(vec4<f32>(0.0), exp2((s - m) * LOG2E), s > vec4<f32>(LOWEST));
+      sum += (p.x + p.y) + (p.z + p.w);
+      let at = frag_at(r, c0 + 4u * c4, SM, SK, KP4, PB);
+      pf[at.x][at.y] = vec4<f16>(p);
+    }
+    l = l * alpha + sum;
+
+    // O *= alpha per row, through sf in chunks of SB fragments (rare: see the header).
+    if (workgroupUniformLoad(&rescale) != 0u) {
+      for (var ch = 0u; ch < (DN + SB - 1u) / SB; ch++) {
+        if (sg < RB) {
+          for (var j = 0u; j < SB; j++) {
+            if (ch * SB + j < DN) {
+              subgroupMatrixStore<row_major>(&sf[sg * SB + j], 0u, o[ch * SB + j], SP4);
+            }
+          }
+        }
+        workgroupBarrier();
+        for (var c4 = 0u; c4 < CPI / 4u; c4++) {
+          let at = frag_at(r, c0 + 4u * c4, SM, SN, SP4, SB);
+          sf[at.x][at.y] *= alpha;
+        }
+        workgroupBarrier();
+        if (sg < RB) {
+          for (var j = 0u; j < SB; j++) {
+            if (ch * SB + j < DN) {
+              o[ch * SB + j] = subgroupMatrixLoad<AF, row_major>(&sf[sg * SB + j], 0u, SP4);
+            }
+          }
+        }
+        workgroupBarrier();
+      }
+      if (lid == 0u) {
+        atomicStore(&rescale, 0u);  // read by all above; the next write is a tile away
+      }
+    }
+
+    // O += P V.
+    if (sg < RB) {
+      for (var kk = 0u; kk < PB; kk++) {
+        let p = subgroupMatrixLoad<LF, row_major>(&pf[sg * PB + kk], 0u, KP4);
+        for (var c = 0u; c < DN; c++) {
+#if KV_DIRECT
+          let vt = subgroupMatrixLoad<RF, row_major>(&vh, kv0 + kk * SK * kv_stride + c * (SN / 4u), kv_stride);
+#else
+          let vt = subgroupMatrixLoad<RF, row_major>(&vf[kk * DN + c], 0u, NP4);
+#endif
+          o[c] = subgroupMatrixMultiplyAccumulate(p, vt, o[c]);
+        }
+      }
+    }
+    workgroupBarrier();  // P, V and S are no longer read
+  }
+
+  // Row sums, then O / sum through sf in chunks of SB fragments (BC columns).
+  var total = l;
+  if (TPR > 1u) {
+    total += subgroupShuffleXor(total, 1u);
+  }
+  if (TPR > 2u) {
+    total += subgroupShuffleXor(total, 2u);
+  }
+  let visible = total > 0.0;
+  let inv = select(0.0, 1.0 / total, visible);
+  let row = u32(q_start + i) * hq + head;
+  for (var ch = 0u; ch < (DN + SB - 1u) / SB; ch++) {
+    if (sg < RB) {
+      for (var j = 0u; j < SB; j++) {
+        if (ch * SB + j < DN) {
+          subgroupMatrixStore<row_major>(&sf[sg * SB + j], 0u, o[ch * SB + j], SP4);
+        }
+      }
+    }
+    workgroupBarrier();
+    if (row_ok) {
+      for (var c4 = 0u; c4 < CPI / 4u; c4++) {
+        let col = c0 + 4u * c4;
+        let d = ch * BC + col;  // head-dim column of O
+        if (d < dim) {
+          let at = frag_at(r, col, SM, SN, SP4, SB);
+          let y = sf[at.x][at.y] * inv;
+#if VEC4
+          out[row * (dim / 4u) + d / 4u] = y;
+#else
+          for (var e = 0u; e < 4u; e++) {
+            if (d + e < dim) {
+              out[row * dim + d + e] = y[e];
+            }
+          }
+#endif
+        }
+      }
+    }
+    workgroupBarrier();
+  }
+  if (row_ok && c0 == 0u) {
+    lse[row] = select(neg_inf(), m + log(total), visible);
+  }
+}
+
+#if KV_F16
+// kh, vh = f16(k), f16(v) with rows padded to DP (zeros): one vec4 an invocation, over
+// [total_k, heads_kv, DP / 4]. The rows past total_k stay as the buffer was created (zeros).
+@compute @workgroup_size(64)
+fn to_f16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let e = gid.x + gid.y * nwg.x * 64u;
+  if (e >= params.total_k * params.heads_kv * (DP / 4u)) {
+    return;
+  }
+  let row = e / (DP / 4u);
+  let c = e % (DP / 4u);
+  kh[e] = vec4<f16>(load_kv(false, row, c, params.head_dim));
+  vh[e] = vec4<f16>(load_kv(true, row, c, params.head_dim));
+}
+#endif

@@ -1,0 +1,20 @@
+// The `varlen_bwd` interface: the Params struct and bindings every varlen_bwd kernel declares, by
+// #including this file (a user's kernel too). wgattn.registry reads the fields and bindings from
+// here; wgattn.interfaces.varlen_bwd fills them. Token-major f32 tensors; Hq % Hkv == 0.
+
+struct Params {
+#include "lib/packed_params.wgsl"
+  _pad: u32,
+}
+
+@group(0) @binding(0) var<storage, read> q: array<f32>;              // [total_q, heads_q, D]
+@group(0) @binding(1) var<storage, read> k: array<f32>;              // [total_k, heads_kv, D]
+@group(0) @binding(2) var<storage, read> v: array<f32>;              // [total_k, heads_kv, D]
+@group(0) @binding(3) var<storage, read> out: array<f32>;            // forward output [total_q, heads_q, D]
+@group(0) @binding(4) var<storage, read> dout: array<f32>;           // gradient into out [total_q, heads_q, D]
+@group(0) @binding(5) var<storage, read> cu_seqlens_q: array<i32>;   // query prefix sums [batch_size + 1]
+@group(0) @binding(6) var<storage, read> cu_seqlens_k: array<i32>;   // key prefix sums [batch_size + 1]
+@group(0) @binding(7) var<storage, read_write> stats: array<f32>;    // [2, total_q, heads_q]: lse, delta
+@group(0) @binding(8) var<storage, read_write> dq: array<f32>;       // [total_q, heads_q, D]
+@group(0) @binding(9) var<storage, read_write> dkv: array<f32>;      // [2, total_k, heads_kv, D]: dk, dv
+@group(0) @binding(10) var<uniform> params: Params;
