@@ -9,7 +9,7 @@ import pytest
 
 from wgattn.target import Target
 
-__all__ = ["needs_features", "failures", "WIDE", "ratio", "first_wide_failure", "browser_stand_in", "session_on", "TARGET"]
+__all__ = ["needs_features", "failures", "WIDE", "ratio", "first_wide_failure", "browser_stand_in", "session_on", "TARGET", "chosen_knobs"]
 
 # A planted bug counts as caught only where some case fails by at least this many times its
 # allowance. lavapipe's JIT rounds differently per host CPU: a bug that failed by 1.1x the
@@ -81,3 +81,15 @@ def session_on(runtime):
     session = PageSession()
     session.use_target(json.dumps(runtime.target.to_json()))
     return session
+
+
+def chosen_knobs(kernel) -> dict:
+    """The knobs `kernel`'s interface chooses for it (Interface.layout_on) on its first grid case on
+    the default target, or {} where the interface leaves them to the kernel's registry entry."""
+    from wgattn import interfaces
+    from wgattn.interfaces import Interface
+
+    iface = interfaces.of(kernel)
+    if type(iface).layout_on is Interface.layout_on:
+        return {}
+    return dict(iface.layout_on(kernel, iface.conformance_cases()[0], Target()).knobs)

@@ -7,9 +7,9 @@ import struct
 
 import pytest
 
-from wgattn import interfaces, registry, wgsl
+from helpers import chosen_knobs
+from wgattn import registry, wgsl
 from wgattn.errors import InterfaceMismatch
-from wgattn.interfaces import Interface
 from wgattn.target import Target
 
 REG = registry.load()
@@ -95,12 +95,7 @@ def test_entry_points_and_knobs_are_the_wgsl_s(kid):
     must be given is a knob, and each grid expression names only params and knobs."""
     k = REG.kernel(kid)
     src = k.source({"head_dim": 64})
-    # An interface that chooses its kernels' knobs per target (Interface.layout_on) gives them
-    # with a case's layout: its first grid case's, on the default target.
-    iface = interfaces.of(k)
-    chosen = {}
-    if type(iface).layout_on is not Interface.layout_on:
-        chosen = iface.layout_on(k, iface.conformance_cases()[0], Target()).knobs
+    chosen = chosen_knobs(k)  # an interface that chooses its kernels' knobs per target
     for p in k.abi.passes:
         assert p.entry_point in wgsl.functions(src), p.entry_point
         ones = {p.name: 1 for p in k.abi.params}

@@ -267,10 +267,10 @@ class Kernel:
         `#include "interfaces/<name>.wgsl"` (the Params struct and bindings) and the lib/ helpers."""
         return wgsl.preprocess(text, {}, wgsl.reader(self.folder or shader_dir()), "the user's WGSL")
 
-    def caps(self, source: str) -> Dict[str, int]:
+    def caps(self, source: str, chosen: Optional[Mapping[str, int]] = None) -> Dict[str, int]:
         """knob -> the most the WGSL's private arrays hold (`const MAX_<knob>: u32 = N;`), for the
-        knobs this kernel sets."""
-        settable = set(self.overrides) | {name for tile in self.tiles for name in tile}
+        knobs this kernel sets (and those its interface `chosen` for a target)."""
+        settable = set(self.overrides) | {name for tile in self.tiles for name in tile} | set(chosen or ())
         return {name[4:]: n for name, n in wgsl.consts(source).items() if name.startswith("MAX_") and name[4:] in settable}
 
     def knobs(
@@ -300,7 +300,7 @@ class Kernel:
         taken; DoesNotFit lists every candidate tried. `chosen`, knobs the interface chose for
         the target (Interface.layout_on), is the one candidate instead, held to the same checks."""
         src = self.source(sizes) if source is None else source
-        caps = self.caps(src)
+        caps = self.caps(src, chosen)
         names: Dict[str, int] = dict(sizes)
         if self.matrix is not None:
             config = target.matrix(*self.matrix)
