@@ -123,7 +123,12 @@ var<workgroup> vf: array<array<vec4<f16>, SK * NP4>, PB * DN>;  // V of the tile
 #endif
 var<workgroup> sf: array<array<vec4<f32>, SM * SP4>, RB * SB>;  // S of the tile; O on its way out
 var<workgroup> pf: array<array<vec4<f16>, SM * KP4>, RB * PB>;  // P of the tile (Q chunks at first)
-var<workgroup> rescale: atomic<u32>;  // 1: some row's max grew by more than TAU in this tile
+// [0] = 1: some row's max grew by more than TAU in this tile. Four words, not one: NVIDIA's driver
+// reads a subgroup matrix from its address rounded down to 16 bytes, and a 4-byte variable laid
+// out beside the fragment arrays left two of them (Q/P and V) at 8 mod 16, so every Q and V
+// fragment was read one vec4<f16> early on the H100 (lavapipe reads the exact address). With every
+// workgroup variable a multiple of 16 bytes, each fragment array starts 16-byte aligned.
+var<workgroup> rescale: array<atomic<u32>, 4>;
 
 // Vec4 column c of token-major row `row` of q (k, v: from_v picks) with zeros past head_dim.
 #if VEC4
@@ -285,7 +290,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   }
 
   if (lid == 0u) {
-    atomicStore(&rescale, 0u);
+    atomicStore(&rescale[0], 0u);
   }
   let cap = params.softcap;
   let scale = params.scale;
@@ -361,7 +366,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
       } else if (tile_max > m + TAU) {
         alpha = exp2((m - tile_max) * LOG2E);
         m = tile_max;
-        atomicOr(&rescale, 1u);
+        atomicOr(&rescale[0], 1u);
       }
     }
     var sum = 0.0;
@@ -375,7 +380,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     l = l * alpha + sum;
 
     // O *= alpha per row, through sf in chunks of SB fragments (rare: see the header).
-    if (workgroupUniformLoad(&rescale) != 0u) {
+    if (workgroupUniformLoad(&rescale[0]) != 0u) {
       for (var ch = 0u; ch < (DN + SB - 1u) / SB; ch++) {
         if (sg < RB) {
           for (var j = 0u; j < SB; j++) {
@@ -400,7 +405,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         workgroupBarrier();
       }
       if (lid == 0u) {
-        atomicStore(&rescale, 0u);  // read by all above; the next write is a tile away
+        atomicStore(&rescale[0], 0u);  // read by all above; the next write is a tile away
       }
     }
 

@@ -79,7 +79,12 @@ export async function openDevice(onLost) {
     words: adapterWords(info),
     features: requiredFeatures,
     limits: Object.fromEntries(LIMITS.map((k) => [kebab(k), device.limits[k]])),
-    subgroup_matrix_configs: /** @type {MatrixConfigJson[]} */ (more.subgroupMatrixConfigs || []),
+    // GPUSubgroupMatrixConfig's fields are getters on its prototype: JSON.stringify of the object
+    // itself gives {} (found on the H100), so each field is copied by name.
+    subgroup_matrix_configs: [...(/** @type {any[]} */ (more.subgroupMatrixConfigs || []))].map(
+      (c) => /** @type {MatrixConfigJson} */ ({
+        componentType: c.componentType, resultComponentType: c.resultComponentType, M: c.M, N: c.N, K: c.K,
+      })),
   };
   return { device, info, target };
 }

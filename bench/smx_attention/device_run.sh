@@ -14,7 +14,7 @@
 # Environment: SMX_MODES (default robust,off,range), SMX_CASES (all | quick), SMX_CONFIGS,
 # SMX_T_ROBUST / SMX_T_OFF / SMX_T_RANGE (seconds each page may take: 170, 130, 80),
 # SMX_VARIANTS (jobs.py VARIANTS names), SMX_TIMING=0 (correctness only), SMX_TEMPLATE (another
-# kernel file, jobs.py --template), SMX_TPR (invocations per softmax row), SMX_KINDS,
+# kernel file, jobs.py --template), SMX_TPR (invocations per softmax row), SMX_KINDS, SMX_KEEP_RAW=1 (keep the outputs' bytes),
 # SMX_CHROMIUM (a Chromium binary: a local dry run without the carried one), PYTHON (python3).
 set -u
 export PYTHONUNBUFFERED=1
@@ -88,5 +88,5 @@ done
 kill "$hs" 2>/dev/null
 echo "browsers done at $(( $(date +%s) - t_start )) s"
 (cd "$here" && "${PYTHON:-python3}" summary.py "$here/out/jobs.json" "$out" "${args[@]}")
-rm -f "$out"/raw_*.json  # results_<mode>.json keep them without the output bytes
+[ -n "${SMX_KEEP_RAW:-}" ] || rm -f "$out"/raw_*.json  # results_<mode>.json keep them without the output bytes
 echo "total $(( $(date +%s) - t_start )) s"

@@ -89,6 +89,12 @@ def extra_cases(seed: int = 1) -> List[Case]:
     k = (ramp * rs.uniform(0.9, 1.1, size=k.shape)).astype(np.float32)
     q = np.ones_like(t["q"])
     cases.append(ff.case_from_reference(q, k, t["v"], t["cu_seqlens_q"], t["cu_seqlens_k"], name="smx-rising-scores-d64"))
+    # One-hot values: v_j = e_(j mod 16), so out row i is row i of P folded onto 16 columns, and a
+    # wrong element of S or P shows where it sits in its fragment.
+    t = ff.grid_case(rs, "onehot", [(40, 32)], 1, 1, 16, {}, 1.0).inputs
+    v = np.zeros_like(t["v"])
+    v[np.arange(v.shape[0]), 0, np.arange(v.shape[0]) % 16] = 1.0
+    cases.append(ff.case_from_reference(t["q"], t["k"], v, t["cu_seqlens_q"], t["cu_seqlens_k"], name="smx-onehot-v-d16"))
     return cases
 
 
@@ -104,6 +110,7 @@ def correctness_cases(which: str = "all") -> List[Case]:
             "softcap-d64-gqa3",
             "smx-rising-scores-d64",
             "smx-d128-causal-tl-gqa2",
+            "smx-onehot-v-d16",
         )
         cases = [c for c in cases if c.name.startswith(keep)]
     return cases
