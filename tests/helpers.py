@@ -9,7 +9,17 @@ import pytest
 
 from wgattn.target import Target
 
-__all__ = ["needs_features", "failures", "WIDE", "ratio", "first_wide_failure", "browser_stand_in", "session_on", "TARGET", "chosen_knobs"]
+__all__ = [
+    "needs_features",
+    "failures",
+    "WIDE",
+    "ratio",
+    "first_wide_failure",
+    "browser_stand_in",
+    "session_on",
+    "TARGET",
+    "chosen_knobs",
+]
 
 # A planted bug counts as caught only where some case fails by at least this many times its
 # allowance. lavapipe's JIT rounds differently per host CPU: a bug that failed by 1.1x the
