@@ -1,5 +1,5 @@
 """Decode attention as bandwidth, on a GPU, in one run, by the measurement protocol (wgattn.protocol):
-the decode kernels (the `decode` interface, wgattn.interfaces.decode) against the copy bandwidth of
+the decode kernels (the `paged_decode` interface, wgattn.interfaces.paged_decode) against the copy bandwidth of
 the same device and against PyTorch's SDPA on the same tensors, in one interleaved series per case.
 
     python3 bench/decode_bandwidth.py --json decode.jsonl
@@ -31,8 +31,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from wgattn import bench, protocol, reference, registry
-from wgattn.interfaces.decode import INTERFACE as decode
-from wgattn.interfaces.decode import bytes_touched as _bytes_touched
+from wgattn.interfaces.paged_decode import INTERFACE as decode
+from wgattn.interfaces.paged_decode import bytes_touched as _bytes_touched
 from wgattn.plan import Buffer, Dispatch, Plan
 from wgattn.registry import Pass
 
@@ -252,7 +252,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         nbytes = bytes_touched(case)
         print(f"\n{case.name}: {asdict(case)}; {nbytes / 1e9:.3f} GB of K and V a step")
         x = inputs(case)
-        kernel = registry.load().kernel("decode.split_f16" if case.cache == "f16" else "decode.split")
+        kernel = registry.load().kernel("paged_decode.split_f16" if case.cache == "f16" else "paged_decode.split")
         plan = decode.plan(kernel, decode_case(case, x), rt.target)
         if plan.unavailable:
             print(f"  skipped: {plan.unavailable}")

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from wgattn.interfaces.decode import bytes_touched
+from wgattn.interfaces.paged_decode import bytes_touched
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,7 +39,7 @@ def test_smoke_run_records_checked_figures(native_runtime, tmp_path):
     )
     records = [json.loads(line) for line in out.read_text().splitlines()]
     copy = [r for r in records if r["kind"] == "copy" and r["impl"] == "wgsl.copy"]
-    decode = [r for r in records if r["kind"] == "decode" and r["impl"].startswith("decode.split")]
+    decode = [r for r in records if r["kind"] == "decode" and r["impl"].startswith("paged_decode.split")]
     assert copy and copy[0]["gbps"] > 0 and copy[0]["rounds"] == 5
     (rule,) = [r for r in decode if r["rule"]]
     assert rule["mode"] == "trusted" and rule["gbps"] > 0 and rule["median_ms"] > 0 and rule["q1_ms"] <= rule["q3_ms"]

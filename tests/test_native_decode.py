@@ -1,5 +1,5 @@
-"""The decode kernels (shaders/decode.split.wgsl) run natively (wgpu-py; lavapipe here) on the
-`decode` interface's conformance grid (wgattn.interfaces.decode), judged against
+"""The decode kernels (shaders/paged_decode.split.wgsl) run natively (wgpu-py; lavapipe here) on the
+`decode` interface's conformance grid (wgattn.interfaces.paged_decode), judged against
 wgattn.reference.decode_attention by the tolerance rule: planted bugs caught by a wide margin, the
 kernel's own guards, the tile and split rules, and what the interface refuses."""
 
@@ -12,13 +12,13 @@ import pytest
 
 from helpers import WIDE, failures, needs_features, ratio
 from wgattn import conformance, native, reference, registry, tolerance, wgsl
-from wgattn.interfaces.decode import INTERFACE as decode
-from wgattn.interfaces.decode import MAX_SPLITS, bytes_touched, split_count, tiles
+from wgattn.interfaces.paged_decode import INTERFACE as decode
+from wgattn.interfaces.paged_decode import MAX_SPLITS, bytes_touched, split_count, tiles
 from wgattn.target import WEBGPU_LIMITS, Target
 
 REG = registry.load()
-KERNELS = REG.kernels_of("decode")
-SPLIT = REG.kernel("decode.split")
+KERNELS = REG.kernels_of("paged_decode")
+SPLIT = REG.kernel("paged_decode.split")
 CASES = {c.name: c for c in decode.conformance_cases()}
 
 
@@ -193,7 +193,7 @@ def test_a_kv_group_is_read_once_where_it_fits():
     every row of a kv head in one workgroup, so the cache is read once; MQA with 32 heads and 5 new
     tokens (160 rows) needs row blocks."""
     h100 = TARGETS[2]
-    f16 = REG.kernel("decode.split_f16")
+    f16 = REG.kernel("paged_decode.split_f16")
     t, row_blocks = tiles(f16, 128, 4, h100)
     assert (row_blocks, t["WG"], t["BC"]) == (1, 128, 32)
     assert tiles(f16, 128, 40, h100)[1] == 1
@@ -235,12 +235,12 @@ def test_what_the_interface_refuses():
         [1],
     )
     plan = decode.plan(SPLIT, big, TARGETS[2])
-    assert "decode.split supports head_dim <= 256, got 260" in plan.unavailable
+    assert "paged_decode.split supports head_dim <= 256, got 260" in plan.unavailable
 
 
 def test_the_f16_kernel_uploads_a_float16_cache_and_asks_for_shader_f16():
-    case = conformance.judged_case(REG.kernel("decode.split_f16"), CASES["gqa8-one-new-bs16-d59-sinks"])
-    p = decode.plan(REG.kernel("decode.split_f16"), case, TARGETS[2])
+    case = conformance.judged_case(REG.kernel("paged_decode.split_f16"), CASES["gqa8-one-new-bs16-d59-sinks"])
+    p = decode.plan(REG.kernel("paged_decode.split_f16"), case, TARGETS[2])
     assert all(d.requires == ("shader-f16",) for d in p.dispatches)
     (k,) = [b for b in p.buffers if b.name == "k_cache"]
     assert len(k.data) == case.inputs["k_cache"].size * 2 and "enable f16;" in p.dispatches[0].source

@@ -1,5 +1,5 @@
-"""The `decode` interface: decode attention over a paged KV cache (wgattn.reference.decode_attention),
-split across workgroups and merged by log-sum-exp (shaders/interfaces/decode.wgsl).
+"""The `paged_decode` interface: decode attention over a paged KV cache (wgattn.reference.decode_attention),
+split across workgroups and merged by log-sum-exp (shaders/interfaces/paged_decode.wgsl).
 
     q:        [B, Sq_new, Hq, D] float32        k_cache, v_cache: [num_blocks, block_size, Hkv, D]
     block_table: int32 [B, max_blocks]          seq_lens: int32 [B] (the new tokens included)
@@ -265,7 +265,7 @@ def _grid_row(name, lens, sq, hq, hkv, d, bs, options=None, alibi=False, sinks=F
 
 
 class Decode(Interface):
-    name = "decode"
+    name = "paged_decode"
     OUTPUTS = ("out", "lse")
     Config = DecodeConfig
 

@@ -1,6 +1,6 @@
-// The `decode` interface: the Params struct and bindings every decode kernel declares, by
+// The `paged_decode` interface: the Params struct and bindings every decode kernel declares, by
 // #including this file first (a user's kernel too). wgattn.registry reads the fields and bindings
-// from here; wgattn.interfaces.decode fills them. Decode attention over a paged KV cache
+// from here; wgattn.interfaces.paged_decode fills them. Decode attention over a paged KV cache
 // (wgattn.reference.decode_attention), in two passes: each split of a sequence's keys writes a
 // partial softmax state (part_o, part_ml), the combine merges them by log-sum-exp.
 // Define F16 for a float16 cache (T = f16; the adapter's shader-f16), VEC4 (head_dim % 4 == 0)

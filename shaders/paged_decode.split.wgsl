@@ -1,4 +1,4 @@
-// decode.split (and decode.split_f16, define F16): decode attention over a paged KV cache, split
+// paged_decode.split (and paged_decode.split_f16, define F16): decode attention over a paged KV cache, split
 // across workgroups (flash-decoding): each sequence's keys are cut into num_splits chunks, one
 // workgroup each, whose partial softmax states a second pass merges by their log-sum-exp.
 //
@@ -39,12 +39,12 @@
 //     out = sum_s exp(m_s - M) o_s / L;  lse = M + log L.
 // Exponentials are exp2 of differences times log2(e) (flash_fwd.blocked says why), each
 // difference clamped at -1000 first so that no infinity is ever formed (exp(-1000) is 0 in f32).
-// Every index is guarded in this code, given sizes wgattn.interfaces.decode validated (block-table
+// Every index is guarded in this code, given sizes wgattn.interfaces.paged_decode validated (block-table
 // entries a sequence uses in range, u32 element indices): an invalid block reads as zeros, lengths
 // are clamped to what the block table addresses, private-array loops stop at their capacity.
 // F16: the cache and the staged K/V tiles are f16 (half the bytes); arithmetic is f32.
 // Reference: wgattn.reference.decode_attention.
-#include "interfaces/decode.wgsl"
+#include "interfaces/paged_decode.wgsl"
 #include "lib/varlen.wgsl"
 #include "lib/softcap.wgsl"
 
