@@ -50,13 +50,18 @@ def test_pasted_planted_bug_fails(page, server):
     assert summary["user"] is True
     failed = [c["case"] for c in summary["cases"] if not c["pass"]]
     assert failed and all("causal" in name or "window" in name for name in failed), failed
+    # a failing row shows its error map: |error| / allowance by head and row block, over 1 marked
+    mapped = [r for c in summary["cases"] for r in c["rows"] if not r["pass"] and (r.get("where") or {}).get("map")]
+    assert mapped, "no failing row carries an error map"
+    assert page.locator("#grid-table table.errgrid").count() == len(mapped)
+    assert page.locator("#grid-table table.errgrid td.over").count() >= len(mapped)
 
 
 def test_pasted_wgsl_that_does_not_compile_shows_a_message(page, server):
     _open(page, server)
     assert _run_grid(page, "sdpa_arena", "fn broken( {") == "error"
-    assert page.is_visible("#message")
-    assert "does not compile" in page.inner_text("#message")
+    assert page.is_visible("#grid-error")
+    assert "does not compile" in page.inner_text("#grid-error")
     assert in_progress(page) == {}  # the abandoned grid's job was released
 
 
@@ -68,4 +73,4 @@ def test_compile_error_text_is_shown_verbatim(page, server):
     table = page.inner_text("#grid-table")
     assert "does not compile" in table and "vec4<f32>" in table, table
     assert page.evaluate("document.querySelectorAll('#grid-table f32').length") == 0
-    assert "vec4<f32>" in page.inner_text("#message")
+    assert "vec4<f32>" in page.inner_text("#grid-error")

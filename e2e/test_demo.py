@@ -15,7 +15,7 @@ def _run(page, url):
 
 def test_default_demo_all_pairs_pass(page, server, console_errors):
     status, results = _run(page, server + "/")
-    message = page.inner_text("#message") if page.is_visible("#message") else ""
+    message = page.inner_text("main")
     assert status == "done", message
     assert console_errors == []
     assert results["adapter"] and results["adapter"]["runtime"] == "browser"
@@ -53,8 +53,11 @@ def test_bad_configuration_shows_a_message(page, server):
     page.fill("input[name=seq_q]", "70000")  # the form's own checks allow it; the case does not
     page.click("#run")
     page.wait_for_function("document.body.dataset.status === 'error'")
-    assert page.is_visible("#message")
-    assert "seq_q must be an integer in 1..65536" in page.inner_text("#message")
+    assert page.is_visible("#run-error")  # beside Run, the field marked, the old result greyed
+    assert "seq_q must be an integer in 1..65536" in page.inner_text("#run-error")
+    assert page.get_attribute("input[name=seq_q]", "aria-invalid") == "true"
+    assert page.get_attribute("input[name=seq_k]", "aria-invalid") is None
+    assert "stale" in page.get_attribute("#verdict", "class")
     assert len(page.evaluate("window.wgattn.results.runs")) == 1  # nothing half-run was recorded
 
 

@@ -18,6 +18,7 @@ def test_probe_section_and_localised_failure(page, server, console_errors):
         assert rows["softcap_apply"]["max_ulps"] <= 8, (side, rows["softcap_apply"])
     assert state["browser"]["adapter"]["runtime"] == "browser"
     assert page.locator("#precision-table tr").count() == len(names) + 1
+    page.click("#precision summary")  # the table is folded until asked for
     assert "softcap_apply(a, b)" in page.inner_text("#precision-table")
 
     # A planted mask bug (causal rows miss their diagonal key): the failing rows say where and why.

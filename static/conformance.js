@@ -21,7 +21,7 @@ const grid = { cancel: false };
 /** Where a localised element is: its sequence, row or key, head and column in a packed case, else its index.
  * @param {WorstElement} it */
 function place(it) {
-  if (it.sequence === undefined) return `index [${it.index}]`;
+  if (it.sequence === undefined) return `element (${it.index.join(", ")})`;
   const span = it.keys || it.queries || [];
   return `seq ${it.sequence} ${it.key !== undefined ? "key " + it.key : "row " + it.row} head ${it.head}` +
     `${it.column !== undefined ? " col " + it.column : ""} (${it.keys ? "keys" : "queries"} ${span[0]}..${span[1]})`;
@@ -31,9 +31,22 @@ function place(it) {
  * @param {Where} w */
 function whereRow(w) {
   const at = (w.worst || []).slice(0, 3).map((it) => `${place(it)}: |err| ${fmt(it.err)}`).join("; ");
-  const td = el("td", { class: "l", colspan: 5 }, "likely ", el("b", {}, String(w.likely)), ` — ${at}`, el("br"),
+  const td = el("td", { class: "l wrap", colspan: 5 }, "likely ", el("b", {}, String(w.likely)), ` — ${at}`, el("br"),
     el("span", { class: "muted" }, (w.evidence || []).join("; ")));
+  if (w.map) td.append(errorGrid(w.map));
   return el("tr", { class: "where" }, el("td"), td);
+}
+
+/** A failing output's error map: |error| / allowance per head (rows) and block of rows (columns),
+ * over 1 in red, so that a mask edge shows as a column and a bad head as a row.
+ * @param {WhereMap} m */
+function errorGrid(m) {
+  const blocks = m.axis0_blocks.map(([a, b]) => `${a}..${b - 1}`);
+  const heads = m.ratio_by_head.slice(0, 16);
+  return el("div", { class: "scroll", tabindex: 0 }, el("table", { class: "errgrid", "aria-label": "|error| / allowance by head and row block" },
+    row("th", [["head ↓  rows →", "l"], ...blocks]),
+    ...heads.map((ratios, h) => el("tr", {}, el("th", { class: "l" }, String(h)),
+      ...ratios.map((r) => el("td", { class: r > 1 ? "over" : undefined }, r.toPrecision(2)))))));
 }
 
 /** One judged output as a table row, every field as text (a compiler's `vec4<f32>` stays text, never a tag).
@@ -110,11 +123,19 @@ export async function runGrid(ctx, iface, source) {
   return summary;
 }
 
+/** Why the grid stopped, next to its Run button.
+ * @param {string} text */
+function stopped(text) {
+  const error = $("grid-error");
+  error.textContent = text;
+  error.hidden = false;
+  error.scrollIntoView({ block: "nearest" });
+}
+
 /** Wire the view's form (interface select, WGSL textarea or dropped file, Run button).
  * @param {import("./main.js").ReadyContext} ctx
- * @param {string[]} interfaces
- * @param {import("./main.js").ShowMessage} showMessage */
-export function setupConformance(ctx, interfaces, showMessage) {
+ * @param {string[]} interfaces */
+export function setupConformance(ctx, interfaces) {
   const select = $("grid-interface", HTMLSelectElement);
   select.replaceChildren(...interfaces.map((n) => new Option(n)));
   const area = $("grid-source", HTMLTextAreaElement);
@@ -129,8 +150,10 @@ export function setupConformance(ctx, interfaces, showMessage) {
   $("grid-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const section = $("conformance");
+    const error = $("grid-error");
+    error.hidden = true;
     if (!ctx.executor) {
-      showMessage("The conformance view needs WebGPU, which this browser does not offer.");
+      stopped("The conformance view needs WebGPU, which this browser does not offer.");
       section.dataset.status = "error";
       return;
     }
@@ -143,11 +166,13 @@ export function setupConformance(ctx, interfaces, showMessage) {
       const summary = await runGrid(ctx, select.value, area.value.trim());
       section.dataset.status = summary.cancelled ? "cancelled" : "done";
     } catch (e) {
-      showMessage(`Conformance run stopped: ${errorText(e)}`);
+      stopped(`Conformance run stopped: ${errorText(e)}`);
+      $("grid-status").textContent = "stopped: see the message above";
       section.dataset.status = "error";
     } finally {
       run.disabled = false;
       $("grid-cancel").hidden = true;
+      $("grid-progress").hidden = true;
     }
   });
 }

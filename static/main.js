@@ -86,6 +86,25 @@ function describe(info) {
   return adapterWords(info).join(" · ") || "(no details)";
 }
 
+// What each optional feature gives the kernels, and how a browser that lacks it may get it.
+const FEATURE_WORDS = /** @type {const} */ ([
+  ["shader-f16", "f16 kernels", "Chrome offers it on GPUs with half precision (not on software renderers)"],
+  ["subgroups", "subgroup kernels", "Chrome 134+ offers it on most GPUs"],
+  ["chromium-experimental-subgroup-matrix", "subgroup-matrix kernels",
+    "Chrome offers it behind chrome://flags/#enable-unsafe-webgpu (--enable-unsafe-webgpu) on GPUs with matrix units"],
+  ["timestamp-query", "GPU timings", "Chrome offers it on most GPUs"],
+]);
+
+/** What the browser's adapter offers the kernels, in words; for each feature it lacks, what would enable it.
+ * @param {string[]} features
+ * @param {unknown[]} matrices its subgroup matrix configurations */
+function offers(features, matrices) {
+  const has = FEATURE_WORDS.filter(([f]) => features.includes(f)).map(([f, what]) =>
+    `${f} (${what}${f === "chromium-experimental-subgroup-matrix" ? `, ${matrices.length} configurations` : ""})`);
+  const lacks = FEATURE_WORDS.filter(([f]) => !features.includes(f)).map(([f, , how]) => `${f}: ${how}`);
+  return `Offers: ${has.join(", ") || "no optional feature"}.` + (lacks.length ? ` Lacks ${lacks.join("; ")}.` : "");
+}
+
 // --- WebGPU: open, report uncaptured errors, recover from device loss ------------------------
 
 /** @param {string} message */
@@ -123,7 +142,8 @@ async function startGpu() {
     return;
   }
   results.adapter = gpu.info;
-  $("browser-adapter").textContent = describe(gpu.info) + ` — features: ${gpu.info.features.join(", ") || "none"}`;
+  $("browser-adapter").textContent = describe(gpu.info);
+  $("browser-offers").textContent = offers(gpu.info.features, gpu.target.subgroup_matrix_configs || []);
   ctx.executor = new Executor(gpu.device, gpu.info);
   syncTarget();
   // webgpu-samples' rule: an error nobody captured is shown, never swallowed (nor only logged).
@@ -157,6 +177,28 @@ function markKernels() {
     opt.textContent = k && why ? `${k.id} (browser: ${k.requires.length && ctx.executor ? "needs " + k.requires.join(", ") : why})` : opt.value;
     opt.title = why || (k ? k.summary : "");
   }
+  describeKernel();
+}
+
+/** The chosen kernel's summary, why this browser cannot run it (amber), and its WGSL's link. */
+function describeKernel() {
+  const k = kernelInfo($("kernel", HTMLSelectElement).value);
+  if (!k) return;
+  const why = unavailable(k);
+  $("kernel-summary").replaceChildren(k.summary, ...(why ? [" ", el("span", { class: "amber" }, `Not run in this browser: ${why}.`)] : []));
+  $("kernel-wgsl", HTMLAnchorElement).href = `/shaders/${k.wgsl}`;
+}
+
+/** Load the chosen kernel's WGSL into the conformance view's editor, on its interface. */
+async function editKernel() {
+  const k = kernelInfo($("kernel", HTMLSelectElement).value);
+  if (!k) return;
+  const res = await fetch(`/shaders/${k.wgsl}`);
+  if (!res.ok) throw new Error(`could not load ${k.wgsl}: HTTP ${res.status}`);
+  $("grid-source", HTMLTextAreaElement).value = await res.text();
+  $("grid-interface", HTMLSelectElement).value = k.interface;
+  $("conformance").scrollIntoView({ block: "start" });
+  $("grid-source").focus({ preventScroll: true });
 }
 
 /** @param {KernelInfo[]} kernels */
@@ -176,47 +218,92 @@ function fields() {
   return [.../** @type {NodeListOf<HTMLInputElement | HTMLSelectElement>} */ (found)];
 }
 
-/** Build the fields of the kernel's interface, keeping values of fields that stay.
+/** Build the fields of the kernel's interface: plain labels, bounds as min/max, what special values
+ * mean beside the field, as Python declares them (wgattn.interfaces.config). Values come from
+ * `values` (a URL's) or the defaults: a field never carries another kernel's value over.
  * @param {string} kernelId
  * @param {Record<string, string>} [values] */
 function buildFields(kernelId, values = {}) {
   const k = kernelInfo(kernelId);
   if (!k) throw new Error(`unknown kernel ${kernelId}`);
   const box = $("config-fields");
-  const old = Object.fromEntries(fields().map((f) => [f.name, f instanceof HTMLInputElement && f.type === "checkbox" ? String(f.checked) : f.value]));
   const rows = ready().schema[k.interface];
   if (!rows) throw new Error(`the live form has no fields for interface ${k.interface} (wgattn.live.schema)`);
   box.replaceChildren();
   for (const f of rows) {
     const label = document.createElement("label");
-    const value = values[f.name] ?? old[f.name] ?? String(f.default);
+    const value = values[f.name] ?? String(f.default);
     let input;
     if (f.choices) {
       input = el("select", {}, ...f.choices.map((c) => new Option(c)));
       input.value = value;
     } else if (f.type === "bool") {
-      input = document.createElement("input");
-      input.type = "checkbox";
+      input = el("input", { type: "checkbox" });
       input.checked = value === "true" || value === "1";
       label.className = "check";
     } else {
-      input = document.createElement("input");
-      input.type = "text";
-      input.inputMode = "decimal";
-      input.size = 7;
+      // Bounds the browser shows; Python still checks every value (the form does not validate).
+      input = el("input", { type: "number", step: f.type === "int" ? 1 : "any",
+        min: f.type === "int" ? f.min : undefined, max: f.type === "int" ? f.max : undefined });
       input.value = value;
     }
     input.name = f.name;
+    input.id = `field-${f.name}`;
     input.dataset.type = f.type;
-    // The field's bounds and special values, as Python declares them (wgattn.interfaces.config).
-    const bounds = f.min !== undefined && f.max !== undefined && f.type === "int" ? `${f.min}..${f.max}` : "";
+    const bounds = f.min !== undefined && f.max !== undefined && f.type === "int" ? `${f.min} to ${f.max}` : "";
     const special = Object.entries(f.sentinels || {}).map(([v, meaning]) => `${v} = ${meaning}`);
-    const hint = [bounds, ...special, f.hint || ""].filter((x) => x).join("; ");
-    if (hint) input.title = hint;
-    label.append(el("span", {}, f.name), input);
-    if (special.length) label.append(el("small", { class: "muted hint" }, special.join("; ")));
+    const hint = [...special, f.hint || ""].filter((x) => x).join("; ");
+    input.title = [f.name, bounds, hint].filter((x) => x).join(": ");
+    label.append(el("span", {}, f.label || f.name));
+    if (f.type === "bool") label.append(el("span", { class: "row" }, input));
+    else label.append(input);
+    if (special.length) {
+      const small = el("small", { class: "muted hint", id: `hint-${f.name}` }, special.join("; "));
+      input.setAttribute("aria-describedby", small.id);
+      label.append(small);
+    }
     box.append(label);
   }
+  describeKernel();
+  showConfigLine();
+}
+
+/** The configuration in one line beside the folded form's summary. */
+function showConfigLine() {
+  $("config-line").textContent = fields().map((f) => `${f.name}=${f instanceof HTMLInputElement && f.type === "checkbox" ? f.checked : f.value}`).join(" ");
+}
+
+// --- Errors beside what caused them ------------------------------------------------------------
+
+const STALE = ["verdict", "results", "pictures", "all-section"];
+
+/** A run that did not start: its message next to Run, the fields it names marked, the results
+ * of the previous run greyed (they no longer answer the form).
+ * @param {string} text */
+function showRunError(text) {
+  const box = $("run-error");
+  box.hidden = false;
+  box.textContent = text;
+  let marked = 0;
+  for (const f of fields()) {
+    if (new RegExp(`\\b${f.name}\\b`).test(text)) {
+      f.setAttribute("aria-invalid", "true");
+      f.setAttribute("aria-errormessage", "run-error");
+      marked += 1;
+    }
+  }
+  if (marked) $("config-details", HTMLDetailsElement).open = true;
+  for (const id of STALE) $(id).classList.add("stale");
+  box.scrollIntoView({ block: "nearest" });
+}
+
+function clearRunError() {
+  $("run-error").hidden = true;
+  for (const f of fields()) {
+    f.removeAttribute("aria-invalid");
+    f.removeAttribute("aria-errormessage");
+  }
+  for (const id of STALE) $(id).classList.remove("stale");
 }
 
 /** The request the form describes; Python checks every value (text that is no number goes as is).
@@ -268,19 +355,19 @@ function urlFor(request, extra = {}) {
 /** @param {boolean} pass */
 const verdict = (pass) => /** @type {[string, string]} */ ([pass ? "PASS" : "FAIL", pass ? "pass" : "fail"]);
 
-/** A live run's card, at the top of the results: verdict, share link, every pair, every runtime.
+/** A live run's card: verdict, share link, every pair, every runtime.
  * @param {LiveResult} result */
-function render(result) {
+function card(result) {
   const c = result.config;
   const cfg = Object.entries(c).map(([k, v]) => `${k}=${v}`).join(" ");
   const link = urlFor({ kernel: result.kernel, config: c });
   const [word, cls] = verdict(result.pass);
-  const pairs = el("table", { class: "pairs" },
+  const pairs = el("table", { class: "pairs", "aria-label": `${result.kernel}: pairs of runtimes` },
     row("th", [["runtimes", "l"], ["output", "l"], "max abs err", "allowance", "verdict"]),
     ...result.pairs.map((p) => row("td", [[`${p.a} ↔ ${p.b}`, "l"], [p.output, "l"], fmt(p.max_abs_err), fmt(p.allowance), verdict(p.pass)])));
   /** @type {Runtime[]} */
   const names = ["browser", "pyodide", "native"];
-  const times = el("table", {}, row("th", [["runtime", "l"], ["status", "l"], "wall ms", "GPU ms"]),
+  const times = el("table", { "aria-label": `${result.kernel}: runtimes` }, row("th", [["runtime", "l"], ["status", "l"], "wall ms", "GPU ms"]),
     ...names.map((name) => {
       const r = result.runtimes[name];
       const t = r.timings || {};
@@ -296,10 +383,76 @@ function render(result) {
   const run = el("div", { class: "run", "data-kernel": result.kernel, "data-pass": String(result.pass) },
     el("h3", {}, `${result.kernel} `, el("span", { class: cls }, word), " ",
       el("a", { class: "share", href: link, title: "reopen this run" }, "link")),
-    el("p", { class: "muted cfg" }, cfg), pairs, times, note);
-  const placeholder = document.getElementById("results-placeholder");
-  if (placeholder) placeholder.remove();
-  $("results").prepend(run);
+    el("p", { class: "muted cfg" }, cfg), el("div", { class: "scroll", tabindex: 0 }, pairs), el("div", { class: "scroll", tabindex: 0 }, times), note);
+  return run;
+}
+
+// --- The verdict line: what agreed with what, in words -----------------------------------------
+
+const WORDS = { browser: "your browser's WebGPU", pyodide: "the float64 reference (NumPy in this page)", native: "native wgpu-py on the server" };
+const SHORT = { browser: "browser", pyodide: "reference", native: "native" };
+/** @type {Runtime[]} */
+const RUNTIMES = ["browser", "pyodide", "native"];
+
+/** A pair's error as a multiple of its allowance (Infinity for "inf" or NaN).
+ * @param {Pair} p */
+function ratio(p) {
+  const e = typeof p.max_abs_err === "number" ? p.max_abs_err : Infinity;
+  const a = typeof p.allowance === "number" ? p.allowance : Infinity;
+  return a > 0 ? e / a : e > 0 ? Infinity : 0;
+}
+
+/** "a, b and c"
+ * @param {string[]} xs */
+const and = (xs) => (xs.length < 2 ? xs.join("") : `${xs.slice(0, -1).join(", ")} and ${xs[xs.length - 1]}`);
+
+/** A run's verdict: "pass" (every runtime ran, every pair agrees), "partial" (every pair that ran
+ * agrees, but a runtime did not run: never counted as passing there) or "fail"; with its words.
+ * @param {LiveResult} result
+ * @returns {{ state: "pass" | "partial" | "fail", word: string, text: string, notes: string[], worst: number }} */
+function judge(result) {
+  const ran = RUNTIMES.filter((n) => result.runtimes[n] && result.runtimes[n].ok);
+  const notRun = RUNTIMES.filter((n) => !ran.includes(n));
+  const failing = result.pairs.filter((p) => !p.pass);
+  const worst = Math.max(0, ...result.pairs.map(ratio));
+  const state = !result.pass || failing.length ? "fail" : notRun.length ? "partial" : "pass";
+  const outputs = and(result.outputs);
+  let text;
+  if (failing.length) {
+    text = and(failing.map((p) => `${SHORT[/** @type {Runtime} */ (p.a)]} and ${SHORT[/** @type {Runtime} */ (p.b)]} disagree on ` +
+      `${p.output} (max |error| ${fmt(p.max_abs_err)}, allowed ${fmt(p.allowance)})`)) + ".";
+  } else if (ran.length >= 2) {
+    text = `${and(ran.map((n) => WORDS[n]))} agree on ${outputs}: the worst error is ${worst.toPrecision(2)}× its allowance.`;
+  } else {
+    text = `only ${and(ran.map((n) => WORDS[n])) || "no runtime"} ran: nothing to compare.`;
+  }
+  const notes = notRun.map((n) => {
+    const r = result.runtimes[n] || { ok: false };
+    return `Not run in ${WORDS[n]}: ${r.skipped || r.error || "no result"}` +
+      (n === "browser" && state !== "fail" ? ". It does not count as passing in this browser." : ".");
+  });
+  const word = { pass: "PASS", partial: "PASS where it ran", fail: "FAIL" }[state];
+  return { state, word, text, notes, worst };
+}
+
+/** Show a verdict under the form: its word, a sentence, amber notes, a link to the details.
+ * @param {"pass" | "partial" | "fail"} state
+ * @param {Array<Node | string>} line
+ * @param {string[]} notes
+ * @param {string} scope "one" or "all" */
+function showVerdict(state, line, notes, scope) {
+  const box = $("verdict");
+  box.dataset.state = state;
+  box.dataset.scope = scope;
+  box.replaceChildren(el("p", { id: "verdict-line" }, ...line), ...notes.map((n) => el("p", { class: "amber" }, n)));
+}
+
+/** The verdict of one run.
+ * @param {LiveResult} result */
+function verdictOf(result) {
+  const v = judge(result);
+  showVerdict(v.state, [el("span", { class: "word" }, v.word), `${result.kernel}: ${v.text} `,
+    el("a", { href: "#results-section", class: "small" }, "details")], v.notes, "one");
 }
 
 /** The browser's part of a live run: what wgattn.page.finish expects as browser_json.
@@ -337,11 +490,12 @@ async function runNative(request, prepared) {
   }
 }
 
-/** One run across the three runtimes; resolves to the comparison, throws on bad input.
+/** One run across the three runtimes; resolves to the comparison, throws on bad input. Its card
+ * goes on top of the details and its verdict under the form, unless `place` puts the card elsewhere.
  * @param {LiveRequest} request
- * @param {{ pictures?: boolean }} [options]
+ * @param {{ pictures?: boolean, place?: (card: HTMLElement, result: LiveResult) => void }} [options]
  * @returns {Promise<LiveResult>} */
-async function runOnce(request, { pictures = true } = {}) {
+async function runOnce(request, { pictures = true, place } = {}) {
   const { page } = ready();
   /** @type {LivePrepared} */
   let prepared;
@@ -360,7 +514,16 @@ async function runOnce(request, { pictures = true } = {}) {
     pairs: result.pairs.map(({ a, b, output, max_abs_err, allowance, pass }) => ({ a, b, output, max_abs_err, allowance, pass })),
   });
   if (results.first_result_ms === null && result.pass) results.first_result_ms = performance.now();
-  render(result);
+  clearRunError();
+  const made = card(result);
+  if (place) {
+    place(made, result);
+  } else {
+    const placeholder = document.getElementById("results-placeholder");
+    if (placeholder) placeholder.remove();
+    $("results").prepend(made);
+    verdictOf(result);
+  }
   if (pictures) showPictures(result);
   return result;
 }
@@ -376,8 +539,41 @@ function showPictures(result, params = new URLSearchParams(location.search)) {
   }
 }
 
+/** What a kernel needs of the adapter, in words ("needs shader-f16"), or that it could not run.
+ * @param {string} id */
+function needs(id) {
+  const k = kernelInfo(id);
+  return k && k.requires.length ? `needs ${k.requires.join(", ")}` : "see its details";
+}
+
+/** A row of the every-kernel table and its folded details (the run's card); a failing row opens.
+ * @param {HTMLElement} made
+ * @param {LiveResult} result */
+function allRow(made, result) {
+  const v = judge(result);
+  const browser = result.runtimes.browser || { ok: false };
+  const more = el("tr", { class: "more", id: `more-${result.kernel}` }, el("td", { colspan: 5 }, made));
+  more.hidden = v.state !== "fail";
+  const toggle = el("button", { type: "button", class: "expand", "aria-expanded": String(!more.hidden), "aria-controls": more.id },
+    `${more.hidden ? "▸" : "▾"} ${result.kernel}`);
+  toggle.addEventListener("click", () => {
+    more.hidden = !more.hidden;
+    toggle.setAttribute("aria-expanded", String(!more.hidden));
+    toggle.textContent = `${more.hidden ? "▸" : "▾"} ${result.kernel}`;
+  });
+  const ms = browser.timings && browser.timings.wall_ms !== undefined ? browser.timings.wall_ms.toFixed(1) : "";
+  const tr = el("tr", { "data-kernel": result.kernel, "data-state": v.state },
+    el("td", { class: "l" }, toggle),
+    el("td", { class: `l ${v.state === "pass" ? "pass" : v.state === "fail" ? "fail" : "skipped"}` }, v.word),
+    el("td", { class: "l" }, browser.ok ? "ran" : el("span", { class: "skipped" }, browser.skipped ? `not run: ${needs(result.kernel)}` : "error")),
+    el("td", {}, Number.isFinite(v.worst) ? `${v.worst.toPrecision(2)}×` : "∞"), el("td", {}, ms));
+  $("all-table").append(tr, more);
+}
+
 /** The live check of every registered kernel on its interface's default configuration (or
- * `configs[interface]`), one after the other; progress shown, cancellable between kernels.
+ * `configs[interface]`), one after the other, into one table whose rows expand; progress shown,
+ * cancellable between kernels. The verdict says how many passed in all three runtimes, and
+ * which ran only natively.
  * @param {{ configs?: Record<string, Config> }} [options] */
 async function runAll({ configs = {} } = {}) {
   live.cancel = false;
@@ -386,6 +582,8 @@ async function runAll({ configs = {} } = {}) {
   bar.hidden = false;
   bar.max = kernels.length;
   $("live-cancel").hidden = false;
+  $("all-section").hidden = false;
+  $("all-table").replaceChildren(row("th", [["kernel", "l"], ["verdict", "l"], ["browser", "l"], "worst error / allowance", "browser ms"]));
   /** @type {LiveResult[]} */
   const done = [];
   try {
@@ -397,14 +595,24 @@ async function runAll({ configs = {} } = {}) {
       const k = kernels[i];
       $("live-status").textContent = `kernel ${i + 1} of ${kernels.length}: ${k.id}`;
       bar.value = i;
-      done.push(await runOnce({ kernel: k.id, config: configs[k.interface] || {} }, { pictures: i === kernels.length - 1 }));
+      done.push(await runOnce({ kernel: k.id, config: configs[k.interface] || {} },
+        { pictures: i === kernels.length - 1, place: allRow }));
     }
     bar.value = kernels.length;
-    const failed = done.filter((r) => !r.pass).map((r) => r.kernel);
-    $("live-status").textContent = `${done.length - failed.length} of ${done.length} kernels pass` + (failed.length ? `; failing: ${failed.join(", ")}` : "");
+    $("live-status").textContent = "";
+    const verdicts = done.map((r) => ({ r, v: judge(r) }));
+    const of = (/** @type {string} */ st) => verdicts.filter((x) => x.v.state === st).map((x) => x.r.kernel);
+    const [passed, partial, failed] = [of("pass"), of("partial"), of("fail")];
+    const state = failed.length ? "fail" : partial.length ? "partial" : "pass";
+    const line = `${passed.length} of ${done.length} kernels pass in all three runtimes` +
+      (failed.length ? `; failing: ${failed.join(", ")}` : "") + ".";
+    const notes = partial.length ? [`${partial.length} not run in this browser, checked only between the reference and native ` +
+      `wgpu-py (not counted as passing here): ${partial.join(", ")}.`] : [];
+    showVerdict(state, [el("span", { class: "word" }, { pass: "PASS", partial: "PASS where it ran", fail: "FAIL" }[state]), line], notes, "all");
     return { cancelled: false, results: done };
   } finally {
     $("live-cancel").hidden = true;
+    bar.hidden = true;
   }
 }
 
@@ -420,7 +628,7 @@ async function busy(fn) {
     if ($("message").dataset.transient) $("message").hidden = true;
     document.body.dataset.status = "done";
   } catch (e) {
-    showMessage(errorText(e), "error", null, true);
+    showRunError(errorText(e));
     document.body.dataset.status = "error";
   } finally {
     live.busy = false;
@@ -465,6 +673,14 @@ async function main() {
   kernel.value = first.kernel;
   buildFields(first.kernel, Object.fromEntries(Object.entries(first.config).map(([k, v]) => [k, String(v)])));
   kernel.addEventListener("change", () => buildFields(kernel.value));
+  $("config-fields").addEventListener("input", showConfigLine);
+  // Wide screens show the configuration; phones fold it (the verdict must stay in view).
+  $("config-details", HTMLDetailsElement).open = matchMedia("(min-width: 60rem)").matches;
+  $("kernel-wgsl").addEventListener("click", (ev) => {
+    if (ev.ctrlKey || ev.metaKey || ev.shiftKey) return;  // a new tab shows the file itself
+    ev.preventDefault();
+    editKernel().catch((e) => showRunError(errorText(e)));
+  });
   await nativeInfo.catch(() => null);
   // A bad configuration in the URL is a message; the rest of the page still works.
   let firstError = null;
@@ -472,10 +688,11 @@ async function main() {
     await runOnce(first);
   } catch (e) {
     firstError = e;
-    showMessage(errorText(e), "error", null, true);
+    showRunError(errorText(e));
+    showVerdict("fail", [el("span", { class: "word" }, "NOT RUN"), "the configuration in the URL is not valid: see the message above."], [], "one");
   }
   enableRuns(true);
-  setupConformance(now, Object.keys(reg.interfaces), showMessage);
+  setupConformance(now, Object.keys(reg.interfaces));
   $("grid-run", HTMLButtonElement).disabled = false;
   // The benchmark runs only on its Run button, or at once with ?bench=OP in the URL (after the
   // first run, which it would otherwise slow down); main() does not wait for it.
@@ -487,12 +704,16 @@ async function main() {
     busy(async () => {
       const r = await runOnce(request);
       history.replaceState(null, "", urlFor({ kernel: r.kernel, config: r.config }));
+      $("verdict").scrollIntoView({ block: "nearest" });  // the new result, in view
     });
   });
-  $("run-all").addEventListener("click", () => busy(() => runAll()));
+  $("run-all").addEventListener("click", () => busy(async () => {
+    await runAll();
+    $("verdict").scrollIntoView({ block: "nearest" });
+  }));
   $("live-cancel").addEventListener("click", () => { live.cancel = true; });
   if (firstError) throw firstError;
 }
 
 // A message already shown (a bad URL's, say) says more than this one.
-runPage(main, (why) => { if ($("message").hidden) showMessage(`The page stopped: ${why}`); });
+runPage(main, (why) => { if ($("message").hidden && $("run-error").hidden) showMessage(`The page stopped: ${why}`); });

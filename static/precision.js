@@ -18,14 +18,15 @@ import { runPrepared } from "./webgpu.js";
 function section() {
   let s = document.getElementById("precision");
   if (!s) {
-    s = el("section", { id: "precision" },
-      el("h2", {}, "Precision of built-ins"),
+    s = el("section", { id: "precision", "aria-labelledby": "precision-h" },
+      el("h2", { id: "precision-h" }, "Precision of built-ins"),
       el("p", { class: "muted" }, `The worst error of each floating-point built-in the kernels use, on the
         arguments they feed it, against float64 (in ulps of the exact result, and absolute). WGSL lets
         a driver's tanh carry exp's error as an absolute error: thousands of ulps near 0. The kernels'
         own softcap (`, el("code", {}, "softcap_apply"), ") does not use it."),
       el("p", { id: "precision-status", class: "muted" }, "waiting for WebGPU and Pyodide…"),
-      el("table", { id: "precision-table" }));
+      el("details", {}, el("summary", {}, "the table: each built-in, browser and native"),
+        el("div", { class: "scroll", tabindex: 0 }, el("table", { id: "precision-table" }))));
     const before = document.getElementById("conformance");
     if (before) before.before(s); else document.body.append(s);
   }

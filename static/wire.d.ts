@@ -75,6 +75,7 @@ interface KernelInfo {
   summary: string;
   requires: string[];
   precision: string;
+  wgsl: string;
 }
 
 /** One field of a live configuration, as the page's form shows it (wgattn.live.schema). (Python: wgattn.interfaces.config.FieldSchema) */
@@ -82,6 +83,7 @@ interface SchemaField {
   name: string;
   type: "int" | "float" | "bool" | "str";
   default: unknown;
+  label?: string;
   min?: number;
   max?: number;
   choices?: string[];
@@ -157,10 +159,16 @@ interface Heatmap {
   height: number;
   rgba: string;
   legend: string;
+  rows: number;
+  cols: number;
+  colours: string[];
+  ticks: [number, string][];
+  keys: [string, string][];
   kind: string;
   head: number;
   layout: string;
   max: number;
+  top: number;
   masked: number;
   empty_rows: number;
 }
@@ -171,6 +179,11 @@ interface ErrorPicture {
   height: number;
   rgba: string;
   legend: string;
+  rows: number;
+  cols: number;
+  colours: string[];
+  ticks: [number, string][];
+  keys: [string, string][];
   kind: string;
   max_abs_err: JsonFloat;
   allowance: JsonFloat;

@@ -146,6 +146,21 @@ def test_heatmap_shows_masks_and_empty_rows():
     assert (pic["height"], pic["width"]) == (10, 40) and pic["masked"] == 10 * 40 - 10 * 5
 
 
+def test_a_long_causal_heatmap_is_not_dark():
+    """Row 0 of a causal mask sees one key (probability 1); scaled by that, every longer row of
+    S=1024 was near the bottom of the scale. The scale's top is a high percentile instead: most
+    visible cells use the upper part of the colour bar, and the bar's labels say its range."""
+    run_ = live.build("sdpa_arena.seed", {"batch": 1, "heads": 1, "seq_q": 1024, "seq_k": 1024, "head_dim": 16})
+    pic = pictures.heatmap(run_.interface, run_.case, 0)
+    assert pic["max"] == 1.0 and pic["top"] < 0.1
+    rgba = np.frombuffer(base64.b64decode(pic["rgba"]), np.uint8).reshape(pic["height"], pic["width"], 4)
+    lower = np.tril(np.ones((pic["height"], pic["width"]), bool))
+    dark = np.array(pictures._VIRIDIS[0], np.uint8)
+    far_from_dark = np.abs(rgba[..., :3].astype(int) - dark).sum(axis=2) > 120
+    assert far_from_dark[lower].mean() > 0.5
+    assert (pic["rows"], pic["cols"]) == (1024, 1024) and pic["ticks"][-1] == (1.0, f">= {pic['top']:.2g}")
+
+
 def test_large_pictures_are_pooled_keeping_a_single_bad_element():
     a = np.zeros((2000, 64))
     b = a.copy()

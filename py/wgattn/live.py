@@ -15,6 +15,7 @@ and 2.x (the server).
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Dict, List, Mapping, Optional, TypedDict
 
 import numpy as np
@@ -141,6 +142,7 @@ class KernelInfo(TypedDict):
     summary: str
     requires: List[str]  # adapter features
     precision: str  # "f32" | "f16"
+    wgsl: str  # its WGSL file under /shaders/ (a template several kernels may share)
 
 
 class Catalogue(TypedDict):
@@ -149,6 +151,14 @@ class Catalogue(TypedDict):
     interfaces: Dict[str, InterfaceInfo]
     kernels: List[KernelInfo]
     configs: Dict[str, List[FieldSchema]]  # the live configuration's fields per interface (POST /api/run's config)
+
+
+def _served(path: Path) -> str:
+    """A kernel's WGSL file as the server serves it under /shaders/ ("" when it is elsewhere)."""
+    try:
+        return path.relative_to(registry.shader_dir()).as_posix()
+    except ValueError:
+        return ""
 
 
 def catalogue() -> Catalogue:
@@ -160,7 +170,14 @@ def catalogue() -> Catalogue:
             for name, a in reg.abis.items()
         },
         "kernels": [
-            {"id": k.id, "interface": k.interface, "summary": k.summary, "requires": list(k.requires), "precision": k.precision}
+            {
+                "id": k.id,
+                "interface": k.interface,
+                "summary": k.summary,
+                "requires": list(k.requires),
+                "precision": k.precision,
+                "wgsl": _served(k.path),
+            }
             for k in reg.kernels.values()
         ],
         "configs": schema(),

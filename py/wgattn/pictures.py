@@ -16,7 +16,7 @@ visible. Python 3.8 / numpy 1.17 (the page's Pyodide).
 from __future__ import annotations
 
 import base64
-from typing import Any, Dict, TypedDict, cast
+from typing import Any, Dict, List, Tuple, TypedDict, cast
 
 import numpy as np
 
@@ -30,6 +30,11 @@ class _Pixels(TypedDict):
     height: int
     rgba: str  # base64 of width * height RGBA bytes
     legend: str
+    rows: int  # the values drawn, before pooling: rows (top to bottom) ...
+    cols: int  # ... and columns (left to right)
+    colours: List[str]  # the colour bar, bottom to top of the scale: CSS colours at even steps
+    ticks: List[Tuple[float, str]]  # the colour bar's labels: (position 0..1 on it, value)
+    keys: List[Tuple[str, str]]  # colours outside the scale: (CSS colour, what it means)
 
 
 class Heatmap(_Pixels):
@@ -38,7 +43,8 @@ class Heatmap(_Pixels):
     kind: str  # "probabilities"
     head: int
     layout: str  # how rows and columns are laid out
-    max: float  # the largest probability (the colour scale's top)
+    max: float  # the largest probability
+    top: float  # the colour scale's top: a high percentile of the visible probabilities
     masked: int  # keys the masks hide
     empty_rows: int  # rows with no visible key
 
@@ -81,6 +87,14 @@ EMPTY = (255, 160, 160)  # a row with no visible key (its output is 0 by contrac
 OVER = (207, 34, 46)  # an error above the allowance, or a NaN / mismatched infinity
 
 
+def _css(rgb) -> str:
+    return "#%02x%02x%02x" % tuple(int(c) for c in rgb)
+
+
+COLOURS = [_css(c) for c in _VIRIDIS]  # the colour bar of both pictures
+TOP_PERCENTILE = 99.0
+
+
 def _colour(t: np.ndarray) -> np.ndarray:
     """[..] values in [0, 1] -> [.., 3] uint8 on the viridis scale."""
     x = np.clip(t, 0.0, 1.0) * (len(_VIRIDIS) - 1)
@@ -112,14 +126,25 @@ def heatmap(interface: Interface, case: Case, head: int) -> Heatmap:
     with np.errstate(under="ignore"):
         p, visible, layout = interface.probabilities(case, head, MAX_CELLS)
     empty = ~visible.any(axis=1)
-    # sqrt spreads small probabilities (long rows share mass thinly) over more of the scale
-    top = float(p.max()) if p.size else 1.0
-    code = np.where(visible, np.sqrt(p / top) if top > 0 else 0.0, -1.0)  # -1: masked
+    # The scale's top is a high percentile of the visible probabilities, not their maximum: a row
+    # that sees one key (the first of a causal mask) has probability 1 and would leave every longer
+    # row dark. Brighter cells clip to the top colour. sqrt spreads the small ones over the scale.
+    shown = p[visible]
+    most = float(shown.max()) if shown.size else 0.0
+    top = float(np.percentile(shown, TOP_PERCENTILE)) if shown.size else 1.0
+    top = top if top > 0 else (most or 1.0)
+    code = np.where(visible, np.sqrt(np.minimum(p / top, 1.0)), -1.0)  # -1: masked
     code[empty, :] = -2.0
+    rows, cols = code.shape
     code = _pool(code, -1.0)
     rgb = _colour(np.maximum(code, 0.0))
     rgb[code == -1.0] = MASKED
     rgb[code == -2.0] = EMPTY
+    clipped = ">= " if most > top else ""
+    ticks = [
+        (t, ("%s%.2g" if t == 1.0 else "%.2g") % ((clipped, top) if t == 1.0 else (top * t * t,)))
+        for t in (0.0, 0.25, 0.5, 0.75, 1.0)
+    ]
     return cast(
         Heatmap,
         _image(
@@ -127,10 +152,17 @@ def heatmap(interface: Interface, case: Case, head: int) -> Heatmap:
             kind="probabilities",
             head=head,
             layout=layout,
-            max=top,
+            max=most,
+            top=top,
             masked=int((~visible).sum()),
             empty_rows=int(empty.sum()),
-            legend=f"colour: sqrt(p / {top:.3g}) on viridis; grey: masked key; red row: no visible key",
+            rows=rows,
+            cols=cols,
+            colours=COLOURS,
+            ticks=ticks,
+            keys=[(_css(MASKED), "masked key"), (_css(EMPTY), "row with no visible key")],
+            legend=f"colour: probability, square-root scale up to {top:.3g} (the {TOP_PERCENTILE:g}th percentile; "
+            f"the largest is {most:.3g}); grey: masked key; red row: no visible key",
         ),
     )
 
@@ -148,7 +180,8 @@ def error_map(a: np.ndarray, b: np.ndarray, allowance: float) -> ErrorPicture:
     lo = allowance * 1e-6
     with np.errstate(divide="ignore"):
         t = (np.log10(np.maximum(err, lo)) - np.log10(lo)) / 6.0
-    code = _pool(np.where(err > allowance, 2.0, np.clip(t, 0.0, 1.0)), 0.0)
+    rows, cols = err.shape if err.ndim == 2 else (err.size, 1)
+    code = _pool(np.where(err > allowance, 2.0, np.clip(t, 0.0, 1.0)).reshape(rows, cols), 0.0)
     rgb = _colour(np.minimum(code, 1.0))
     rgb[code > 1.0] = OVER
     return cast(
@@ -159,6 +192,11 @@ def error_map(a: np.ndarray, b: np.ndarray, allowance: float) -> ErrorPicture:
             max_abs_err=worst,
             allowance=allowance,
             over=over,
+            rows=rows,
+            cols=cols,
+            colours=COLOURS,
+            ticks=[(k / 6.0, "%.0e" % (lo * 10.0**k)) for k in range(0, 7, 2)],
+            keys=[(_css(OVER), "over the allowance")],
             legend=f"colour: log10 |a - b| from {lo:.1e} (dark) to the allowance {allowance:.1e} "
             f"(yellow); red: over the allowance ({over} elements)",
         ),

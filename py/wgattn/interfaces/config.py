@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import reference
 
-__all__ = ["knob", "LiveConfig", "FieldSchema", "F32_CHECKS"]
+__all__ = ["knob", "LiveConfig", "FieldSchema", "F32_CHECKS", "LABELS"]
 
 # The one numeric check per kind of float field: what the kernel receives is a normal float32.
 F32_CHECKS: Dict[str, Callable[[Any], float]] = {
@@ -34,6 +34,28 @@ F32_CHECKS: Dict[str, Callable[[Any], float]] = {
     "softcap": reference.check_softcap,
 }
 _F32_BOUNDS = {"scale": (-reference.F32_MAX, reference.F32_MAX), "softcap": (0.0, reference.F32_MAX)}
+# The form's words for the fields that interfaces share (a field not named here shows its name).
+LABELS = {
+    "batch": "batch size",
+    "heads": "query heads",
+    "heads_kv": "key/value heads",
+    "history": "keys in the history",
+    "positions": "query positions",
+    "seq_q": "query length",
+    "seq_k": "key length",
+    "head_dim": "head dimension",
+    "layout": "memory layout",
+    "mask": "mask",
+    "window": "window (keys)",
+    "window_left": "window: keys to the left",
+    "window_right": "window: keys to the right",
+    "causal": "causal",
+    "causal_align": "causal alignment",
+    "softcap": "score softcap",
+    "padding": "ragged lengths",
+    "scale": "score scale",
+    "seed": "random seed",
+}
 _TYPES: Dict[type, Literal["int", "float", "bool", "str"]] = {int: "int", float: "float", bool: "bool", str: "str"}
 
 
@@ -72,6 +94,7 @@ class _Field(typing.TypedDict):
 class FieldSchema(_Field, total=False):
     """One field of a live configuration, as the page's form shows it (wgattn.live.schema)."""
 
+    label: str  # the field in words, for the form (LABELS; the name when it has none)
     min: float
     max: float
     choices: List[str]
@@ -128,6 +151,7 @@ class LiveConfig:
             md = f.metadata
             row: FieldSchema = {
                 "name": f.name,
+                "label": LABELS.get(f.name, f.name),
                 "type": _TYPES[hints[f.name]],
                 "default": None if f.default is MISSING else f.default,
             }
