@@ -12,6 +12,7 @@ import pytest
 SLOW = {
     "test_api_fuzz.py": ("*",),
     "test_bench_cli.py": ("test_json_records",),
+    "test_bench_decode.py": ("test_smoke_run_records_checked_figures",),
     "test_check.py": ("test_project_kernels_pass_with_json", "test_planted_*"),
     "test_devcarry.py": ("*",),
     "test_js_typecheck.py": ("test_planted_type_errors_fail_the_check",),
@@ -24,6 +25,11 @@ SLOW = {
         "test_planted_*",
         "test_other_workgroup_sizes",
     ),
+    "test_native_decode.py": (
+        "test_kernel_matches_reference",
+        "test_planted_bugs_are_caught",
+        "test_the_native_api_runs_decode",
+    ),
     "test_native_flash_fwd.py": ("test_kernel_matches_reference", "test_planted_tiling_bugs_are_caught"),
     "test_native_grids.py": ("test_trusted_kernel_passes_its_grid_checked",),
     "test_native_runtime_bounds.py": ("test_many_shapes_keep_the_runtime_cache_under_its_bound",),
@@ -34,7 +40,7 @@ SLOW = {
         "test_planted_tiling_bugs_are_caught",
     ),
     "test_native_varlen_fwd.py": ("test_conformance_case", "test_grid_folded_past_65535_workgroups"),
-    "test_reference_oracle.py": ("test_varlen_against_oracle_autodiff", "test_sdpa_against_oracle"),
+    "test_reference_oracle.py": ("test_varlen_against_oracle_autodiff", "test_sdpa_against_oracle", "test_decode_against_oracle"),
     "test_reliability_server.py": ("*",),
     "test_schema_fuzz.py": ("*",),
     "test_test_hygiene.py": ("test_oracle_report_does_not_depend_on_order",),

@@ -19,6 +19,7 @@ __all__ = [
     "browser_stand_in",
     "session_on",
     "TARGET",
+    "chosen_knobs",
 ]
 
 # TestClient's base URL: a Host the app serves by default (TestClient's own "testserver" is refused
@@ -95,3 +96,15 @@ def session_on(runtime):
     session = PageSession()
     session.use_target(json.dumps(runtime.target.to_json()))
     return session
+
+
+def chosen_knobs(kernel) -> dict:
+    """The knobs `kernel`'s interface chooses for it (Interface.layout_on) on its first grid case on
+    the default target, or {} where the interface leaves them to the kernel's registry entry."""
+    from wgattn import interfaces
+    from wgattn.interfaces import Interface
+
+    iface = interfaces.of(kernel)
+    if type(iface).layout_on is Interface.layout_on:
+        return {}
+    return dict(iface.layout_on(kernel, iface.conformance_cases()[0], Target()).knobs)

@@ -94,6 +94,17 @@ def test_pictures_are_the_reference_s(iface):
     if "probs" in ref:
         want = iface.head_view(case, ref["probs"], heads - 1, heads)
         np.testing.assert_allclose(p, want[: p.shape[0]], rtol=1e-12, atol=1e-15)
+    elif iface.name == "paged_decode":  # rows (sequence, new token); columns the cache's positions
+        i = case.inputs
+        bs, sq = i["k_cache"].shape[1], i["q"].shape[1]
+        kv = (heads - 1) // (i["q"].shape[2] // i["k_cache"].shape[2])
+        want = iface.head_view(case, ref["out"], heads - 1, heads)
+        for r in range(p.shape[0]):
+            b = r // sq
+            v = i["v_cache"][i["block_table"][b].clip(0)][:, :, kv].reshape(-1, i["q"].shape[3])[: p.shape[1]]
+            v = np.pad(v, ((0, p.shape[1] - v.shape[0]), (0, 0))).astype(np.float64)
+            np.testing.assert_allclose(p[r] @ v, want[r], rtol=1e-9, atol=1e-9)
+        assert bs and p.shape[0] >= 2 * sq
     else:
         i = case.inputs
         v = i["v"].astype(np.float64)

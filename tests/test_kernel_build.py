@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from helpers import TARGET, needs_features
+from helpers import TARGET, chosen_knobs, needs_features
 from wgattn import conformance, registry, wgsl
 from wgattn.errors import DoesNotFit
 from wgattn.expr import evaluate
@@ -142,12 +142,14 @@ def test_every_trusted_kernel_s_knobs_are_held_to_its_wgsl(kernel):
     arrays and @workgroup_size need on the adapter: a knob past any of them is refused."""
     src = kernel.source({"head_dim": 64})
     sizes = {p.name: 64 for p in kernel.abi.params}
-    fit = kernel.fit(sizes, TARGET)
-    for name, most in kernel.caps(src).items():
+    chosen = chosen_knobs(kernel) or None  # knobs its interface chooses per target, held alike
+    fit = kernel.fit(sizes, TARGET, chosen=chosen)
+    caps = kernel.caps(src, chosen)
+    for name, most in caps.items():
         with pytest.raises(DoesNotFit, match=f"{name}={most + 1} > {most}"):
-            kernel.fit(sizes, TARGET, overrides={**fit.knobs, name: most + 1})
+            kernel.fit(sizes, TARGET, overrides={**fit.knobs, name: most + 1}, chosen=chosen)
     with pytest.raises(DoesNotFit, match="no tile shape fits"):
-        kernel.fit(sizes, _target(256, 16, False))
+        kernel.fit(sizes, _target(256, 16, False), chosen=chosen)
 
 
 def test_caps_follow_the_wgsl(tmp_path):

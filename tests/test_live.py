@@ -19,6 +19,19 @@ page = PageSession()  # as the page's JS holds one (each test uses its own runs)
 REG = registry.load()
 # Small configurations with every knob of each family turned (GQA, windows, softcap, ragged lengths)
 SMALL = {
+    "paged_decode": {
+        "batch": 3,
+        "new_tokens": 2,
+        "heads": 4,
+        "heads_kv": 2,
+        "seq_len": 45,
+        "head_dim": 12,
+        "block_size": 8,
+        "window_left": 20,
+        "softcap": 5.0,
+        "alibi": True,
+        "sinks": True,
+    },
     "sdpa_arena": {"batch": 2, "heads": 2, "seq_q": 19, "seq_k": 23, "head_dim": 7, "mask": "padding", "seed": 3},
     "varlen_fwd": {"batch": 3, "heads": 2, "seq_q": 21, "seq_k": 17, "head_dim": 9, "causal": True, "padding": True},
     "flash_fwd": {
@@ -182,7 +195,7 @@ def test_large_pictures_are_pooled_keeping_a_single_bad_element():
         (
             "sdpa_arena.seed",
             {"heads_kv": 2, "window_left": 3},
-            "for sdpa_arena; they are fields of the configuration of flash_fwd, varlen_bwd, not of sdpa_arena",
+            "for sdpa_arena; they are fields of the configuration of flash_fwd, paged_decode, varlen_bwd, not of sdpa_arena",
         ),
         ("flash_fwd.tiled", {"mask": "causal", "heads_kv": 2}, "unknown config field(s) ['mask'] for flash_fwd; its fields: ["),
         (

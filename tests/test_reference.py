@@ -632,6 +632,7 @@ _MASK_HEAD = re.compile(
     r"align=(bottom_right|top_left)"
 )
 _VIS_HEAD = re.compile(r"visible: history_len=(\d+) pos=(\d+) window=(\d+)")
+_DECODE_HEAD = re.compile(r"decode: seq_len=(\d+) new=(\d+) window_left=(-?\d+)")
 
 
 def _check_drawings(text, where):
@@ -659,14 +660,24 @@ def _check_drawings(text, where):
             assert cells[0] == "vis"
             assert [c == "1" for c in cells[1:]] == [earliest <= t <= pos for t in range(hist)]
             found += 1
+        m = _DECODE_HEAD.search(line)
+        if m:  # decode_attention: new token i at pos = seq_len - new + i sees pos - window_left .. pos
+            seq_len, new, wl = (int(x) for x in m.groups())
+            for i, row in enumerate(lines[n + 2 : n + 2 + new]):
+                cells = row.split()
+                assert cells[0] == "q%d" % i, (where, line, row)
+                pos = seq_len - new + i
+                want = [j <= pos and (wl < 0 or j >= pos - wl) for j in range(seq_len)]
+                assert [c == "1" for c in cells[1:]] == want, (where, line, row)
+            found += 1
     return found
 
 
 def test_docstring_drawings_are_correct():
     found = 0
-    for fn in (ref.varlen_attention_fwd, ref.attention_probs, ref.sdpa):
+    for fn in (ref.varlen_attention_fwd, ref.attention_probs, ref.sdpa, ref.decode_attention):
         found += _check_drawings(fn.__doc__, fn.__name__)
-    assert found >= 10
+    assert found >= 11
 
 
 def test_contract_doc_drawings_are_correct():
@@ -676,12 +687,12 @@ def test_contract_doc_drawings_are_correct():
         pytest.skip("docs/contract.md is not shipped alongside the tests here")
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    assert _check_drawings(text, "contract.md") >= 8
+    assert _check_drawings(text, "contract.md") >= 10
 
 
 def test_public_api_and_docstrings():
     assert sorted(ref.__all__) == sorted(
-        ["varlen_attention_fwd", "varlen_attention_bwd", "attention_probs", "attention_probs_batched", "sdpa"]
+        ["varlen_attention_fwd", "varlen_attention_bwd", "attention_probs", "attention_probs_batched", "sdpa", "decode_attention"]
     )
     assert ref.__doc__
     for name in ref.__all__:

@@ -1,6 +1,6 @@
 """wgattn.reference against an independent oracle, JAX on the CPU in float64: forward, LSE and
-autodiff gradients, the SDPA (through jax.nn.dot_product_attention itself, GQA and masks included)
-and the probabilities.
+autodiff gradients, the SDPA (through jax.nn.dot_product_attention itself, GQA and masks included),
+the probabilities and decode attention over a paged cache.
 
 JAX's CPU wheels are on PyPI (about 90 MB with jaxlib) and do float64 and autodiff, which is what an
 oracle for a float64 reference and its backward needs. Every test imports jax with
@@ -20,6 +20,7 @@ import os
 
 import numpy as np
 import pytest
+from test_reference_decode import paged
 
 from wgattn import reference as ref
 
@@ -319,3 +320,76 @@ def test_float32_mode_against_the_oracle():
     assert out32.dtype == np.float32
     assert float(np.abs(out32 - out64).max()) < 1e-5
     assert float(np.abs(out32 - t32).max()) < 1e-5
+
+
+def oracle_decode(q, k_cache, v_cache, table, lens, scale, window_left, softcap, alibi, sinks):
+    """Decode attention in jax.numpy, float64, formulated apart from the reference: each
+    sequence's pages gathered with jnp.take, every query head given its own copy of its key
+    head, the mask, ALiBi and softcap applied to [Hq, Sq_new, n] scores, and the sink as gpt-oss
+    writes it: a column appended to the scores, the softmax taken, the column dropped."""
+    jax = _jax()
+    jnp = jax.numpy
+    bsz, sq, hq, d = q.shape
+    _, bs, hkv, _ = k_cache.shape
+    sc = 1.0 / math.sqrt(d) if scale is None else scale
+
+    def one_sequence(qb, pages, n):
+        k = jnp.take(k_cache, pages, axis=0).reshape(-1, hkv, d)[:n]
+        v = jnp.take(v_cache, pages, axis=0).reshape(-1, hkv, d)[:n]
+        k, v = (jnp.repeat(x, hq // hkv, axis=1) for x in (k, v))  # [n, Hq, D]
+        s = sc * jnp.einsum("ihd,jhd->hij", qb, k)
+        if softcap > 0:
+            s = softcap * jnp.tanh(s / softcap)
+        pos = (n - sq + jnp.arange(sq))[:, None]
+        j = jnp.arange(n)[None, :]
+        if alibi is not None:
+            s = s + jnp.asarray(alibi)[:, None, None] * (j - pos)[None]
+        vis = j <= pos
+        if window_left >= 0:
+            vis = vis & (j >= pos - window_left)
+        s = jnp.where(vis[None], s, -jnp.inf)
+        if sinks is not None:
+            s = jnp.concatenate([s, jnp.broadcast_to(jnp.asarray(sinks)[:, None, None], (hq, sq, 1))], axis=-1)
+        w = jax.nn.softmax(s, axis=-1)[..., :n]
+        return jnp.einsum("hij,jhd->ihd", w, v), jax.nn.logsumexp(s, axis=-1).T
+
+    # one compiled program per sequence length (op by op, JAX compiles every operation anew)
+    run = jax.jit(one_sequence, static_argnums=2)
+    out = np.zeros(q.shape)
+    lse = np.full(q.shape[:3], -np.inf)
+    for b in range(bsz):
+        n = int(lens[b])
+        if n == 0:  # an idle slot
+            if sinks is not None:
+                lse[b] = np.broadcast_to(sinks, (sq, hq))
+            continue
+        o, l_ = run(jnp.asarray(q[b]), jnp.asarray(table[b, : -(-n // bs)]), n)
+        out[b], lse[b] = np.asarray(o), np.asarray(l_)
+    return out, lse
+
+
+# id -> (lens, Sq_new, Hq, Hkv, D, block_size, window_left, softcap, alibi, sinks, scale)
+DECODE_ORACLE_CASES = {
+    "d59_bs16_gqa8_one_token_mid_block": ([37, 100, 16], 1, 8, 1, 59, 16, -1, 0.0, False, False, None),
+    "d111_bs64_mqa_five_new_sinks": ([65, 5, 0, 130], 5, 6, 1, 111, 64, -1, 0.0, False, True, None),
+    "d128_bs16_gqa4_long_alibi_window": ([3001], 3, 8, 2, 128, 16, 700, 0.0, True, False, 0.07),
+    "d64_bs1_softcap_sixteen_new": ([16, 40], 16, 4, 2, 64, 1, -1, 5.0, False, True, None),
+    "d59_bs7_everything": ([50, 0, 23], 4, 6, 3, 59, 7, 9, 3.0, True, True, 0.3),
+}
+
+
+@pytest.mark.parametrize("name", list(DECODE_ORACLE_CASES))
+def test_decode_against_oracle(name):
+    lens, sq, hq, hkv, d, bs, wl, cap, with_alibi, with_sinks, scale = DECODE_ORACLE_CASES[name]
+    _jax()
+    rs = np.random.RandomState(sum(map(ord, name)))
+    q, k_cache, v_cache, table, _ = paged(rs, lens, sq, hq, hkv, d, bs)
+    alibi = 2.0 ** -np.arange(1, hq + 1) if with_alibi else None  # ALiBi's geometric slopes
+    sinks = rs.standard_normal(hq) * 2 if with_sinks else None
+    kw = dict(scale=scale, window_left=wl, softcap=cap, alibi_slopes=alibi, sinks=sinks)
+    with np.errstate(all="raise"):
+        out, lse = ref.decode_attention(q, k_cache, v_cache, table, np.array(lens, dtype=np.int32), **kw)
+    t_out, t_lse = oracle_decode(q, k_cache, v_cache, table, lens, scale, wl, cap, alibi, sinks)
+    assert np.array_equal(np.isneginf(lse), np.isneginf(t_lse))
+    record(name, "decode_out", out, t_out)
+    record(name, "decode_lse", lse, t_lse)

@@ -36,6 +36,7 @@ __all__ = [
     "sdpa",
     "varlen_attention_fwd",
     "varlen_attention_bwd",
+    "decode_attention",
     "attention_probs",
     "attention_probs_batched",
 ]
@@ -599,3 +600,38 @@ def attention_probs(q, k_hist, *, pos, window=0, scale=1.0, impl=None):
     """wgattn.reference.attention_probs on the GPU: probs [Hq, history_len]."""
     outs = _run_op("attention_probs", impl, lambda mod: mod.case_from_reference(q, k_hist, pos=pos, window=window, scale=scale))
     return outs["probs"]
+
+
+def decode_attention(
+    q,
+    k_cache,
+    v_cache,
+    block_table,
+    seq_lens,
+    *,
+    scale=None,
+    window_left=-1,
+    softcap=0.0,
+    alibi_slopes=None,
+    sinks=None,
+    impl=None,
+):
+    """wgattn.reference.decode_attention on the GPU: (out, lse). A float32 cache by default; the
+    float16-cache kernel (impl="split_f16") on request."""
+    outs = _run_op(
+        "decode_attention",
+        impl,
+        lambda mod: mod.case_from_reference(
+            q,
+            k_cache,
+            v_cache,
+            block_table,
+            seq_lens,
+            scale=scale,
+            window_left=window_left,
+            softcap=softcap,
+            alibi_slopes=alibi_slopes,
+            sinks=sinks,
+        ),
+    )
+    return outs["out"], outs["lse"]

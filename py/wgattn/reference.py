@@ -23,6 +23,10 @@ Public functions
 ``sdpa``
     PyTorch-shaped scaled dot-product attention on padded [B, H, S, D] or
     [B, S, H, D] tensors, with a boolean mask, causal mask and window.
+``decode_attention``
+    A few new tokens per sequence against a paged KV cache (block table,
+    per-sequence lengths), with GQA, a left window, softcap, ALiBi and
+    attention sinks: the output and the log-sum-exp of every row.
 
 One contract holds everywhere:
 
@@ -56,6 +60,7 @@ __all__ = [
     "attention_probs",
     "attention_probs_batched",
     "sdpa",
+    "decode_attention",
 ]
 
 # The values of ``causal_align`` and of ``sdpa``'s ``layout``: the one definition
@@ -1025,3 +1030,276 @@ def sdpa(
     if layout == "bshd":
         out = np.ascontiguousarray(out.transpose(0, 2, 1, 3))
     return out
+
+
+# ---------------------------------------------------------------------------
+# decode attention over a paged KV cache
+# ---------------------------------------------------------------------------
+
+# Sq_new, the new tokens per sequence of one decoding step: 1 for plain decoding, a few for
+# speculative decoding (a draft's tokens verified at once).
+MAX_NEW_TOKENS = 16
+# A float parameter (ALiBi slope, sink logit) must be finite and representable in float32: the
+# kernels hold it as an f32.
+_F32_MAX = float(np.finfo(np.float32).max)
+_I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
+
+
+class DecodeArgs(NamedTuple):
+    """The validated arguments of ``decode_attention`` (``check_decode_args``)."""
+
+    q: np.ndarray  # [B, Sq_new, Hq, D], float16/32/64
+    k_cache: np.ndarray  # [num_blocks, block_size, Hkv, D]
+    v_cache: np.ndarray  # k_cache's shape
+    block_table: np.ndarray  # [B, max_blocks] int64, every entry within int32
+    seq_lens: Tuple[int, ...]  # per sequence: 0 (an idle slot) or in [Sq_new, max_blocks * block_size]
+    scale: float  # None resolved to 1 / sqrt(D)
+    window_left: int  # -1 unbounded
+    softcap: float  # 0 off
+    alibi_slopes: Optional[np.ndarray]  # [Hq] float64, or None
+    sinks: Optional[np.ndarray]  # [Hq] float64, or None
+
+
+def _int_array(x: Any, name: str, ndim: int, shape_doc: str) -> np.ndarray:
+    """``x`` as an int64 ndarray with ``ndim`` dimensions whose entries all fit in int32."""
+    a = np.asarray(x)
+    if a.ndim != ndim:
+        raise ValueError("%s must be %d-D with shape %s, got shape %s" % (name, ndim, shape_doc, tuple(a.shape)))
+    if a.dtype.kind not in "iu" and not (a.size == 0 and a.dtype.kind == "f"):
+        raise ValueError("%s must be an integer (int32) array, got dtype %s" % (name, a.dtype))
+    a = a.astype(np.int64)
+    if a.size and (int(a.min()) < _I32_MIN or int(a.max()) > _I32_MAX):
+        raise ValueError("%s must hold int32 values, got an entry outside [%d, %d]" % (name, _I32_MIN, _I32_MAX))
+    return a
+
+
+def _head_params(x: Any, name: str, hq: int) -> Optional[np.ndarray]:
+    """None, or one finite float32-representable value per query head as float64 [Hq]."""
+    if x is None:
+        return None
+    a = _float_array(x, name, 1, "[Hq] (one value per query head)")
+    if a.shape[0] != hq:
+        raise ValueError("%s must have one value per query head, shape [Hq] = (%d,), got shape %s" % (name, hq, tuple(a.shape)))
+    a = a.astype(np.float64)
+    bad = ~(np.isfinite(a) & (np.abs(a) <= _F32_MAX))
+    if bad.any():
+        h = int(np.argmax(bad))
+        raise ValueError("%s[%d] must be finite and representable in float32 (|x| <= %.4g), got %r" % (name, h, _F32_MAX, a[h]))
+    return a
+
+
+def check_decode_args(
+    q: Any,
+    k_cache: Any,
+    v_cache: Any,
+    block_table: Any,
+    seq_lens: Any,
+    *,
+    scale: Any = None,
+    window_left: Any = -1,
+    softcap: Any = 0.0,
+    alibi_slopes: Any = None,
+    sinks: Any = None,
+) -> DecodeArgs:
+    """The one check of ``decode_attention``'s arguments: every entry point of decode attention
+    calls it, so each refuses the same values with the same message. A block of the cache that a
+    sequence uses is checked here, before anything reads it."""
+    q = _float_array(q, "q", 4, "[B, Sq_new, Hq, D]")
+    k_cache = _float_array(k_cache, "k_cache", 4, "[num_blocks, block_size, Hkv, D]")
+    v_cache = _float_array(v_cache, "v_cache", 4, "[num_blocks, block_size, Hkv, D]")
+    bsz, sq, hq, d = q.shape
+    num_blocks, block_size, hkv, dk = k_cache.shape
+    if d < 1:
+        raise ValueError("q head dim D must be >= 1, got shape %s" % (tuple(q.shape),))
+    if not 1 <= sq <= MAX_NEW_TOKENS:
+        raise ValueError(
+            "q must hold 1 to %d new tokens per sequence (Sq_new = q.shape[1]), got shape %s" % (MAX_NEW_TOKENS, tuple(q.shape))
+        )
+    if num_blocks < 1 or block_size < 1:
+        raise ValueError(
+            "k_cache must hold at least one block of at least one token [num_blocks, block_size, Hkv, D], got shape %s"
+            % (tuple(k_cache.shape),)
+        )
+    if dk != d:
+        raise ValueError("k_cache head dim must equal q head dim %d, got k_cache shape %s" % (d, tuple(k_cache.shape)))
+    if tuple(v_cache.shape) != tuple(k_cache.shape):
+        raise ValueError(
+            "v_cache must have k_cache's shape %s [num_blocks, block_size, Hkv, D], got %s"
+            % (tuple(k_cache.shape), tuple(v_cache.shape))
+        )
+    _check_gqa(hq, hkv, "q", "k_cache")
+    table = _int_array(block_table, "block_table", 2, "[B, max_blocks]")
+    if table.shape[0] != bsz:
+        raise ValueError(
+            "block_table must have one row per sequence, B = q.shape[0] = %d, got shape %s" % (bsz, tuple(table.shape))
+        )
+    lens = _int_array(seq_lens, "seq_lens", 1, "[B]")
+    if lens.shape[0] != bsz:
+        raise ValueError(
+            "seq_lens must have one entry per sequence, B = q.shape[0] = %d, got shape %s" % (bsz, tuple(lens.shape))
+        )
+    max_blocks = table.shape[1]
+    capacity = max_blocks * block_size
+    lens_list = tuple(int(n) for n in lens.tolist())
+    for b, n in enumerate(lens_list):
+        if n != 0 and not sq <= n <= capacity:
+            raise ValueError(
+                "seq_lens[%d] must be 0 (an idle slot) or in [Sq_new, max_blocks * block_size] = [%d, %d]: the %d new "
+                "tokens are already in the cache and the block table holds %d blocks of %d, got %d"
+                % (b, sq, capacity, sq, max_blocks, block_size, n)
+            )
+        used = table[b, : -(-n // block_size)]
+        bad = (used < 0) | (used >= num_blocks)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(
+                "block_table[%d, %d] = %d is out of range [0, num_blocks) = [0, %d); sequence %d (seq_lens[%d] = %d, "
+                "block_size %d) uses its blocks 0 .. %d"
+                % (b, i, int(used[i]), num_blocks, b, b, n, block_size, used.shape[0] - 1)
+            )
+    if not _is_int(window_left) or int(window_left) < -1:
+        raise ValueError("window_left must be an integer >= -1 (-1 = unbounded), got %r" % (window_left,))
+    return DecodeArgs(
+        q=q,
+        k_cache=k_cache,
+        v_cache=v_cache,
+        block_table=table,
+        seq_lens=lens_list,
+        scale=check_scale(scale, d),
+        window_left=int(window_left),
+        softcap=check_softcap(softcap),
+        alibi_slopes=_head_params(alibi_slopes, "alibi_slopes", hq),
+        sinks=_head_params(sinks, "sinks", hq),
+    )
+
+
+def _softmax_with_sink(s: np.ndarray, mask: np.ndarray, sink: Optional[np.ndarray], dt: np.dtype):
+    """``_masked_softmax`` over the last axis with an extra logit ``sink`` (broadcast against
+    ``s.shape[:-1]``, or None) in the denominator only: the softmax over [scores, sink] with the
+    sink's probability dropped. Returns (p, lse); a row with no visible score and no sink gets
+    p = 0 and lse = -inf."""
+    neg_inf = dt.type(-np.inf)
+    masked = np.where(mask, s, neg_inf).astype(dt, copy=False)
+    row_max = masked.max(axis=-1) if masked.shape[-1] else np.full(masked.shape[:-1], neg_inf, dtype=dt)
+    top = row_max if sink is None else np.maximum(row_max, sink)
+    has = top > neg_inf
+    safe_top = np.where(has, top, dt.type(0.0))[..., None]
+    e = np.exp(masked - safe_top)  # exp(-inf) = 0 on masked scores
+    denom = e.sum(axis=-1, keepdims=True)
+    if sink is not None:
+        denom = denom + np.exp(sink[..., None] - safe_top)
+    safe_denom = np.where(has[..., None], denom, dt.type(1.0))
+    p = (e / safe_denom).astype(dt, copy=False)
+    lse = np.where(has, safe_top[..., 0] + np.log(safe_denom[..., 0]), neg_inf)
+    return p, lse.astype(dt, copy=False)
+
+
+@_quiet_underflow
+def decode_attention(
+    q: Any,
+    k_cache: Any,
+    v_cache: Any,
+    block_table: Any,
+    seq_lens: Any,
+    *,
+    scale: Optional[float] = None,
+    window_left: int = -1,
+    softcap: float = 0.0,
+    alibi_slopes: Any = None,
+    sinks: Any = None,
+    dtype: Any = np.float64,
+) -> Tuple[np.ndarray, np.ndarray]:
+    """Decode attention: a few new tokens per sequence against a paged KV cache.
+
+    Arguments:
+        q: [B, Sq_new, Hq, D] float16/32/64, the new tokens' queries, 1 <= Sq_new <= 16.
+        k_cache, v_cache: [num_blocks, block_size, Hkv, D], the paged cache shared by all
+            sequences; Hq must be a multiple of Hkv, and query head h reads key/value head
+            ``h // (Hq // Hkv)``.
+        block_table: [B, max_blocks] integers (int32): token t of sequence b is in block
+            ``block_table[b, t // block_size]`` at slot ``t % block_size``. The blocks a
+            sequence uses (0 .. ceil(seq_lens[b] / block_size) - 1) must be in
+            [0, num_blocks); the entries after them are ignored (-1, say).
+        seq_lens: [B] integers (int32), the tokens in the cache per sequence, the Sq_new new
+            ones included (written at its end): 0 for an idle slot of the batch, else in
+            [Sq_new, max_blocks * block_size].
+        scale: score scale; None means 1 / sqrt(D).
+        window_left: -1 (unbounded), or how many keys before its own position a query sees
+            (FlashAttention's window_size[0]).
+        softcap: if > 0, scores become softcap * tanh(score / softcap) (after scaling); 0 off.
+        alibi_slopes: None or [Hq]: score += alibi_slopes[h] * (key_pos - query_pos), after
+            softcap (FlashAttention's alibi_slopes on a causal row, vLLM's paged attention).
+        sinks: None or [Hq]: a logit per query head that joins the softmax's denominator and
+            nothing else (gpt-oss): softmax over [scores, sinks[h]] with the sink's share dropped.
+            It is not scaled, capped or biased.
+        dtype: np.float64 (default) or np.float32; every input is cast to it and every
+            intermediate is kept in it.
+
+    Query i of sequence b sits at position pos = seq_lens[b] - Sq_new + i and sees the keys j
+    with ``j <= pos`` and, when window_left >= 0, ``j >= pos - window_left`` (causal,
+    bottom-right aligned: the new tokens attend causally among themselves).
+
+    Returns:
+        out: [B, Sq_new, Hq, D] of dtype, ``sum_j p_j v_j`` with p the softmax above.
+        lse: [B, Sq_new, Hq] of dtype, natural log of the softmax denominator, the sink's
+            ``exp(sinks[h])`` included. An idle slot's rows see no key: out 0, and lse -inf
+            (or sinks[h], the log of the sink's term alone).
+
+    Keys (1) seen by the 3 new tokens of a sequence of 9, window_left=4::
+
+        decode: seq_len=9 new=3 window_left=4
+             k0 k1 k2 k3 k4 k5 k6 k7 k8
+        q0    .  .  1  1  1  1  1  .  .
+        q1    .  .  .  1  1  1  1  1  .
+        q2    .  .  .  .  1  1  1  1  1
+    """
+    dt = _check_dtype(dtype)
+    a = check_decode_args(
+        q,
+        k_cache,
+        v_cache,
+        block_table,
+        seq_lens,
+        scale=scale,
+        window_left=window_left,
+        softcap=softcap,
+        alibi_slopes=alibi_slopes,
+        sinks=sinks,
+    )
+    bsz, sq, hq, d = a.q.shape
+    _, block_size, hkv, _ = a.k_cache.shape
+    group = hq // hkv
+    sc = dt.type(a.scale)
+    slopes = None if a.alibi_slopes is None else a.alibi_slopes.astype(dt).reshape(hkv, group, 1, 1)
+    sink = None if a.sinks is None else a.sinks.astype(dt).reshape(hkv, group, 1)
+    out = np.zeros((bsz, sq, hq, d), dtype=dt)
+    lse = np.full((bsz, sq, hq), -np.inf, dtype=dt)
+    for b, n in enumerate(a.seq_lens):
+        if n == 0:  # an idle slot: no key; the sink alone, if any, makes the denominator
+            if a.sinks is not None:
+                lse[b] = a.sinks.astype(dt)[None, :]
+            continue
+        blocks = a.block_table[b, : -(-n // block_size)]
+        pos = np.arange(n - sq, n, dtype=np.int64)  # the new tokens' positions
+        keys = np.arange(n, dtype=np.int64)
+        mask = keys[None, :] <= pos[:, None]  # [Sq_new, n]
+        if a.window_left >= 0:
+            mask &= keys[None, :] >= pos[:, None] - a.window_left
+        # rows (query head in the group, new token) of each kv head: [Hkv, G, Sq_new, D]
+        qg = a.q[b].astype(dt, copy=False).reshape(sq, hkv, group, d).transpose(1, 2, 0, 3)
+        o = np.zeros((hkv, group, sq, d), dtype=dt)
+        l_ = np.zeros((hkv, group, sq), dtype=dt)
+        for g in range(hkv):  # one kv head at a time: a long cache gathered whole would be huge
+            kg = a.k_cache[blocks, :, g, :].reshape(-1, d)[:n].astype(dt, copy=False)  # [n, D]
+            vg = a.v_cache[blocks, :, g, :].reshape(-1, d)[:n].astype(dt, copy=False)
+            s = (np.matmul(qg[g], kg.T) * sc).astype(dt, copy=False)  # [G, Sq_new, n]
+            if a.softcap > 0.0:
+                cap = dt.type(a.softcap)
+                s = (cap * np.tanh(s / cap)).astype(dt, copy=False)
+            if slopes is not None:
+                s = (s + slopes[g] * (keys[None, :] - pos[:, None]).astype(dt)).astype(dt, copy=False)
+            p, l_[g] = _softmax_with_sink(s, mask, None if sink is None else sink[g], dt)
+            o[g] = np.matmul(p, vg)
+        out[b] = o.transpose(2, 0, 1, 3).reshape(sq, hq, d)
+        lse[b] = l_.transpose(2, 0, 1).reshape(sq, hq)
+    return out, lse

@@ -267,10 +267,10 @@ class Kernel:
         `#include "interfaces/<name>.wgsl"` (the Params struct and bindings) and the lib/ helpers."""
         return wgsl.preprocess(text, {}, wgsl.reader(self.folder or shader_dir()), "the user's WGSL")
 
-    def caps(self, source: str) -> Dict[str, int]:
+    def caps(self, source: str, chosen: Optional[Mapping[str, int]] = None) -> Dict[str, int]:
         """knob -> the most the WGSL's private arrays hold (`const MAX_<knob>: u32 = N;`), for the
-        knobs this kernel sets."""
-        settable = set(self.overrides) | {name for tile in self.tiles for name in tile}
+        knobs this kernel sets (and those its interface `chosen` for a target)."""
+        settable = set(self.overrides) | {name for tile in self.tiles for name in tile} | set(chosen or ())
         return {name[4:]: n for name, n in wgsl.consts(source).items() if name.startswith("MAX_") and name[4:] in settable}
 
     def knobs(
@@ -290,15 +290,17 @@ class Kernel:
         overrides: Optional[Mapping[str, Knob]] = None,
         source: Optional[str] = None,
         entry_points: Optional[Mapping[str, str]] = None,
+        chosen: Optional[Mapping[str, int]] = None,
     ) -> Fit:
         """The override constants for params `sizes` on `target`. A knob may be an expression of
         the params and of the knobs before it (tile shapes that follow head_dim); `overrides`
         replaces the registered values it names. The first tile candidate (or the registered
         knobs, without candidates) whose caps and constraints hold and whose workgroup storage
         and invocations, read from the WGSL (`source`, default: this kernel's), fit the target is
-        taken; DoesNotFit lists every candidate tried."""
+        taken; DoesNotFit lists every candidate tried. `chosen`, knobs the interface chose for
+        the target (Interface.layout_on), is the one candidate instead, held to the same checks."""
         src = self.source(sizes) if source is None else source
-        caps = self.caps(src)
+        caps = self.caps(src, chosen)
         names: Dict[str, int] = dict(sizes)
         if self.matrix is not None:
             config = target.matrix(*self.matrix)
@@ -309,7 +311,7 @@ class Kernel:
         max_storage = target.limit("max-compute-workgroup-storage-size")
         max_invocations = target.limit("max-compute-invocations-per-workgroup")
         tried = []
-        for tile in self.tiles or ({},):
+        for tile in [dict(chosen)] if chosen else self.tiles or ({},):
             kind = tile.get("adapter")
             if kind is not None and kind != ("cpu" if target.software else "gpu"):
                 continue
@@ -348,10 +350,12 @@ class Kernel:
         source: Optional[str] = None,
         entry_points: Optional[Mapping[str, str]] = None,
         overrides: Optional[Mapping[str, int]] = None,
+        chosen: Optional[Mapping[str, int]] = None,
     ) -> List[Dispatch]:
         """The interface's passes as dispatches of this kernel on `target` (or of WGSL `source`
         implementing the same interface; `entry_points` renames passes' entry points,
-        `overrides` replaces the override constants). `buffers` maps binding index to buffer
+        `overrides` replaces the override constants; `chosen`: the interface's own choice of
+        them for the target, fit()'s one candidate). `buffers` maps binding index to buffer
         name (Abi.bind). DoesNotFit when the sizes pass a limit of the kernel or no tile fits."""
         sizes = {
             k: int(v) for k, v in values.items() if isinstance(v, numbers.Integral) and not isinstance(v, bool)
@@ -362,7 +366,7 @@ class Kernel:
                 raise DoesNotFit(
                     f"{self.id} supports {name} <= {most}, got {sizes[name]}; choose another implementation of {self.interface}"
                 )
-        fit = self.fit(sizes, target, overrides, src, entry_points)
+        fit = self.fit(sizes, target, overrides, src, entry_points, chosen)
         knobs = fit.knobs
         # Only overrides the shader declares become pipeline constants (WebGPU rejects others);
         # a kernel with a literal @workgroup_size still gets its grid from the same names.
@@ -388,8 +392,9 @@ class Kernel:
                     workgroups=p.workgroups(sizes, names),
                     requires=self.requires,
                     # A user's WGSL is checked; so are overrides, unless the kernel's tile candidates
-                    # come with caps and constraints that fit() enforced on them.
-                    trusted=self.trusted and source is None and (not overrides or bool(self.tiles)),
+                    # (or the interface's chosen knobs) come with caps and constraints that fit()
+                    # enforced on them.
+                    trusted=self.trusted and source is None and (not overrides or bool(self.tiles or chosen)),
                     workgroup_storage=wgsl.workgroup_storage(src, entry, {**sizes, **knobs}),
                     invocations=self._invocations(src, entry, {**sizes, **knobs}),
                 )

@@ -125,6 +125,10 @@ class Layout:
     values: Dict[str, float]
     buffers: Dict[str, Buffer]
     outputs: List[Output]
+    # Override constants the interface chose for the target (`Interface.layout_on`), where its
+    # Params depend on them (decode's split count follows its tile); held to the kernel's caps,
+    # constraints and the target's limits like a registered tile candidate. Empty: the kernel's own.
+    knobs: Dict[str, int] = field(default_factory=dict)
 
 
 # Where one element of a packed output sits (wgattn.localise): per token of its first axis, the
@@ -170,6 +174,12 @@ class Interface(abc.ABC):
         """The case's inputs and options checked (wgattn.reference's checkers first, then what
         this interface cannot carry; ValueError naming the argument) and laid out."""
 
+    def layout_on(self, kernel: Kernel, case: Case, target: Target) -> Layout:
+        """The case laid out for `kernel` on `target`: `layout(case)`, unless the interface
+        chooses the tile (Layout.knobs) and Params that follow it per adapter, or lays its
+        buffers out per kernel; DoesNotFit when no tile fits."""
+        return self.layout(case)
+
     def plan(
         self,
         kernel: Kernel,
@@ -185,7 +195,10 @@ class Interface(abc.ABC):
         `unavailable`, the reason; a plan the target cannot hold says why there too."""
         if kernel.interface != self.name:
             raise InterfaceMismatch(f"{kernel.id} implements {kernel.interface}, not {self.name}")
-        lay = self.layout(case)
+        try:
+            lay = self.layout_on(kernel, case, target)
+        except DoesNotFit as exc:
+            return Plan.unrunnable(str(exc))
         if source is None:
             why = target.lacks(kernel)
             if why:
@@ -199,7 +212,7 @@ class Interface(abc.ABC):
         bound = abi.bind(buffers)
         ordered = [buffers[b.name] for b in abi.bindings]  # the bindings' order: one plan per case
         try:
-            dispatches = kernel.dispatches(lay.values, bound, target, source, entry_points, overrides)
+            dispatches = kernel.dispatches(lay.values, bound, target, source, entry_points, overrides, lay.knobs or None)
         except DoesNotFit as exc:
             return Plan.unrunnable(str(exc))
         plan = Plan(buffers=ordered, dispatches=dispatches, outputs=lay.outputs)

@@ -1,0 +1,502 @@
+"""The `paged_decode` interface: decode attention over a paged KV cache (wgattn.reference.decode_attention),
+split across workgroups and merged by log-sum-exp (shaders/interfaces/paged_decode.wgsl).
+
+    q:        [B, Sq_new, Hq, D] float32        k_cache, v_cache: [num_blocks, block_size, Hkv, D]
+    block_table: int32 [B, max_blocks]          seq_lens: int32 [B] (the new tokens included)
+    alibi_slopes, sinks: [Hq] float32, optional
+    outputs:  out [B, Sq_new, Hq, D], lse [B, Sq_new, Hq] (natural log, the sink included)
+
+Options: scale (None: 1/sqrt(D)), window_left (-1 unbounded), softcap (0 off): exactly the
+reference's keywords; and num_splits (None: `split_count`'s choice), which forces the split count.
+
+The tile shape and the split count depend on the adapter, and the Params on them (how many row
+blocks a kv head's rows are cut into, how many splits), so this interface lays a case out per
+target (`layout_on`): `tiles` picks the shape whose workgroup storage, read from the kernel's
+WGSL, fits; `split_count` keeps the adapter busy without splits too short to pay for themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .. import reference as _reference
+from .. import registry, wgsl
+from ..errors import DoesNotFit
+from ..plan import Buffer, Output
+from ..registry import Kernel
+from ..target import DEFAULT, Target
+from .base import MAX_ELEMENTS, Case, Interface, Layout, Option, data_buffer, out_buffer
+from .config import LiveConfig, knob
+
+if TYPE_CHECKING:  # numpy.typing is newer than the page's numpy 1.17: for annotations only
+    from numpy.typing import DTypeLike
+
+__all__ = ["INTERFACE", "Decode", "DecodeConfig", "tiles", "split_count", "bytes_touched", "paged_cache", "MAX_SPLITS"]
+
+# (invocations, keys per tile) candidates, best first. On a CPU adapter invocations are SIMD lanes
+# and each barrier synchronises them all: smaller workgroups win there (docs/performance.md).
+_CANDIDATES = {"gpu": ((128, 32), (128, 16), (64, 16), (64, 8), (64, 4)), "cpu": ((64, 16), (32, 8), (32, 4))}
+# The split count: enough workgroups to keep the adapter busy (an H100 has 132 SMs, several
+# workgroups each; a software adapter a handful of threads), but each split at least
+# MIN_SPLIT_KEYS keys, so that its fixed costs (q staging, a partial state written and merged)
+# stay small against the keys it reads.
+TARGET_WORKGROUPS = {"gpu": 1024, "cpu": 32}
+MIN_SPLIT_KEYS = 256
+MAX_SPLITS = 256
+_U32 = 2**32 - 1
+_I32 = 2**31 - 1
+OPTIONAL = ("alibi_slopes", "sinks")
+INPUTS = ("q", "k_cache", "v_cache", "block_table", "seq_lens")
+
+
+def _odd(x: int) -> int:
+    return x if x % 2 else x + 1
+
+
+def _rows_per_block(rows: int, row_blocks: int, cap: int) -> int:
+    """ceil(rows / row_blocks) rounded up to 1, 2, 4 or a multiple of 8, at most `cap`: the rows
+    of a step (G * Sq_new, Sq_new varying under speculative decoding) then share a few pipelines;
+    spare rows are masked and read no more of the cache."""
+    rb = -(-max(rows, 1) // row_blocks)
+    rb = 1 << (rb - 1).bit_length() if rb <= 8 else -(-rb // 8) * 8
+    return min(rb, cap)
+
+
+def _shape(wg: int, bc: int, rb: int, d4: int, nc: int, cpt: int) -> Dict[str, int]:
+    """The override constants of one shape (the kernel's WGSL says what each is)."""
+    nrg, srg = wg // nc, wg // bc
+    return dict(
+        WG=wg,
+        BC=bc,
+        RB=rb,
+        D4=d4,
+        QS=_odd(d4),
+        KS=_odd(max(d4, nc * cpt)),
+        SRG=srg,
+        SPT=-(-rb // srg),
+        NC=nc,
+        NRG=nrg,
+        RPT=-(-rb // nrg),
+        CPT=cpt,
+        PF=-(-bc * d4 // wg),
+    )
+
+
+def tiles(kernel: Kernel, head_dim: int, rows: int, target: Target) -> Tuple[Dict[str, int], int]:
+    """(override constants, row blocks) for `rows` query rows of a kv head (G * Sq_new): of the
+    (invocations, keys per tile) candidates whose private arrays (the WGSL's MAX_ constants) hold
+    the rows and whose workgroup storage (read from the WGSL) fits `target`, the one with the
+    fewest row blocks (each row block reads the cache again), the earlier candidate on a tie.
+    DoesNotFit lists what was tried."""
+    src = kernel.source({"head_dim": head_dim})
+    cap_of = {name[4:]: n for name, n in wgsl.consts(src).items() if name.startswith("MAX_")}
+    max_storage = target.limit("max-compute-workgroup-storage-size")
+    max_invocations = target.limit("max-compute-invocations-per-workgroup")
+    d4 = -(-head_dim // 4)
+    tried: List[str] = []
+    best: Optional[Tuple[Dict[str, int], int]] = None
+    for wg, bc in _CANDIDATES["cpu" if target.software else "gpu"]:
+        if wg > max_invocations:
+            continue
+        nc = min(wg, 1 << (d4 - 1).bit_length())
+        cpt = -(-d4 // nc)
+        if cpt > cap_of["CPT"] or -(-bc * d4 // wg) > cap_of["PF"]:
+            continue
+        cap = min(cap_of["SPT"] * (wg // bc), (cap_of["RPT"] // cpt) * (wg // nc))
+        row_blocks = -(-max(rows, 1) // cap)
+        while True:
+            knobs = _shape(wg, bc, _rows_per_block(rows, row_blocks, cap), d4, nc, cpt)
+            storage = max(wgsl.workgroup_storage(src, e, knobs) for e in ("decode_split", "decode_combine"))
+            if storage <= max_storage:
+                if best is None or row_blocks < best[1]:
+                    best = (knobs, row_blocks)
+                break
+            if knobs["RB"] == 1:
+                tried.append(f"WG={wg} BC={bc}: {storage} bytes")
+                break
+            row_blocks += 1
+    if best is None:
+        raise DoesNotFit(
+            f"{kernel.id}: no tile shape fits an adapter with {max_storage} bytes of workgroup storage and "
+            f"{max_invocations} invocations at head_dim {head_dim} ({'; '.join(tried) or 'none tried'})"
+        )
+    return best
+
+
+def split_count(longest: int, work_items: int, target: Target) -> int:
+    """Splits per (sequence, kv head, row block): ceil(TARGET_WORKGROUPS / work_items) for the
+    adapter's kind, at most one per MIN_SPLIT_KEYS keys of the longest span, within [1, MAX_SPLITS].
+    `work_items` = B * Hkv * row blocks, the workgroups one split makes."""
+    want = -(-TARGET_WORKGROUPS["cpu" if target.software else "gpu"] // max(work_items, 1))
+    return max(1, min(want, longest // MIN_SPLIT_KEYS, MAX_SPLITS))
+
+
+def _spans(seq_lens: Sequence[int], window_left: int, new_tokens: int) -> List[int]:
+    """Per sequence, how many keys its new tokens see together (its window from the first one)."""
+    out = []
+    for n in seq_lens:
+        n = int(n)
+        lo = 0 if (n == 0 or window_left < 0) else max(0, n - new_tokens - window_left)
+        out.append(n - lo)
+    return out
+
+
+def bytes_touched(seq_lens, window_left: int, new_tokens: int, heads_kv: int, head_dim: int, cache_itemsize: int) -> int:
+    """Bytes of K and V a decode step must read at least: each visible key of each kv head once
+    (the benchmark's measure of effective bandwidth)."""
+    return 2 * sum(_spans(seq_lens, window_left, new_tokens)) * heads_kv * head_dim * cache_itemsize
+
+
+def paged_cache(rs: np.random.RandomState, lens: Sequence[int], new_tokens: int, hq: int, hkv: int, d: int, block_size: int):
+    """Random float32 q and a paged cache for sequences of `lens` tokens (the inputs of the grid,
+    the live runs and the benchmark): each sequence's blocks scattered over the cache in a
+    shuffled order, one spare block, unused block-table entries -1. (q, k_cache, v_cache,
+    block_table, seq_lens)."""
+    need = [-(-int(n) // block_size) for n in lens]
+    num_blocks = sum(need) + 1
+    order = rs.permutation(num_blocks)
+    table = np.full((len(lens), max(need + [1]) + 1), -1, dtype=np.int32)
+    at = 0
+    for b, k in enumerate(need):
+        table[b, :k] = order[at : at + k]
+        at += k
+    q = rs.standard_normal((len(lens), new_tokens, hq, d)).astype(np.float32)
+    k_cache = rs.standard_normal((num_blocks, block_size, hkv, d)).astype(np.float32)
+    v_cache = rs.standard_normal((num_blocks, block_size, hkv, d)).astype(np.float32)
+    return q, k_cache, v_cache, table, np.array(lens, dtype=np.int32)
+
+
+def _checked(case: Case) -> _reference.DecodeArgs:
+    """The case's arguments through the reference's one check."""
+    i, o = case.inputs, case.options
+    missing = [n for n in INPUTS if i.get(n) is None]
+    if missing:
+        raise ValueError(f"{missing[0]} is missing from the case's inputs; decode takes {list(INPUTS + OPTIONAL)}")
+    return _reference.check_decode_args(
+        *(i[n] for n in INPUTS),
+        scale=o.get("scale"),
+        window_left=o.get("window_left", -1),
+        softcap=o.get("softcap", 0.0),
+        alibi_slopes=i.get("alibi_slopes"),
+        sinks=i.get("sinks"),
+    )
+
+
+def _num_splits(value: Any) -> Optional[int]:
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 1 <= int(value) <= MAX_SPLITS:
+        raise ValueError(f"num_splits must be None or an integer in [1, {MAX_SPLITS}], got {value!r}")
+    return int(value)
+
+
+@dataclass
+class DecodeConfig(LiveConfig):
+    """`batch` sequences of up to `seq_len` tokens in a paged cache of `block_size`-token blocks,
+    `new_tokens` new ones each (the first sequence holds seq_len; with `ragged`, the others a
+    random length, idle slots (0) included)."""
+
+    batch: int = knob(4, 1, 64)
+    new_tokens: int = knob(1, 1, _reference.MAX_NEW_TOKENS, hint="speculative decoding verifies several at once")
+    heads: int = knob(8, 1, 128)
+    heads_kv: int = knob(2, 0, 128, sentinels={0: "as many as heads"}, hint="key/value heads (GQA)")
+    seq_len: int = knob(1000, 1, 65536, hint="tokens in the cache of the first sequence, the new ones included")
+    head_dim: int = knob(64, 1, 256)
+    block_size: int = knob(16, 1, 256, hint="tokens per cache block")
+    window_left: int = knob(-1, -1, 65536, sentinels={-1: "unbounded"}, hint="keys pos - left .. pos visible")
+    softcap: float = knob(0.0, f32="softcap", sentinels={0: "off"}, hint="scores become softcap * tanh(s / softcap)")
+    alibi: bool = knob(False, hint="ALiBi's geometric slopes per query head")
+    sinks: bool = knob(False, hint="a logit per query head in the softmax's denominator (gpt-oss)")
+    ragged: bool = knob(True, hint="sequences of other lengths after the first, idle slots included")
+    seed: int = knob(0, 0, 2**32 - 1)
+
+    @property
+    def kv_heads(self) -> int:
+        return self.heads_kv or self.heads
+
+    def check(self) -> None:
+        if self.heads % self.kv_heads:
+            raise ValueError(f"heads ({self.heads}) must be a multiple of heads_kv ({self.heads_kv}) for grouped-query attention")
+        if self.seq_len < self.new_tokens:
+            raise ValueError(f"seq_len ({self.seq_len}) must hold the {self.new_tokens} new tokens")
+        cache = 2 * (self.batch * self.seq_len + self.block_size) * self.kv_heads * self.head_dim
+        if cache > MAX_ELEMENTS:
+            raise ValueError(
+                f"the cache (2 * batch * seq_len * heads_kv * head_dim = {cache}) must stay within {MAX_ELEMENTS} elements"
+            )
+
+    def lengths(self, rs: np.random.RandomState) -> List[int]:
+        if not self.ragged:
+            return [self.seq_len] * self.batch
+        rest = [int(n) if n >= self.new_tokens else 0 for n in rs.randint(0, self.seq_len + 1, self.batch - 1)]
+        return [self.seq_len] + rest
+
+    def tensors(self) -> Dict[str, np.ndarray]:
+        rs = np.random.RandomState(self.seed)
+        lens = self.lengths(rs)
+        q, k, v, table, seq_lens = paged_cache(
+            rs, lens, self.new_tokens, self.heads, self.kv_heads, self.head_dim, self.block_size
+        )
+        out = {"q": q, "k_cache": k, "v_cache": v, "block_table": table, "seq_lens": seq_lens}
+        if self.alibi:
+            out["alibi_slopes"] = (2.0 ** -np.linspace(1, 8, self.heads)).astype(np.float32)
+        if self.sinks:
+            out["sinks"] = (rs.standard_normal(self.heads) * 2).astype(np.float32)
+        return out
+
+
+def _grid_row(name, lens, sq, hq, hkv, d, bs, options=None, alibi=False, sinks=False, num_splits=None):
+    return dict(
+        name=name,
+        lens=lens,
+        sq=sq,
+        hq=hq,
+        hkv=hkv,
+        d=d,
+        bs=bs,
+        options=options or {},
+        alibi=alibi,
+        sinks=sinks,
+        num_splits=num_splits,
+    )
+
+
+class Decode(Interface):
+    name = "paged_decode"
+    OUTPUTS = ("out", "lse")
+    Config = DecodeConfig
+
+    def layout(self, case: Case) -> Layout:
+        """The case laid out for the f32-cache kernel on the default target (wgattn.target)."""
+        return self.layout_on(self.kernels()[0], case, DEFAULT)
+
+    def layout_on(self, kernel: Kernel, case: Case, target: Target) -> Layout:
+        """The case laid out for `kernel` on `target`: the tile shape that fits it, the split
+        count, and the cache as the kernel reads it (float16 for the F16 variant: a case judged
+        for it holds float16-representable values, conformance.judged_case)."""
+        a = _checked(case)
+        forced = _num_splits(case.options.get("num_splits"))
+        bsz, sq, hq, d = a.q.shape
+        num_blocks, block_size, hkv, _ = a.k_cache.shape
+        max_blocks = a.block_table.shape[1]
+        # a user's WGSL on this interface gets the shape chosen for the first registered kernel
+        shaped = registry.load().kernels.get(kernel.id) or self.kernels()[0]
+        knobs, row_blocks = tiles(shaped, d, sq * (hq // hkv), target)
+        longest = max(_spans(a.seq_lens, a.window_left, sq) + [0])
+        ns = forced or split_count(longest, bsz * hkv * row_blocks, target)
+        rows = bsz * sq * hq
+        # Every element index the kernels form fits in u32, every position in i32.
+        sizes = {
+            "q (B * Sq_new * Hq * D)": rows * d,
+            "the cache (num_blocks * block_size * Hkv * D)": num_blocks * block_size * hkv * d,
+            "the partial states (B * Sq_new * Hq * num_splits * ceil(D / 4) * 4)": rows * ns * knobs["D4"] * 4,
+            "block_table (B * max_blocks)": bsz * max_blocks,
+            "the workgroups (B * Hkv * num_splits * row blocks)": bsz * hkv * ns * row_blocks,
+        }
+        for what, size in sizes.items():
+            if size > _U32:
+                raise ValueError(f"{what} = {size} is too large for decode: element indices must fit in u32")
+        if max_blocks * block_size > _I32:
+            raise ValueError(f"max_blocks * block_size = {max_blocks * block_size} must fit in i32 (token positions)")
+        values: Dict[str, float] = {
+            "batch_size": bsz,
+            "new_tokens": sq,
+            "heads_q": hq,
+            "heads_kv": hkv,
+            "head_dim": d,
+            "num_blocks": num_blocks,
+            "max_blocks": max_blocks,
+            "window_left": a.window_left,
+            "softcap": a.softcap,
+            "scale": a.scale,
+            "sinks_on": int(a.sinks is not None),
+            "num_splits": ns,
+            "row_blocks": row_blocks,
+        }
+        cache = np.float16 if kernel.defines.get("F16") else np.float32
+        zeros = np.zeros(hq, dtype=np.float32)
+        data: Dict[str, np.ndarray] = {
+            "q": np.ascontiguousarray(a.q, dtype=np.float32),
+            "k_cache": np.ascontiguousarray(a.k_cache, dtype=cache),
+            "v_cache": np.ascontiguousarray(a.v_cache, dtype=cache),
+            "block_table": a.block_table.astype(np.int32),
+            "seq_lens": np.array(a.seq_lens, dtype=np.int32),
+            "alibi_slopes": zeros if a.alibi_slopes is None else a.alibi_slopes.astype(np.float32),
+            "sinks": zeros if a.sinks is None else a.sinks.astype(np.float32),
+        }
+        buffers = {name: data_buffer(name, arr) for name, arr in data.items()}
+        buffers["part_o"] = Buffer("part_o", 16 * rows * ns * knobs["D4"], "storage")
+        buffers["part_ml"] = Buffer("part_ml", 8 * rows * ns, "storage")
+        buffers["out"] = out_buffer("out", 4 * rows * d)
+        buffers["lse"] = out_buffer("lse", 4 * rows)
+        outputs = [Output("out", "out", 0, (bsz, sq, hq, d)), Output("lse", "lse", 0, (bsz, sq, hq))]
+        return Layout(values, buffers, outputs, knobs={**knobs, "BS": block_size})
+
+    def reference(self, case: Case, dtype: "DTypeLike" = np.float64) -> Dict[str, np.ndarray]:
+        """wgattn.reference.decode_attention on the case. dtype float32: the naive float32 run;
+        float16: the yardstick of the float16-cache kernel, which stores the cache (and the case
+        judged for it, conformance.judged_case: every float input) in half precision but computes
+        in float32: the naive float32 run on those inputs."""
+        dt = np.float32 if np.dtype(dtype) == np.float16 else dtype
+        a = _checked(case)
+        i = case.inputs
+        out, lse = _reference.decode_attention(
+            *(i[n] for n in INPUTS),
+            scale=a.scale,
+            window_left=a.window_left,
+            softcap=a.softcap,
+            alibi_slopes=i.get("alibi_slopes"),
+            sinks=i.get("sinks"),
+            dtype=dt,
+        )
+        return {"out": out, "lse": lse}
+
+    def case_from_reference(
+        self,
+        q,
+        k_cache,
+        v_cache,
+        block_table,
+        seq_lens,
+        *,
+        scale=None,
+        window_left=-1,
+        softcap=0.0,
+        alibi_slopes=None,
+        sinks=None,
+        num_splits=None,
+        name: str = "call",
+    ) -> Case:
+        """A case from decode_attention's arguments (ValueError naming a bad one); `num_splits`
+        forces the split count."""
+        a = _reference.check_decode_args(
+            q,
+            k_cache,
+            v_cache,
+            block_table,
+            seq_lens,
+            scale=scale,
+            window_left=window_left,
+            softcap=softcap,
+            alibi_slopes=alibi_slopes,
+            sinks=sinks,
+        )
+        inputs = {
+            "q": np.asarray(q),
+            "k_cache": np.asarray(k_cache),
+            "v_cache": np.asarray(v_cache),
+            "block_table": np.asarray(block_table).astype(np.int32),
+            "seq_lens": np.asarray(seq_lens).astype(np.int32),
+        }
+        if alibi_slopes is not None:
+            inputs["alibi_slopes"] = np.asarray(alibi_slopes, dtype=np.float32)
+        if sinks is not None:
+            inputs["sinks"] = np.asarray(sinks, dtype=np.float32)
+        options: Dict[str, Option] = {
+            "scale": a.scale,
+            "window_left": a.window_left,
+            "softcap": a.softcap,
+            "num_splits": _num_splits(num_splits),
+        }
+        return Case(name, inputs, options)
+
+    # Block sizes 1, 16 and 64; lengths ending mid-block; idle slots; GQA 8:1, 2:1 and MQA (32:1);
+    # 1, 2, 3 and 5 new tokens; sinks, ALiBi, windows (0 included), softcap, a small scale; head
+    # dims 32, 59 (scalar loads), 64, 128, 256; several row blocks a kv head; forced split counts,
+    # more splits than tiles (empty splits), one split of many tiles; 16k, 12k and 9k-token caches.
+    GRID = [
+        _grid_row("gqa8-one-new-bs16-mid-block-idle", [37, 0, 100, 16], 1, 16, 2, 64, 16),
+        _grid_row("gqa8-five-new-bs64-sinks", [130, 5, 0, 64], 5, 16, 2, 128, 64, sinks=True),
+        _grid_row("mqa32-five-new-row-blocks-alibi", [77, 300], 5, 32, 1, 64, 16, alibi=True, num_splits=3),
+        _grid_row("mqa-window-softcap-d59", [200, 9], 3, 6, 1, 59, 16, {"window_left": 31, "softcap": 10.0, "scale": 0.2}),
+        _grid_row(
+            "everything-d128",
+            [500, 0, 77],
+            5,
+            16,
+            2,
+            128,
+            64,
+            {"window_left": 100, "softcap": 20.0},
+            alibi=True,
+            sinks=True,
+            num_splits=4,
+        ),
+        _grid_row("gqa8-one-new-bs16-d59-sinks", [61, 16, 0], 1, 8, 1, 59, 16, sinks=True, num_splits=2),
+        _grid_row("more-splits-than-tiles", [40, 3], 2, 4, 2, 64, 16, alibi=True, num_splits=7),
+        _grid_row("one-split-2000-keys", [2000, 1], 1, 4, 1, 64, 64, {"softcap": 30.0, "scale": 0.05}, num_splits=1),
+        _grid_row("window0-block1", [50, 2], 2, 4, 4, 32, 1, {"window_left": 0}, num_splits=3),
+        _grid_row("d256-gqa2-bs16", [100, 33], 1, 4, 2, 256, 16, sinks=True),
+        _grid_row("long-16k-gqa4", [16421], 1, 8, 2, 128, 64),
+        _grid_row("long-12k-gqa8-five-new-sinks-alibi", [12007], 5, 8, 1, 64, 16, alibi=True, sinks=True),
+        _grid_row("long-9k-window-mqa", [9000, 4096], 5, 8, 1, 64, 64, {"window_left": 1500, "softcap": 25.0}),
+    ]
+
+    def grid_case(self, rng, name, lens, sq, hq, hkv, d, bs, options, alibi, sinks, num_splits) -> Case:
+        q, k_cache, v_cache, table, seq_lens = paged_cache(rng, lens, sq, hq, hkv, d, bs)
+        kw = dict(options)
+        if alibi:
+            kw["alibi_slopes"] = (2.0 ** -np.linspace(1, 8, hq)).astype(np.float32)  # ALiBi's geometric slopes
+        if sinks:
+            kw["sinks"] = (rng.standard_normal(hq) * 2).astype(np.float32)
+        return self.case_from_reference(q, k_cache, v_cache, table, seq_lens, num_splits=num_splits, name=name, **kw)
+
+    def live_case(self, config: DecodeConfig, tensors: Mapping[str, np.ndarray], name: str) -> Case:
+        t = tensors
+        return self.case_from_reference(
+            *(t[n] for n in INPUTS),
+            window_left=config.window_left,
+            softcap=float(config.softcap),
+            alibi_slopes=t.get("alibi_slopes"),
+            sinks=t.get("sinks"),
+            name=name,
+        )
+
+    def probabilities(self, case: Case, head: int, max_cells: int) -> Tuple[np.ndarray, np.ndarray, str]:
+        """Query head `head`'s probabilities over the cache positions: a row per (sequence, new
+        token), the first sequences whose rows fit `max_cells`, keys up to the longest of them."""
+        a = _checked(case)
+        bsz, sq, hq, d = a.q.shape
+        _, block_size, hkv, _ = a.k_cache.shape
+        g = head // (hq // hkv)
+        width = max(1, min(max(a.seq_lens), max_cells // sq))
+        rows_p: List[np.ndarray] = []
+        rows_m: List[np.ndarray] = []
+        for b, n in enumerate(a.seq_lens):
+            if rows_p and (len(rows_p) + 1) * sq * width > max_cells:
+                break
+            n_keys = min(n, width)
+            keys = np.arange(n_keys)
+            pos = np.arange(n - sq, n)
+            mask = (keys[None, :] <= pos[:, None]) & (n > 0)
+            if a.window_left >= 0:
+                mask &= keys[None, :] >= pos[:, None] - a.window_left
+            blocks = a.block_table[b, : -(-n // block_size)] if n else np.zeros(0, np.int64)
+            k = a.k_cache[blocks, :, g, :].reshape(-1, d)[:n_keys].astype(np.float64)
+            s = a.q[b, :, head].astype(np.float64) @ k.T * a.scale
+            if a.softcap > 0:
+                s = a.softcap * np.tanh(s / a.softcap)
+            if a.alibi_slopes is not None:
+                s = s + a.alibi_slopes[head] * (keys[None, :] - pos[:, None])
+            sink = None if a.sinks is None else np.full(sq, a.sinks[head])
+            p, _ = _reference._softmax_with_sink(s, mask, sink, np.dtype(np.float64))
+            rows_p.append(p)
+            rows_m.append(mask)
+        cols = max(x.shape[1] for x in rows_p)
+        pad = lambda x, v: np.pad(x, ((0, 0), (0, cols - x.shape[1])), constant_values=v)  # noqa: E731
+        probs = np.concatenate([pad(p, 0.0) for p in rows_p])
+        mask = np.concatenate([pad(m, False) for m in rows_m])
+        return probs, mask, f"rows: (sequence, new token) of the first {len(rows_p)} sequences; columns: cache positions"
+
+    def head_view(self, case: Case, output: np.ndarray, head: int, heads: int) -> np.ndarray:
+        """Query head `head` of out [B, Sq_new, Hq, D] or lse [B, Sq_new, Hq]: a row per (sequence,
+        new token), as `probabilities` lays them out."""
+        a = np.asarray(output, dtype=np.float64)
+        x = a[:, :, head].reshape(a.shape[0] * a.shape[1], -1)
+        return x
+
+
+INTERFACE = Decode()

@@ -1,0 +1,47 @@
+"""bench/decode_bandwidth.py, the GPU benchmark of the decode kernels, runs end to end on whatever
+adapter is here (shrunk cases, --smoke): it checks each output against the float64 reference
+before timing it, times one interleaved series per case by wgattn.protocol, and its records carry
+the bandwidth figures the H100 run reports."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from wgattn.interfaces.paged_decode import bytes_touched
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("decode_bandwidth", ROOT / "bench" / "decode_bandwidth.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_cases_start_with_the_target_and_count_their_bytes():
+    bench = _script()
+    target = bench.cases()[0]
+    assert (target.batch, target.heads_q, target.heads_kv, target.head_dim, target.seq_len) == (8, 32, 8, 128, 32768)
+    assert (target.new_tokens, target.cache) == (1, "f16")
+    assert bench.bytes_touched(target) == 2 * 8 * 32768 * 8 * 128 * 2  # K and V, once each
+    x = bench.inputs(bench.cases()[0].__class__("tiny", 2, 4, 2, 8, 37, 1, 16, "f16"))
+    assert x["k_cache"].dtype.name == "float16" and x["block_table"].shape == (2, 3)
+    assert sorted(x["block_table"].ravel().tolist()) == list(range(6))  # every block once, shuffled
+
+
+def test_smoke_run_records_checked_figures(native_runtime, tmp_path):
+    out = tmp_path / "decode.json"
+    _script().main(
+        ["--smoke", "--case", "target", "--modes", "trusted", "--sweep", "2", "--rounds", "5", "--warm", "0", "--json", str(out)]
+    )
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    copy = [r for r in records if r["kind"] == "copy" and r["impl"] == "wgsl.copy"]
+    decode = [r for r in records if r["kind"] == "decode" and r["impl"].startswith("paged_decode.split")]
+    assert copy and copy[0]["gbps"] > 0 and copy[0]["rounds"] == 5
+    (rule,) = [r for r in decode if r["rule"]]
+    assert rule["mode"] == "trusted" and rule["gbps"] > 0 and rule["median_ms"] > 0 and rule["q1_ms"] <= rule["q3_ms"]
+    assert [r["splits"] for r in decode if not r["rule"]] == [2]  # the sweep, in the same series
+    assert rule["bytes"] == bytes_touched([700, 700], -1, 1, 8, 128, 2)
