@@ -188,14 +188,25 @@ def test_trusted_only_for_registered_text():
     assert not any(d.trusted for d in flash_fwd.plan(user, case, TARGET, source=tiled.source()).dispatches)
 
 
-# A tile shape the defaults never pick on this adapter (4 column groups, 4 keys and 4 vec4 columns
-# per invocation): the generic mapping is right, not just the tuned one.
+# A tile shape the defaults never pick on this adapter (8 column groups, 2 keys per invocation and,
+# at d111 and d59, a last column group only partly inside the head dimension): the generic mapping
+# is right, not just the tuned one.
+OTHER_TILE = {"BR": 16, "BC": 16, "WG": 32}
+
+
+def test_the_other_tile_is_not_a_default_here(native_runtime):
+    for kernel_id in ("flash_fwd.blocked", "flash_fwd.blocked_f16"):
+        for prefix in ("causal-tl-d111", "window-right-tl-d59", "softcap-d64"):
+            (main,) = flash_fwd.plan(REG.kernel(kernel_id), _case(prefix), native_runtime.target).dispatches
+            assert {n: main.constants[n] for n in OTHER_TILE} != OTHER_TILE
+
+
 @pytest.mark.parametrize("kernel_id", ["flash_fwd.blocked", "flash_fwd.blocked_f16"])
 @pytest.mark.parametrize("prefix", ["causal-tl-d111", "window-right-tl-d59", "softcap-d64"])
 def test_other_tile_shapes_match_reference(native_runtime, kernel_id, prefix):
     kernel = REG.kernel(kernel_id)
     needs_features(native_runtime, kernel)
-    rows = conformance.run_case(native_runtime, kernel, _case(prefix), overrides={"BR": 16, "BC": 16, "WG": 16})
+    rows = conformance.run_case(native_runtime, kernel, _case(prefix), overrides=OTHER_TILE)
     bad = [r for r in rows if not r["pass"]]
     assert not bad, bad
 
