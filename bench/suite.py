@@ -235,6 +235,23 @@ class BrowserPass:
         for r in bad:
             log(f"  FAIL {r['kernel']}: {r['failed'][:3]} {r['runtimes']}")
 
+    async def grid(self, iface: str) -> None:
+        """The page's conformance view on interface `iface`: every project kernel the adapter
+        runs, on the interface's whole grid, judged by the page's Python."""
+        t0 = time.time()
+        got = await self.browser.eval(f"({GRID_JS})({json.dumps(iface)})", 900)
+        self.report.setdefault("grid", {})[iface] = dict(got, wall_s=round(time.time() - t0, 1))
+        per: Dict[str, List[int]] = {}
+        for c in got.get("cases", []):
+            per.setdefault(c["kernel"], [0, 0])[0 if c["pass"] else 1] += 1
+        log(f"[chromium {self.name}] grid {iface}: {got.get('status')}, {got.get('passed')} passed, {got.get('failed')} failed "
+            f"in {time.time() - t0:.0f} s; " + ", ".join(f"{k} {n[0]}/{sum(n)}" for k, n in per.items()))  # fmt: skip
+        for s in got.get("skipped", []):
+            log(f"  skipped {s['kernel']}: {s['reason']}")
+        for c in got.get("cases", []):
+            if not c["pass"]:
+                log(f"  FAIL {c['kernel']} {c['case']}: worst |err| / allowance {c['worst']:.3g}")
+
     async def bench(self, req: Dict[str, Any], timeout: float) -> List[Dict]:
         """One benchmark request in the page: its records, relabelled."""
         what = request_name(req)
@@ -265,6 +282,24 @@ class BrowserPass:
         except Exception as exc:  # what it measured stands; say what the closing did
             log(f"[chromium {self.name}] closing the browser: {type(exc).__name__}: {exc}")
         self.browser = None
+
+
+# The conformance view driven as a person would (interface chosen, no WGSL pasted, Run grid),
+# its summary cut to what the report keeps: per case the worst |error| / allowance.
+GRID_JS = """async (iface) => {
+  const box = document.getElementById('conformance');
+  const pick = document.getElementById('grid-interface');
+  pick.value = iface;
+  pick.dispatchEvent(new Event('change'));
+  document.getElementById('grid-source').value = '';
+  document.getElementById('grid-run').click();
+  while (!['done', 'error', 'cancelled'].includes(box.dataset.status)) await new Promise((r) => setTimeout(r, 200));
+  const s = window.wgattn.conformance || {};
+  return { status: box.dataset.status, passed: s.passed, failed: s.failed, skipped: s.skipped || [],
+    message: box.dataset.status === 'error' ? box.textContent.slice(0, 2000) : '',
+    cases: (s.cases || []).map((c) => ({ kernel: c.kernel, case: c.case, pass: c.pass,
+      worst: Math.max(0, ...c.rows.map((r) => (r.allowance > 0 ? r.max_abs_err / r.allowance : 0))) })) };
+}"""
 
 
 def request_name(req: Dict[str, Any]) -> str:
@@ -301,6 +336,7 @@ async def run_browsers(
     end: float,
     report: Dict[str, Any],
     save: Callable[[List[Dict]], None],
+    grids: Sequence[str] = (),
 ) -> None:
     """Every pass's browser open at once; the live check in the first; then request by request,
     every pass in turn (the order alternating), so that robustness on and off are timed minutes
@@ -315,6 +351,13 @@ async def run_browsers(
             except Exception as exc:
                 log(f"[chromium {opened[0].name}] live check failed: {type(exc).__name__}: {exc}")
                 opened[0].report["live_check"] = {"error": f"{type(exc).__name__}: {exc}"}
+        for p in opened:  # correctness with robustness on and off
+            for iface in grids:
+                try:
+                    await p.grid(iface)
+                except Exception as exc:
+                    log(f"[chromium {p.name}] grid {iface} failed: {type(exc).__name__}: {exc}")
+                    p.report.setdefault("grid", {})[iface] = {"error": f"{type(exc).__name__}: {exc}"}
         took: Dict[int, float] = {}
         for i, req in enumerate(requests):
             for p in opened if i % 2 == 0 else opened[::-1]:
@@ -403,6 +446,7 @@ def parse_args(argv: Optional[Sequence[str]] = None):
         help="Chromium passes: checked (robustness on, as shipped), trusted (disable_robustness); default: %(default)s",
     )
     ap.add_argument("--no-live", dest="live", action="store_false", help="skip the page's live check")
+    ap.add_argument("--grid", default="", help="interfaces whose conformance grid each browser pass runs (comma-separated)")
     ap.add_argument("--driver", choices=("auto", "playwright", "cdp"), default="auto")
     ap.add_argument("--out", default=str(ROOT / ".cache" / "bench"), help="where records.json, report.json, table.txt go")
     ap.add_argument("--history", default=str(ROOT / "bench" / "history"), help="the committed history to compare with")
@@ -481,7 +525,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if Path(args.chromium).with_name("libvulkan.so.1.chromium").exists():  # an earlier run put the fallback there
             report["vulkan_loader"] = os.environ.get("WGATTN_VULKAN_FALLBACK", "the fallback")
         with serve(out / "server.log", env) as base:
-            asyncio.run(run_browsers(passes, base, requests, args.live, t_start + args.budget_s, report, save))
+            grids = [g.strip() for g in args.grid.split(",") if g.strip()]
+            asyncio.run(run_browsers(passes, base, requests, args.live, t_start + args.budget_s, report, save, grids))
         write(out, records, report)
     report["gpu_state_after"] = gpu_state()
     report["timer_resolution_ns"] = {

@@ -88,10 +88,13 @@ function describe(info) {
 
 // What each optional feature gives the kernels, and how a browser that lacks it may get it.
 const FEATURE_WORDS = /** @type {const} */ ([
-  ["shader-f16", "f16 kernels", "Chrome offers it on GPUs with half precision (not on software renderers)"],
+  ["shader-f16", "f16 kernels", "Chrome offers it on GPUs with half precision (not on software renderers; "
+    + "on Linux with NVIDIA only with --enable-unsafe-webgpu --enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia)"],
   ["subgroups", "subgroup kernels", "Chrome 134+ offers it on most GPUs"],
   ["chromium-experimental-subgroup-matrix", "subgroup-matrix kernels",
-    "Chrome offers it behind chrome://flags/#enable-unsafe-webgpu (--enable-unsafe-webgpu) on GPUs with matrix units"],
+    "Chrome offers it behind chrome://flags/#enable-unsafe-webgpu (--enable-unsafe-webgpu) on GPUs with matrix units; "
+    + "on Linux with NVIDIA its f16 configurations also need "
+    + "--enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia (Dawn keeps f16 off there by default)"],
   ["timestamp-query", "GPU timings", "Chrome offers it on most GPUs"],
 ]);
 

@@ -71,7 +71,7 @@ export async function openDevice(onLost) {
   };
   // What the page's Python plans for and checks against (wgattn.target.Target.from_json): the
   // device as given, facts only; Python decides what runs.
-  /** @type {{ subgroupMatrixConfigs?: unknown[] }} */
+  /** @type {{ subgroupMatrixConfigs?: unknown[], subgroupMinSize?: number, subgroupMaxSize?: number }} */
   const more = /** @type {any} */ (i);
   /** @type {TargetJson} */
   const target = {
@@ -85,6 +85,9 @@ export async function openDevice(onLost) {
       (c) => /** @type {MatrixConfigJson} */ ({
         componentType: c.componentType, resultComponentType: c.resultComponentType, M: c.M, N: c.N, K: c.K,
       })),
+    // Kernels on subgroup matrices lay their work out by the subgroup size (0: not reported).
+    subgroup_min_size: more.subgroupMinSize || 0,
+    subgroup_max_size: more.subgroupMaxSize || 0,
   };
   return { device, info, target };
 }

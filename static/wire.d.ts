@@ -43,6 +43,8 @@ interface TargetJson {
   limits: Record<string, number>;
   software?: boolean;
   subgroup_matrix_configs?: MatrixConfigJson[];
+  subgroup_min_size?: number;
+  subgroup_max_size?: number;
 }
 
 /** GPUAdapterInfo.subgroupMatrixConfigs' entries, as WebGPU spells them. (Python: wgattn.target.MatrixConfigJson) */

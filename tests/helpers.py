@@ -7,7 +7,7 @@ from typing import Iterable, List, Mapping, Optional, Tuple
 
 import pytest
 
-from wgattn.target import Target
+from wgattn.target import MATRIX_FEATURE, MatrixConfig, Target
 
 __all__ = [
     "LOCAL",
@@ -19,6 +19,7 @@ __all__ = [
     "browser_stand_in",
     "session_on",
     "TARGET",
+    "MATRIX_TARGET",
     "chosen_knobs",
 ]
 
@@ -35,6 +36,14 @@ WIDE = 4.0
 # An adapter with WebGPU's default limits and every feature a kernel asks for: plans built
 # without a device (they are only inspected, or run on a runtime that checks them itself).
 TARGET = Target(features=frozenset({"shader-f16", "subgroups", "timestamp-query"}), name="a test adapter")
+# The same with subgroup matrices as Chromium lists them on an H100 (f16 x f16 -> f32 16x16x16,
+# subgroups of 32): what a kernel on subgroup matrices needs to be planned at all.
+MATRIX_TARGET = Target(
+    features=TARGET.features | {MATRIX_FEATURE},
+    matrix_configs=(MatrixConfig("f16", "f32", 16, 16, 16),),
+    subgroup_sizes=(32, 32),
+    name="a test adapter with subgroup matrices",
+)
 
 
 def needs_features(runtime, kernel) -> None:
@@ -64,10 +73,15 @@ def ratio(rows: Iterable[Mapping[str, object]]) -> float:
 
 def first_wide_failure(runtime, kernel, cases, source: str) -> Optional[Tuple[str, float]]:
     """(case name, ratio) of the first of `cases` that `source`, built as `kernel`, fails by WIDE
-    times its allowance or more; None when no case does."""
+    times its allowance or more; None when no case does. Narrow rows are tried first: a planted
+    bug's WGSL is compiled afresh for each tile shape, and a software adapter's compile grows with
+    the head dimension the shape unrolls."""
     from wgattn import conformance
 
-    for case in cases:
+    def width(case) -> int:
+        return max((a.shape[-1] for a in case.inputs.values() if a.ndim > 1), default=0)
+
+    for case in sorted(cases, key=width):
         r = ratio(conformance.run_case(runtime, kernel, case, source=source))
         if r >= WIDE:
             return case.name, r

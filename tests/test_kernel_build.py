@@ -5,12 +5,13 @@ which dispatches may be built without runtime checks (trusted mode)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 
 import pytest
 
-from helpers import TARGET, chosen_knobs, needs_features
+from helpers import MATRIX_TARGET, TARGET, chosen_knobs, needs_features
 from wgattn import conformance, registry, wgsl
 from wgattn.errors import DoesNotFit
 from wgattn.expr import evaluate
@@ -57,7 +58,7 @@ def test_bad_directives_say_what_is_wrong(src, message):
 
 @pytest.mark.parametrize("kernel", list(REG.kernels.values()), ids=lambda k: k.id)
 def test_every_kernel_source_is_expanded(kernel):
-    src = kernel.source({"head_dim": 64})
+    src = kernel.source({"head_dim": 64}, MATRIX_TARGET)
     assert not [line for line in src.splitlines() if line.lstrip().startswith("#")]
 
 
@@ -73,7 +74,7 @@ def test_variants_share_one_template():
 def _target(storage: int, invocations: int, software: bool) -> Target:
     limits = dict(WEBGPU_LIMITS)
     limits.update({"max-compute-workgroup-storage-size": storage, "max-compute-invocations-per-workgroup": invocations})
-    return Target(features=TARGET.features, limits=limits, software=software, name=f"{storage} bytes")
+    return dataclasses.replace(MATRIX_TARGET, limits=limits, software=software, name=f"{storage} bytes")
 
 
 TARGETS = [_target(s, i, c) for s, i, c in ((49152, 1024, False), (32768, 256, False), (16384, 256, False), (32768, 1024, True))]
@@ -112,10 +113,10 @@ def test_tile_choice_fits_the_adapter(kernel, dim, target):
     knobs = fit.knobs
     assert fit.storage <= target.limit("max-compute-workgroup-storage-size")
     assert fit.invocations <= target.limit("max-compute-invocations-per-workgroup")
-    for name, most in kernel.caps(kernel.source({"head_dim": dim})).items():
+    for name, most in kernel.caps(kernel.source({"head_dim": dim}, target)).items():
         assert knobs[name] <= most
     for expr in kernel.constraints:
-        assert evaluate(expr, knobs) == 0
+        assert evaluate(expr, {**kernel.target_names(target), **knobs}) == 0
     if "PF" in knobs:  # every vec4 of a K/V tile has an invocation that moves it
         assert knobs["PF"] * knobs["WG"] >= knobs["BC"] * knobs["KS"]
 

@@ -7,10 +7,9 @@ import struct
 
 import pytest
 
-from helpers import chosen_knobs
+from helpers import MATRIX_TARGET, chosen_knobs
 from wgattn import registry, wgsl
 from wgattn.errors import InterfaceMismatch
-from wgattn.target import Target
 
 REG = registry.load()
 KERNELS = sorted(REG.kernels)
@@ -94,13 +93,13 @@ def test_entry_points_and_knobs_are_the_wgsl_s(kid):
     override constants (a knob it does not declare would be dropped silently), every override it
     must be given is a knob, and each grid expression names only params and knobs."""
     k = REG.kernel(kid)
-    src = k.source({"head_dim": 64})
+    src = k.source({"head_dim": 64}, MATRIX_TARGET)
     chosen = chosen_knobs(k)  # an interface that chooses its kernels' knobs per target
     for p in k.abi.passes:
         assert p.entry_point in wgsl.functions(src), p.entry_point
         ones = {p.name: 1 for p in k.abi.params}
         grid = registry.Pass(p.name, p.entry_point, p.uses, k.grids.get(p.name, p.grid))
-        assert grid.workgroups(ones, chosen or k.knobs(ones, Target())) == (1, 1, 1)
+        assert grid.workgroups(ones, chosen or k.knobs(ones, MATRIX_TARGET)) == (1, 1, 1)
     # Every override without an initializer is a knob; one with (`override BR: u32 = WG;`) may be.
     # A tile knob may be only a budget that other knobs are computed from (varlen_bwd's SMEM).
     assert set(k.overrides) <= wgsl.overrides(src)

@@ -1,8 +1,10 @@
-"""flash_fwd.smx's plan (bench/smx_attention/smx_plan.py, until the kernel joins the registry): the
-subgroup-matrix configuration comes from what the adapter lists, never assumed; the workgroup
-bytes it budgets are those the WGSL declares; every flash_fwd grid case gets a plan or a clear
-refusal. The kernel's numbers are checked on real subgroup matrices by bench/smx_attention
-(testbed.sh on lavapipe, device_run.sh on a GPU): no runtime here has them."""
+"""flash_fwd.smx's plans: the registered kernel takes its subgroup-matrix configuration and subgroup
+size from what the adapter reports, never assumed, and refuses, saying why, an adapter that lacks
+them; the benchmark's variants (bench/smx_attention/smx_plan.py) are that kernel with one
+configuration pinned; the workgroup bytes it budgets are those the WGSL declares; every flash_fwd
+grid case gets a plan or a clear refusal. The kernel's numbers are checked on real subgroup
+matrices by bench/smx_attention (testbed.sh on lavapipe, device_run.sh on a GPU) and by the page's
+conformance view in a browser that offers them: no runtime here has them."""
 
 import re
 import sys
@@ -15,10 +17,10 @@ sys.path.insert(0, str(ROOT / "bench" / "smx_attention"))
 
 import smx_plan  # noqa: E402
 
-from wgattn import interfaces  # noqa: E402
+from wgattn import interfaces, registry  # noqa: E402
 from wgattn.conformance import judged_case  # noqa: E402
 from wgattn.expr import evaluate  # noqa: E402
-from wgattn.target import WEBGPU_LIMITS, Target  # noqa: E402
+from wgattn.target import WEBGPU_LIMITS, MatrixConfig, Target  # noqa: E402
 
 H100 = [  # what Chromium lists on the H100 with f16 on (ENVIRONMENT.md)
     {"componentType": "f16", "resultComponentType": "f32", "M": 16, "N": 16, "K": 16},
@@ -109,3 +111,53 @@ def test_every_grid_case_gets_a_plan_or_a_clear_refusal(kind):
 def test_subgroup_too_small_for_the_fragment_rows_is_refused():
     with pytest.raises(ValueError, match="subgroup size 8 with M = 16"):
         smx_plan.kernel((16, 16, 16), 8)
+
+
+def _adapter(configs, subgroup_sizes=(32, 32)) -> Target:
+    return Target(
+        features=frozenset(("shader-f16", "subgroups", "chromium-experimental-subgroup-matrix")),
+        limits={**WEBGPU_LIMITS, "max-compute-workgroup-storage-size": 49152, "max-compute-invocations-per-workgroup": 1024},
+        matrix_configs=tuple(MatrixConfig.from_json(c) for c in configs),
+        subgroup_sizes=subgroup_sizes,
+        name="a test adapter",
+    )
+
+
+REGISTERED = registry.load().kernel("flash_fwd.smx")
+
+
+ADAPTERS = [(H100, 32, (16, 16, 16)), (H100[2:], 32, (16, 8, 16)), (LAVAPIPE, 16, (8, 8, 8))]
+
+
+@pytest.mark.parametrize("configs, subgroup, cfg", ADAPTERS)
+def test_registered_kernel_plans_with_the_adapters_configuration(configs, subgroup, cfg):
+    """The first f16 x f16 -> f32 configuration the adapter lists and its subgroup size set the
+    WGSL's fragment sizes and the workgroup; the benchmark's pinned variant plans the same."""
+    flash_fwd = interfaces.get("flash_fwd")
+    target = _adapter(configs, (subgroup, subgroup))
+    for case in flash_fwd.conformance_cases()[:12]:
+        c = judged_case(REGISTERED, case)
+        plan, pinned = flash_fwd.plan(REGISTERED, c, target), flash_fwd.plan(smx_plan.kernel(cfg, subgroup), c, target)
+        assert plan.unavailable == pinned.unavailable
+        if plan.unavailable:
+            continue
+        (main,), (same,) = plan.dispatches, pinned.dispatches
+        assert (main.source, main.constants, main.workgroups) == (same.source, same.constants, same.workgroups)
+        consts = dict(re.findall(r"const (S[MNK]): u32 = (\d+)u;", main.source))
+        assert tuple(int(consts[n]) for n in ("SM", "SN", "SK")) == cfg
+        assert main.invocations == main.constants["RB"] * subgroup and main.constants["TPR"] == subgroup // cfg[0]
+
+
+def test_an_adapter_without_what_it_needs_is_told_why():
+    flash_fwd = interfaces.get("flash_fwd")
+    case = judged_case(REGISTERED, flash_fwd.conformance_cases()[0])
+    no_f16_f32 = [c for c in H100 if c["resultComponentType"] != "f32"]
+    for target, why in [
+        (Target(), "needs adapter features"),
+        (_adapter(no_f16_f32), "needs chromium-experimental-subgroup-matrix with an f16 x f16 -> f32 configuration"),
+        (_adapter(H100, (8, 32)), "reports subgroup sizes 8..32"),
+        (_adapter(H100, (0, 0)), "does not report its subgroup size"),
+    ]:
+        assert why in target.lacks(REGISTERED)
+        plan = flash_fwd.plan(REGISTERED, case, target)
+        assert not plan.dispatches and why in plan.unavailable

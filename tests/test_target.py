@@ -46,7 +46,9 @@ def test_a_subgroup_matrix_kernel_needs_a_matching_configuration():
     want = "needs chromium-experimental-subgroup-matrix with an f16 x f16 -> f32 configuration, which an adapter lacks"
     assert want in bare.lacks(kernel)
     configs = (MatrixConfig("f32", "f32", 8, 8, 1), MatrixConfig("f16", "f32", 8, 8, 8), MatrixConfig("f16", "f32", 16, 16, 16))
-    target = Target(features=features, matrix_configs=configs)
+    unsized = Target(features=features, matrix_configs=configs, name="an adapter")
+    assert "lays its work out by one fixed subgroup size; an adapter does not report its subgroup size" in unsized.lacks(kernel)
+    target = Target(features=features, matrix_configs=configs, subgroup_sizes=(32, 32))
     assert target.lacks(kernel) == "" and target.matrix("f16", "f32") == configs[1]
     assert kernel.knobs({"head_dim": 64}, target) == {"WG": 128, "D4": 16, "BC": 8}
 
@@ -88,12 +90,17 @@ def test_the_page_s_device_is_read_and_tiles_follow_it():
     session.use_target(json.dumps(reported))
     availability = json.loads(session.availability())
     assert availability["flash_fwd.tiled"] == "" and "subgroups" in availability["attn_probs_batched.subgroup"]
+    assert "chromium-experimental-subgroup-matrix" in availability["flash_fwd.smx"]
+    gpu = Target.from_json({**reported, "words": ["nvidia"], "subgroup_min_size": 32, "subgroup_max_size": 32})
+    assert gpu.subgroup_size() == 32 and Target.from_json(gpu.to_json()).subgroup_sizes == (32, 32)
     prepared = json.loads(session.prepare(json.dumps({"kernel": "flash_fwd.blocked", "config": {}})))
     constants = prepared["plan"]["dispatches"][0]["constants"]
     assert (constants["BR"], constants["WG"]) == (32, 32)  # the software tile
     for bad, message in [
         ({"features": "shader-f16"}, "features must be a list"),
         ({"limits": {"x": -1}}, "must be a number >= 0"),
+        ({"subgroup_min_size": 64, "subgroup_max_size": 32}, "0 <= min <= max <= 1024"),
+        ({"subgroup_max_size": "32"}, "must be integers"),
     ]:
         with pytest.raises(ValueError, match=message):
             Target.from_json(bad)

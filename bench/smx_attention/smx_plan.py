@@ -1,24 +1,25 @@
-"""flash_fwd.smx as a wgattn Kernel (not yet in shaders/manifest.json): which subgroup-matrix
-configuration it takes from an adapter and its tile candidates, so that the flash_fwd interface's
-plan() lays cases out for it exactly as for the registered kernels (the workgroup storage of each
-candidate is read from the WGSL, as for every kernel).
+"""flash_fwd.smx's variants for the benchmark: the registered kernel (shaders/manifest.json) with
+the adapter's names pinned to one subgroup-matrix configuration and subgroup size, so that every
+configuration an adapter lists can be measured, and its other kinds (where K and V come from).
 
-The configuration (M, N, K) is a property of the adapter (GPUAdapterInfo.subgroupMatrixConfigs),
-chosen here at plan time from what it lists; WGSL needs the dimensions as constants, so they
-reach the shader as the defines SMX_M16 / SMX_N16 / SMX_K16 (16 when set, else 8).
+The registered kernel takes its configuration from the target at plan time (the first f16 x f16
+-> f32 one the adapter lists) and its subgroup size from the adapter's (fixed) one; WGSL needs the
+dimensions as constants, so they reach the shader as the defines SMX_M16 / SMX_N16 / SMX_K16
+(16 when set, else 8).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 from wgattn import interfaces
 from wgattn.plan import Buffer, Plan
 from wgattn.registry import Kernel, load
 from wgattn.target import Target
 
-__all__ = ["PREFERRED", "Config", "choose_config", "kernel", "f16_plan", "KINDS", "TILES", "HEAD_DIM_MAX"]
+__all__ = ["PREFERRED", "Config", "choose_config", "kernel", "f16_plan", "KINDS", "TILES", "HEAD_DIM_MAX", "REGISTERED"]
 
 Config = Tuple[int, int, int]  # (M, N, K)
 # Where K and V fragments come from: tiles staged in workgroup memory from the f32 inputs, tiles
@@ -29,21 +30,13 @@ KINDS = ("staged", "staged16+pf", "direct", "staged+pf", "staged16")  # most tel
 # f16 x f16 -> f32 configurations the kernel is written for, best first (fewest instructions per
 # multiply-add first; the benchmark measures each an adapter offers).
 PREFERRED: Tuple[Config, ...] = ((16, 16, 16), (16, 8, 16), (16, 8, 8), (8, 16, 16), (8, 8, 16), (8, 8, 8))
-HEAD_DIM_MAX = 256
 
-# Tile candidates, best first (RB row blocks of M rows, BC keys a tile); the first whose workgroup
-# storage fits the adapter is taken. WG = RB * the subgroup size (TPR = subgroup size / M), so
-# subgroup s < RB owns row block s. Order from the H100 (docs/performance.md): 8 row blocks of
-# 16 keys led at both timed shapes in every staged kind (44-45 TFLOP/s staged with prefetch).
-TILES: Tuple[Dict[str, int], ...] = (
-    {"RB": 8, "BC": 16},
-    {"RB": 4, "BC": 64},
-    {"RB": 8, "BC": 32},
-    {"RB": 4, "BC": 32},
-    {"RB": 2, "BC": 32},
-    {"RB": 2, "BC": 16},
-    {"RB": 1, "BC": 16},
-)
+REGISTERED = load().kernel("flash_fwd.smx")
+HEAD_DIM_MAX = REGISTERED.limits["head_dim"]
+# Tile candidates, best first (RB row blocks of M rows, BC keys a tile): the registered kernel's.
+TILES: Tuple[Dict[str, int], ...] = tuple(dict(t) for t in REGISTERED.tiles)  # type: ignore[misc]
+# The constraint only prefetching kinds need (the WGSL's private prefetch arrays).
+_PREFETCH_ONLY = "max(0, ceil_div(BC * DP // 4, WG) - 32)"
 
 
 def choose_config(offered: Iterable[Mapping[str, object]]) -> Config:
@@ -72,14 +65,15 @@ def kernel(
     subgroup_size: int,
     tiles: Optional[Sequence[Mapping[str, int]]] = None,
     template: str = "",
-    kind: str = "staged",
+    kind: str = "staged+pf",
 ) -> Kernel:
-    """flash_fwd.smx for configuration `cfg` on an adapter whose (largest) subgroup size is
-    `subgroup_size`; `tiles` replaces the candidates (one to measure a shape); `template`, a path
-    without .wgsl relative to shaders/, replaces the kernel's file (an experiment, a planted bug);
-    `kind`: "staged" (K, V tiles staged from the f32 inputs), "staged16" (staged from f16
-    copies made by a pass before: KV_F16) or "direct" (fragments loaded from those copies:
-    KV_DIRECT); the last two are planned with f16_plan; "+pf" adds PREFETCH to a staged kind."""
+    """flash_fwd.smx for configuration `cfg` on an adapter whose subgroup size is `subgroup_size`:
+    the registered kernel with SGM_M, SGM_N, SGM_K and SUBGROUP_SIZE pinned to them; `tiles`
+    replaces the candidates (one to measure a shape); `template`, a path without .wgsl relative to
+    shaders/, replaces the kernel's file (an experiment, a planted bug); `kind`: "staged" (K, V
+    tiles staged from the f32 inputs), "staged16" (staged from f16 copies made by a pass before:
+    KV_F16) or "direct" (fragments loaded from those copies: KV_DIRECT); the last two are planned
+    with f16_plan; "+pf" adds PREFETCH to a staged kind (the registered kind is "staged+pf")."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     m, n, k = cfg
@@ -90,43 +84,24 @@ def kernel(
             f"flash_fwd.smx spreads a row over subgroup_size / M = 1, 2 or 4 invocations; "
             f"subgroup size {subgroup_size} with M = {m} does not fit"
         )
-    overrides: Dict[str, object] = {
-        "SM": m,
-        "SN": n,
-        "SK": k,
-        "SG": subgroup_size,
-        # invocations per query row in the softmax: a subgroup per row block (more, e.g. to test
-        # the shuffles on an adapter whose subgroup holds one fragment row per invocation)
-        "TPR": "SG // SM",
-        "WG": "RB * SM * TPR",
-        # head_dim padded to a multiple of 16 (N and K divide it): zeros past head_dim
-        "DP": "ceil_div(head_dim, 16) * 16",
-    }
-    return Kernel(
-        id="flash_fwd.smx",
-        template=template,
-        interface="flash_fwd",
-        abi=load().abi("flash_fwd"),
-        summary="FlashAttention-2 forward on subgroup matrices (f16 operands, f32 accumulation and softmax)",
-        overrides=overrides,  # type: ignore[arg-type]
-        requires=("shader-f16", "subgroups", "chromium-experimental-subgroup-matrix"),
-        limits={"head_dim": HEAD_DIM_MAX},
-        precision="f16",
-        defines={
-            "SMX_M16": int(m == 16),
-            "SMX_N16": int(n == 16),
-            "SMX_K16": int(k == 16),
-            "VEC4": "1 - min(1, head_dim % 4)",
-            "KV_F16": int(kind.startswith(("staged16", "direct"))),
-            "KV_DIRECT": int(kind == "direct"),
-            "PREFETCH": int(kind.endswith("+pf")),
-        },
+    names = {"SGM_M": m, "SGM_N": n, "SGM_K": k, "SUBGROUP_SIZE": subgroup_size}
+
+    def pin(value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        return re.sub(r"\b(SGM_[MNK]|SUBGROUP_SIZE)\b", lambda g: str(names[g.group(1)]), value)
+
+    prefetch = kind.endswith("+pf")
+    defines = {name: pin(v) for name, v in REGISTERED.defines.items()}
+    defines.update(KV_F16=int(kind.startswith(("staged16", "direct"))), KV_DIRECT=int(kind == "direct"), PREFETCH=int(prefetch))
+    return replace(
+        REGISTERED,
+        template=template or REGISTERED.template,
+        overrides={name: pin(v) for name, v in REGISTERED.overrides.items()},  # type: ignore[misc]
+        defines=defines,  # type: ignore[arg-type]
         tiles=tuple(dict(t) for t in (tiles or TILES)),
-        # TPR <= 4; BC a multiple of 16 and of 4 * TPR; BC / TPR <= 64 and, prefetching, K/V vec4
-        # per invocation <= 32 (the WGSL's private arrays)
-        constraints=("max(0, TPR - 4)", "BC % 16", "BC // TPR % 4", "max(0, BC // TPR - 64)")
-        + (("max(0, ceil_div(BC * DP // 4, WG) - 32)",) if kind.endswith("+pf") else ()),
-        grids={"main": {"items": "ceil_div(max_seqlen_q, RB * SM) * batch_size * heads_q", "per_workgroup": "1"}},
+        constraints=tuple(str(pin(c)) for c in REGISTERED.constraints if prefetch or c != _PREFETCH_ONLY),
+        matrix=None,  # the configuration is pinned: any target offering the feature plans it
     )
 
 
@@ -164,9 +139,3 @@ def f16_plan(k: Kernel, case, target: Target, overrides: Optional[Mapping[str, i
     plan.dispatches = [conv, main]
     plan.unavailable = target.why_not(plan)
     return plan
-
-
-def describe(k: Kernel) -> List[str]:
-    """The kernel's configuration as short words (for logs)."""
-    o = k.overrides
-    return [f"{o['SM']}x{o['SN']}x{o['SK']}", f"subgroup {o['SG']}"]

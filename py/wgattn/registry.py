@@ -240,7 +240,8 @@ class Kernel:
     trusted: bool = False
     grids: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # pass -> its own grid
     # (component, result) of the subgroup matrix configuration it needs (wgattn.target); the plan
-    # exposes the chosen one's sizes to the knob expressions as SGM_M, SGM_N and SGM_K.
+    # exposes the chosen one's sizes to the knob and define expressions as SGM_M, SGM_N and SGM_K,
+    # and the adapter's (fixed) subgroup size as SUBGROUP_SIZE.
     matrix: Optional[Tuple[str, str]] = None
     folder: Optional[Path] = None  # the shaders folder it was registered from (default: shader_dir())
 
@@ -248,11 +249,13 @@ class Kernel:
     def path(self) -> Path:
         return (self.folder or shader_dir()) / f"{self.template or self.id}.wgsl"
 
-    def source(self, sizes: Optional[Mapping[str, int]] = None) -> str:
+    def source(self, sizes: Optional[Mapping[str, int]] = None, target: Optional[Target] = None) -> str:
         """The WGSL both runtimes compile: the template with includes and this kernel's defines
-        (evaluated on the params `sizes` where they are expressions) expanded (wgattn.wgsl).
-        InterfaceMismatch when the template does not include its interface's header."""
-        defines = {k: (evaluate(v, sizes or {}) if isinstance(v, str) else int(v)) for k, v in self.defines.items()}
+        (evaluated on the params `sizes`, and what `target_names` takes from `target`, where
+        they are expressions) expanded (wgattn.wgsl). InterfaceMismatch when the template does
+        not include its interface's header."""
+        names = {**(sizes or {}), **(self.target_names(target) if target is not None else {})}
+        defines = {k: (evaluate(v, names) if isinstance(v, str) else int(v)) for k, v in self.defines.items()}
         seen: Set[str] = set()
         text = wgsl.preprocess(self.path.read_text(), defines, wgsl.reader(self.folder or shader_dir()), self.path.name, seen)
         if self.abi.header not in seen:
@@ -299,14 +302,9 @@ class Kernel:
         and invocations, read from the WGSL (`source`, default: this kernel's), fit the target is
         taken; DoesNotFit lists every candidate tried. `chosen`, knobs the interface chose for
         the target (Interface.layout_on), is the one candidate instead, held to the same checks."""
-        src = self.source(sizes) if source is None else source
+        names: Dict[str, int] = {**sizes, **self.target_names(target)}
+        src = self.source(sizes, target) if source is None else source
         caps = self.caps(src, chosen)
-        names: Dict[str, int] = dict(sizes)
-        if self.matrix is not None:
-            config = target.matrix(*self.matrix)
-            if config is None:
-                raise DoesNotFit(target.lacks(self) or f"{self.id}: no subgroup matrix configuration fits")
-            names.update(SGM_M=config.m, SGM_N=config.n, SGM_K=config.k)
         entries = [(entry_points or {}).get(p.name, p.entry_point) for p in self.abi.passes]
         max_storage = target.limit("max-compute-workgroup-storage-size")
         max_invocations = target.limit("max-compute-invocations-per-workgroup")
@@ -337,6 +335,16 @@ class Kernel:
             f"implementation of {self.interface}"
         )
 
+    def target_names(self, target: Target) -> Dict[str, int]:
+        """What a kernel that needs subgroup matrices takes from `target` (SGM_M, SGM_N, SGM_K,
+        SUBGROUP_SIZE); nothing for other kernels. DoesNotFit saying what the target lacks."""
+        if self.matrix is None:
+            return {}
+        config = target.matrix(*self.matrix)
+        if config is None or not target.subgroup_size():
+            raise DoesNotFit(target.lacks(self) or f"{self.id}: no subgroup matrix configuration fits")
+        return {"SGM_M": config.m, "SGM_N": config.n, "SGM_K": config.k, "SUBGROUP_SIZE": target.subgroup_size()}
+
     @staticmethod
     def _invocations(source: str, entry: str, names: Mapping[str, int]) -> int:
         size = wgsl.workgroup_size(source, entry)
@@ -360,7 +368,7 @@ class Kernel:
         sizes = {
             k: int(v) for k, v in values.items() if isinstance(v, numbers.Integral) and not isinstance(v, bool)
         }  # numpy ints too
-        src = self.source(sizes) if source is None else self.user_source(source)
+        src = self.source(sizes, target) if source is None else self.user_source(source)
         for name, most in self.limits.items():
             if sizes.get(name, 0) > most:
                 raise DoesNotFit(

@@ -71,6 +71,8 @@ class TargetJson(_TargetJson, total=False):
 
     software: bool  # when known; else read from `words`
     subgroup_matrix_configs: List[MatrixConfigJson]
+    subgroup_min_size: int  # GPUAdapterInfo's, where the browser gives them (0: not given)
+    subgroup_max_size: int
 
 
 # WebGPU's default limits: what every adapter offers (the spec's "default" column).
@@ -120,6 +122,8 @@ class Target:
     software: bool = False  # a CPU adapter (lavapipe, SwiftShader): its own tile candidates
     matrix_configs: Tuple[MatrixConfig, ...] = ()
     name: str = "an adapter with WebGPU's default limits"
+    # (min, max) subgroup size the adapter reports; (0, 0) when it does not say
+    subgroup_sizes: Tuple[int, int] = (0, 0)
 
     def limit(self, name: str) -> int:
         """A limit by its kebab-case name (WebGPU's default where the adapter did not say)."""
@@ -130,6 +134,11 @@ class Target:
         if MATRIX_FEATURE not in self.features:
             return None
         return next((c for c in self.matrix_configs if (c.component, c.result) == (component, result)), None)
+
+    def subgroup_size(self) -> int:
+        """The subgroup size when the adapter reports one fixed size (min = max), else 0."""
+        low, high = self.subgroup_sizes
+        return high if low == high else 0
 
     def lacks(self, kernel: _Kernel) -> str:
         """Why this adapter cannot run `kernel` whatever the sizes, or "" when it can."""
@@ -142,6 +151,10 @@ class Target:
                 f"{kernel.id} needs {MATRIX_FEATURE} with an {component} x {component} -> {result} configuration, "
                 f"which {self.name} lacks"
             )
+        if kernel.matrix is not None and not self.subgroup_size():
+            low, high = self.subgroup_sizes
+            said = f"reports subgroup sizes {low}..{high}" if high else "does not report its subgroup size"
+            return f"{kernel.id} lays its work out by one fixed subgroup size; {self.name} {said}"
         if not kernel.path.exists():
             return f"{kernel.id}: its shader {kernel.path.name} is not in this build"
         return ""
@@ -189,6 +202,8 @@ class Target:
                 {"componentType": c.component, "resultComponentType": c.result, "M": c.m, "N": c.n, "K": c.k}
                 for c in self.matrix_configs
             ],
+            "subgroup_min_size": self.subgroup_sizes[0],
+            "subgroup_max_size": self.subgroup_sizes[1],
         }
 
     @classmethod
@@ -216,12 +231,16 @@ class Target:
         if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
             raise ValueError(f"words must be a list of the adapter's names, got {words!r}")
         software = obj.get("software")
+        sizes = (obj.get("subgroup_min_size") or 0, obj.get("subgroup_max_size") or 0)
+        if not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= 1024 for n in sizes) or sizes[0] > sizes[1]:
+            raise ValueError(f"subgroup_min_size and subgroup_max_size must be integers 0 <= min <= max <= 1024, got {sizes!r}")
         return cls(
             features=frozenset(features),
             limits=limits,
             software=bool(software) if software is not None else any(_SOFTWARE.search(w) for w in words),
             matrix_configs=tuple(MatrixConfig.from_json(c) for c in configs),
             name=str(obj.get("name") or "this browser's adapter"),
+            subgroup_sizes=(int(sizes[0]), int(sizes[1])),
         )
 
 
