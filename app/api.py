@@ -2,6 +2,7 @@
 
 import anyio
 from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from wgattn import live, wire
@@ -104,8 +105,17 @@ async def run(body: RunRequest, request: Request):
     info = await native.adapter_info()
     if "error" in info:
         raise HTTPException(status_code=503, detail=info["error"])
-    try:  # planned for the native device (its tile shapes, its limits)
-        result = await native.run(lambda rt, stop: rt.run(run_.plan(rt.target), between=stop), request.is_disconnected)
+
+    def attempt(rt, stop):  # planned for the native device (its tile shapes, its limits)
+        plan = run_.plan(rt.target)
+        if plan.unavailable and not plan.dispatches:  # a kernel this adapter cannot run at all
+            return plan.unavailable
+        return rt.run(plan, between=stop)
+
+    try:
+        result = await native.run(attempt, request.is_disconnected)
     except ValueError as exc:  # does not fit this adapter, or does not compile
         raise HTTPException(status_code=422, detail=str(exc)) from None
+    if isinstance(result, str):  # `unavailable` lets a client (the page) report it as not run here, not as failed
+        return JSONResponse({"detail": result, "unavailable": True}, status_code=422)
     return await run_in_threadpool(_answer, run_, info, result)

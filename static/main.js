@@ -487,8 +487,14 @@ async function runNative(request, prepared) {
     const text = await res.text();
     if (res.ok) return text;
     let detail = text;
-    try { detail = JSON.stringify(JSON.parse(text).detail); } catch { /* not JSON: keep the text */ }
-    return JSON.stringify({ error: `HTTP ${res.status}: ${detail}` });
+    let unavailable = false;
+    try {
+      const body = JSON.parse(text);
+      detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail);
+      unavailable = body.unavailable === true;
+    } catch { /* not JSON: keep the text */ }
+    // A kernel the server's adapter cannot run (a feature it lacks) is not run there, not failed.
+    return JSON.stringify(unavailable ? { skipped: detail } : { error: `HTTP ${res.status}: ${detail}` });
   } catch (e) {
     return JSON.stringify({ error: `server unreachable: ${errorText(e)}` });
   }

@@ -161,3 +161,14 @@ def test_wrong_method_on_api_is_json_405():
 def test_malformed_json_is_422():
     r = client.post("/api/run", content=b"{not json", headers={"content-type": "application/json"})
     assert r.status_code == 422 and "detail" in r.json()
+
+
+def test_a_kernel_the_native_adapter_cannot_run_is_unavailable_not_failed(native_runtime):
+    """flash_fwd.smx needs Chromium's subgroup matrices, which no wgpu-py adapter offers: the
+    server says so in a 422 marked `unavailable`, which the page reports as not run natively."""
+    r = client.post("/api/run", json={"kernel": "flash_fwd.smx", "config": {}})
+    assert r.status_code == 422 and r.json()["unavailable"] is True
+    detail = r.json()["detail"]
+    assert "flash_fwd.smx needs adapter features" in detail and "chromium-experimental-subgroup-matrix" in detail
+    bad = client.post("/api/run", json={"kernel": "flash_fwd.blocked", "config": {"head_dim": 0}})
+    assert bad.status_code == 422 and "unavailable" not in bad.json()

@@ -188,3 +188,16 @@ def test_unknown_ids_and_wrong_kinds_are_value_errors_naming_them():
         page.bench_plan(start["bench"], 4)
     with pytest.raises(ValueError, match="item must be an integer in 0..11, got 12"):
         page.grid_prepare(_grid(page)["job"], 12)
+
+
+def test_a_runtime_that_cannot_run_the_kernel_is_skipped_not_failed(native_runtime):
+    """The browser ran, the server's adapter cannot run the kernel (the page turns its
+    `unavailable` 422 into {"skipped": why}): the run passes where it ran, native says why; an
+    error from the server still fails it."""
+    page = PageSession()
+    for native, passes in [({"skipped": "the server's adapter lacks a feature"}, True), ({"error": "HTTP 500: boom"}, False)]:
+        run = _prepare(page)
+        browser_stand_in(page, run, native_runtime)
+        result = json.loads(page.finish(run, json.dumps({"timings": {}}), json.dumps(native)))
+        assert result["pass"] is passes and result["runtimes"]["browser"]["ok"] is True
+        assert result["runtimes"]["native"] == {"ok": False, **native}

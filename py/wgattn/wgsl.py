@@ -16,6 +16,7 @@ same "template" with different "defines". Tile shapes stay WGSL `override` const
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Set, Tuple
 
@@ -92,6 +93,13 @@ _SCOPED = re.compile(r"^\s*(?:const|override)\s+(\w+)\s*(?::\s*(\w+)\s*)?=\s*([^
 _SCALAR_BYTES = {"f32": 4, "i32": 4, "u32": 4, "f16": 2, "bool": 4}
 
 
+# The readers below take the WGSL text and nothing else, and a plan asks them about the same text
+# many times (a tile search sizes one kernel's workgroup memory for each candidate): the parsing
+# is remembered for the last few texts, the evaluation on the knobs is not.
+_REMEMBERED = 32
+
+
+@lru_cache(maxsize=_REMEMBERED)
 def code(source: str) -> str:
     """WGSL without its // comments."""
     return _COMMENT.sub("", source)
@@ -138,6 +146,7 @@ def functions(source: str) -> Dict[str, str]:
     return out
 
 
+@lru_cache(maxsize=_REMEMBERED)
 def reachable(source: str, entry: str) -> str:
     """The bodies of `entry` and of every function it calls, directly or not, as one text."""
     fns = functions(source)
@@ -187,6 +196,7 @@ def type_bytes(typ: str, aliases: Mapping[str, str], names: Optional[Mapping[str
     return int(kind[3:]) * type_bytes(args[0], aliases, names)
 
 
+@lru_cache(maxsize=_REMEMBERED)
 def _module_scope(text: str) -> str:
     """`text` without what lies inside braces (function bodies, struct members)."""
     out, depth = [], 0
@@ -200,12 +210,17 @@ def _module_scope(text: str) -> str:
     return "".join(out)
 
 
+@lru_cache(maxsize=_REMEMBERED)
+def _scoped(source: str) -> Tuple[Tuple[str, str, str], ...]:
+    return tuple(_SCOPED.findall(_module_scope(code(source))))
+
+
 def scope(source: str, names: Mapping[str, int]) -> Dict[str, int]:
     """`names` plus the module's integer constants and the defaults of its overrides that `names`
     does not set, evaluated in order (`const KP4: u32 = (SK + 8u) / 4u;`, `override DK: u32 =
     DP / SK;`); float ones and those naming something unknown are left out."""
     out = dict(names)
-    for name, typ, value in _SCOPED.findall(_module_scope(code(source))):
+    for name, typ, value in _scoped(source):
         if name in out or (typ and typ not in ("u32", "i32")):
             continue
         try:
@@ -219,15 +234,18 @@ def workgroup_storage(source: str, entry: str, names: Mapping[str, int]) -> int:
     """Bytes of the `var<workgroup>` variables entry point `entry` uses (directly or through the
     functions it calls, as WebGPU counts them), their array lengths evaluated on `names` and the
     module's own constants (`scope`)."""
-    text = code(source)
-    aliases = {name: " ".join(t.split()) for name, t in _ALIAS.findall(text)}
-    used = reachable(source, entry)
+    aliases, used = _workgroup_vars(source, entry)
     known = scope(source, names)
-    total = 0
-    for name, typ in _WORKGROUP_VAR.findall(text):
-        if re.search(r"\b%s\b" % name, used):
-            total += type_bytes(typ, aliases, known)
-    return total
+    return sum(type_bytes(typ, dict(aliases), known) for typ in used)
+
+
+@lru_cache(maxsize=_REMEMBERED)
+def _workgroup_vars(source: str, entry: str) -> Tuple[Tuple[Tuple[str, str], ...], Tuple[str, ...]]:
+    """(the module's aliases, the types of the `var<workgroup>` variables `entry` uses)."""
+    text = code(source)
+    aliases = tuple((name, " ".join(t.split())) for name, t in _ALIAS.findall(text))
+    used = reachable(source, entry)
+    return aliases, tuple(typ for name, typ in _WORKGROUP_VAR.findall(text) if re.search(r"\b%s\b" % name, used))
 
 
 def workgroup_size(source: str, entry: str) -> Optional[str]:

@@ -21,8 +21,9 @@ def compare(run_id: int, state: LiveRun, browser_json: str, native_json: Optiona
     """The comparison `finish` returns (JSON-able) and what the run's pictures need. An f16
     kernel is judged against the naive float16 run, as `wgattn check` judges it."""
     run_, plan = state.live, state.plan
-    # Each side is {"timings": ...} when it ran, {"skipped": why} when it cannot run here (no
-    # WebGPU, or a feature this adapter lacks), or {"error": what went wrong}.
+    # Each side is {"timings": ...} when it ran (the server's answer, for native), {"skipped": why}
+    # when it cannot run there (no WebGPU, or a feature that adapter lacks), or {"error": what
+    # went wrong}.
     browser: Dict[str, Any] = json.loads(browser_json) if browser_json else {"skipped": "not run"}
     native: Dict[str, Any] = json.loads(native_json) if native_json else {"error": "not run"}
     mine = run_.digest
@@ -41,7 +42,9 @@ def compare(run_id: int, state: LiveRun, browser_json: str, native_json: Optiona
     else:
         outputs["browser"] = plan.unpack(state.raw)
         runtimes["browser"] = {"ok": True, "timings": browser.get("timings", {})}
-    if not native.get("error"):
+    if "skipped" in native:  # the server's adapter cannot run this kernel (it said why)
+        runtimes["native"] = {"ok": False, "skipped": native["skipped"]}
+    elif not native.get("error"):
         if native.get("digest") != mine:
             runtimes["native"] = {"ok": False, "error": "server inputs differ from the page's (digest mismatch)"}
         else:
