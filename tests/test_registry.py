@@ -13,9 +13,8 @@ from wgattn.errors import InterfaceMismatch
 
 REG = registry.load()
 KERNELS = sorted(REG.kernels)
-# Tool shaders with no registry entry, and flash_fwd.smx: measured from bench/smx_attention/ (its
-# plan is smx_plan.py there) until it joins the registry.
-NOT_KERNELS = {"loop_probe", "precision_probe", "flash_fwd.smx"}
+# Tool shaders with no registry entry.
+NOT_KERNELS = {"loop_probe", "precision_probe"}
 TEMPLATES = {k.template for k in REG.kernels.values() if k.template}
 
 
