@@ -287,9 +287,9 @@ class NativeService:
                 return {"error": self._error}
             rt = self._runtime
         if rt is not None:
-            return rt.info
+            return dict(rt.info, unavailable=rt.unavailable)
         try:
-            return await self.run(lambda rt, stop: rt.info)
+            return await self.run(lambda rt, stop: dict(rt.info, unavailable=rt.unavailable))
         except native.AdapterError as exc:
             return {"error": str(exc)}
 

@@ -20,7 +20,8 @@ import { drawPictures } from "./pictures.js";
  * @typedef {{ kernel: string, config: Config }} LiveRequest
  * @typedef {"browser" | "pyodide" | "native"} Runtime
  * @typedef {{ timings?: import("./webgpu.js").Timings, skipped?: string, error?: string }} BrowserRun
- * @typedef {{ vendor?: string, architecture?: string, device?: string, description?: string }} NativeAdapter
+ * @typedef {{ vendor?: string, architecture?: string, device?: string, description?: string,
+ *   unavailable?: Record<string, string> }} NativeAdapter
  */
 
 /**
@@ -413,13 +414,17 @@ const and = (xs) => (xs.length < 2 ? xs.join("") : `${xs.slice(0, -1).join(", ")
 /** A run's verdict: "pass" (every runtime ran, every pair agrees), "partial" (every pair that ran
  * agrees, but a runtime did not run: never counted as passing there) or "fail"; with its words.
  * @param {LiveResult} result
- * @returns {{ state: "pass" | "partial" | "fail", word: string, text: string, notes: string[], worst: number }} */
+ * @returns {{ state: "pass" | "partial" | "fail", word: string, text: string, notes: string[], worst: number, unchecked: boolean }} */
 function judge(result) {
   const ran = RUNTIMES.filter((n) => result.runtimes[n] && result.runtimes[n].ok);
   const notRun = RUNTIMES.filter((n) => !ran.includes(n));
   const failing = result.pairs.filter((p) => !p.pass);
   const worst = Math.max(0, ...result.pairs.map(ratio));
-  const state = !result.pass || failing.length ? "fail" : notRun.length ? "partial" : "pass";
+  const errored = RUNTIMES.some((n) => result.runtimes[n] && result.runtimes[n].error);
+  // Fewer than two runtimes ran and none failed (the kernel needs what neither the browser nor the
+  // server offers): nothing was compared, so "partial", never a pass, and not a failure either.
+  const unchecked = ran.length < 2 && !errored && !failing.length;
+  const state = unchecked ? "partial" : !result.pass || failing.length ? "fail" : notRun.length ? "partial" : "pass";
   const outputs = and(result.outputs);
   let text;
   if (failing.length) {
@@ -435,8 +440,8 @@ function judge(result) {
     return `Not run in ${WORDS[n]}: ${r.skipped || r.error || "no result"}` +
       (n === "browser" && state !== "fail" ? ". It does not count as passing in this browser." : ".");
   });
-  const word = { pass: "PASS", partial: "PASS where it ran", fail: "FAIL" }[state];
-  return { state, word, text, notes, worst };
+  const word = unchecked ? "NOT CHECKED HERE" : { pass: "PASS", partial: "PASS where it ran", fail: "FAIL" }[state];
+  return { state, word, text, notes, worst, unchecked };
 }
 
 /** Show a verdict under the form: its word, a sentence, amber notes, a link to the details.
@@ -479,6 +484,8 @@ async function runBrowser(page, prepared) {
  * @param {LivePrepared} prepared
  * @returns {Promise<string>} */
 async function runNative(request, prepared) {
+  const cannot = ((results.native_adapter || {}).unavailable || {})[request.kernel];
+  if (cannot) return JSON.stringify({ skipped: cannot });  // the server said its adapter cannot run it
   try {
     const res = await fetch("/api/run", {
       method: "POST", headers: { "content-type": "application/json" },
@@ -613,11 +620,16 @@ async function runAll({ configs = {} } = {}) {
     const verdicts = done.map((r) => ({ r, v: judge(r) }));
     const of = (/** @type {string} */ st) => verdicts.filter((x) => x.v.state === st).map((x) => x.r.kernel);
     const [passed, partial, failed] = [of("pass"), of("partial"), of("fail")];
+    const unchecked = verdicts.filter((x) => x.v.unchecked).map((x) => x.r.kernel);
+    const native = partial.filter((k) => !unchecked.includes(k));
     const state = failed.length ? "fail" : partial.length ? "partial" : "pass";
     const line = `${passed.length} of ${done.length} kernels pass in all three runtimes` +
       (failed.length ? `; failing: ${failed.join(", ")}` : "") + ".";
-    const notes = partial.length ? [`${partial.length} not run in this browser, checked only between the reference and native ` +
-      `wgpu-py (not counted as passing here): ${partial.join(", ")}.`] : [];
+    const notes = [];
+    if (native.length) notes.push(`${native.length} not run in this browser, checked only between the reference and native ` +
+      `wgpu-py (not counted as passing here): ${native.join(", ")}.`);
+    if (unchecked.length) notes.push(`${unchecked.length} not checked here: neither this browser nor the server's adapter ` +
+      `can run ${unchecked.length > 1 ? "them" : "it"} (its details say what each lacks): ${unchecked.join(", ")}.`);
     showVerdict(state, [el("span", { class: "word" }, { pass: "PASS", partial: "PASS where it ran", fail: "FAIL" }[state]), line], notes, "all");
     return { cancelled: false, results: done };
   } finally {

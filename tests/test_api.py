@@ -170,5 +170,7 @@ def test_a_kernel_the_native_adapter_cannot_run_is_unavailable_not_failed(native
     assert r.status_code == 422 and r.json()["unavailable"] is True
     detail = r.json()["detail"]
     assert "flash_fwd.smx needs adapter features" in detail and "chromium-experimental-subgroup-matrix" in detail
+    # the adapter's description lists it, so that the page need not ask
+    assert client.get("/api/adapter").json()["unavailable"]["flash_fwd.smx"] == detail
     bad = client.post("/api/run", json={"kernel": "flash_fwd.blocked", "config": {"head_dim": 0}})
     assert bad.status_code == 422 and "unavailable" not in bad.json()

@@ -211,6 +211,12 @@ class NativeRuntime:
         }
 
     @property
+    def unavailable(self) -> Dict[str, str]:
+        """kernel id -> why this adapter cannot run it whatever the sizes (a client skips those,
+        saying why, instead of asking)."""
+        return {k.id: why for k in load().kernels.values() for why in [self.target.lacks(k)] if why}
+
+    @property
     def name(self) -> str:
         """The adapter in words: its device and backend, e.g. "llvmpipe (...) (Vulkan)"."""
         i = self.info
