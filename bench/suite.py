@@ -49,7 +49,14 @@ import history  # noqa: E402  (bench/history.py)
 from pagetools import CHROMIUM_ARGS, serve  # noqa: E402  (the e2e tests' browser and server)
 from wgattn import bench, protocol  # noqa: E402
 
-KERNELS = ["flash_fwd.tiled", "flash_fwd.blocked", "flash_fwd.tiled_f16", "flash_fwd.blocked_f16", "flash_fwd.smx", "varlen_bwd.tiled"]
+KERNELS = [
+    "flash_fwd.tiled",
+    "flash_fwd.blocked",
+    "flash_fwd.tiled_f16",
+    "flash_fwd.blocked_f16",
+    "flash_fwd.smx",
+    "varlen_bwd.tiled",
+]
 SHAPES = ["4,16,2048,64", "2,16,4096,128"]
 # Chromium on an NVIDIA GPU without a display (each found the hard way; docs/runtimes.md):
 # ANGLE on Vulkan, no Vulkan surface, GPU compositing and rasterization off, the blocklist ignored.
