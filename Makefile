@@ -13,8 +13,12 @@ demo: setup
 	@echo "wgattn demo: open http://$(HOST):$(PORT)/ in a browser with WebGPU (Ctrl-C stops it)"
 	@$(PY) scripts/foreground.py .venv/bin/uvicorn app:main --host $(HOST) --port $(PORT)
 
+# Every core runs tests (pytest-xdist), a test file per worker so that its fixtures are made once;
+# then the browser tests, in a pytest of their own: Playwright's sync API leaves an event loop (in a
+# greenlet) in its process, where asyncio.run() and ast.parse() of a later test would fail.
 test: setup check
-	$(PY) -m pytest
+	$(PY) -m pytest tests -n auto --dist loadfile
+	$(PY) -m pytest e2e
 
 # The developer gate, run first by make test (so by CI): ruff's lint rules and its formatting, mypy on
 # py/wgattn (all three configured in pyproject.toml) and TypeScript on the page's JavaScript.
@@ -31,7 +35,7 @@ typecheck-js: setup
 # The developer's loop: the Python tests without the slow tier (tests/conftest.py's SLOW) and
 # without the browser; under 90 s on a 2-core machine.
 test-fast: setup
-	$(PY) -m pytest tests -m "not slow"
+	$(PY) -m pytest tests -m "not slow" -n auto --dist loadfile
 
 # The benchmark suite on this machine's GPU, one run: wgpu-py (trusted, checked), PyTorch's SDPA and
 # Chromium's WebGPU (robustness on and off), by one protocol; records in .cache/bench/ (bench/suite.py,
