@@ -6,6 +6,7 @@ import pty
 import select
 import shutil
 import socket
+import subprocess
 import time
 import urllib.request
 from pathlib import Path
@@ -24,13 +25,18 @@ def _free_port() -> int:
 
 
 class Terminal:
-    """A command on a pseudo-terminal of its own, as in a newcomer's shell."""
+    """A command on a pseudo-terminal of its own, as in a newcomer's shell: a session of its own
+    whose controlling terminal is the pty (util-linux's `setsid --ctty`), so that Ctrl-C written
+    to it interrupts the command's foreground process group. Started by subprocess, not pty.fork:
+    this process may hold JAX's threads, and Python code run in a forked child of a threaded
+    process can deadlock."""
 
     def __init__(self, argv, cwd):
-        self.pid, self.fd = pty.fork()
-        if self.pid == 0:  # the child: becomes the command
-            os.chdir(cwd)
-            os.execvp(argv[0], argv)
+        self.fd, child_end = pty.openpty()
+        self.proc = subprocess.Popen(
+            ["setsid", "--ctty", *argv], cwd=cwd, stdin=child_end, stdout=child_end, stderr=child_end, close_fds=True
+        )
+        os.close(child_end)
         self.out = b""
 
     def read(self, seconds: float) -> None:
@@ -50,11 +56,11 @@ class Terminal:
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             self.read(0.2)
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                return os.waitstatus_to_exitcode(status)
-        os.kill(self.pid, 9)
-        os.waitpid(self.pid, 0)
+            code = self.proc.poll()
+            if code is not None:
+                return code
+        self.proc.kill()
+        self.proc.wait()
         return None
 
     @property
