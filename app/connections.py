@@ -12,7 +12,7 @@ connections would make every real request a 503, and its 503 has no Retry-After.
   open connections (`limits.MAX_CONNECTIONS`): over it, the connection idle longest is closed to
   make room, as nginx reclaims idle keep-alive connections; only when every connection has a
   request in progress is the new one refused with a JSON 503 and Retry-After. uvicorn's listen
-  backlog (how many sockets asyncio accepts per event-loop turn) becomes a quarter of the cap,
+  backlog (how many sockets asyncio accepts per event-loop turn) becomes an eighth of the cap,
   so that a burst of newcomers cannot close a connection whose request is about to be read.
   The answers it writes itself (400 for a malformed request, 408, 503) carry the security
   headers and a JSON `detail`, like the app's.
@@ -56,8 +56,9 @@ __all__ = [
     "apply",
     "bound_logging",
     "cap_for",
-    "accept_batch",
+    "bounds_for",
     "connection_cap",
+    "process_bounds",
     "open_connections",
 ]
 
@@ -73,28 +74,54 @@ _FLOOD_LOGGERS = ("asyncio", "uvicorn.error", "wgattn.app")
 MIN_BACKLOG = 64  # below, the kernel drops the SYNs of a modest burst (clients retry after 1 s)
 
 
-def accept_batch(cap: int) -> int:
-    """uvicorn's listen backlog, which is also how many sockets asyncio accepts per event-loop
-    turn: a quarter of the cap (at least MIN_BACKLOG), so that one turn's newcomers cannot close,
-    to make room, a connection whose request head has arrived but is not read yet (its read
-    comes a turn or two later); uvicorn's default is 2,048."""
-    return max(MIN_BACKLOG, cap // 4)
+def _batch(cap: int, floor: int) -> int:
+    return max(floor, cap // 8)
+
+
+# Descriptors open beyond the counted connections, in accept batches. asyncio accepts a batch in
+# one turn, makes its transports the next and calls connection_made (where a connection is
+# counted and the idle longest closed) the turn after; a closed socket's descriptor is released
+# one turn later still. So while a client keeps the listen queue full, the counted connections
+# sit beside the victims of one batch, a batch with transports and a batch being accepted: three
+# batches. One more is kept spare. (Two were allowed once, and a fast client overran a limit.)
+_BATCHES_IN_FLIGHT = 4
+
+
+def bounds_for(fd_limit: Optional[int]) -> "tuple[int, int]":
+    """(connection cap, accept batch) under a file-descriptor limit (None: unlimited).
+
+    The accept batch is uvicorn's listen backlog, which is also how many sockets asyncio
+    accepts per event-loop turn: an eighth of the cap, so that one turn's newcomers cannot
+    close, to make room, a connection whose request head has arrived but is not read yet (its
+    read comes a turn or two later), and at least MIN_BACKLOG (uvicorn's default is 2,048).
+    The cap is limits.MAX_CONNECTIONS, or fewer so that the connections and
+    `_BATCHES_IN_FLIGHT` batches fit with `limits.FD_RESERVE` to spare; under a limit too low
+    for that, the batch shrinks below MIN_BACKLOG too."""
+    cap = limits.MAX_CONNECTIONS
+    if fd_limit is None:
+        return cap, _batch(cap, MIN_BACKLOG)
+    room = fd_limit - limits.FD_RESERVE
+    floor = max(1, min(MIN_BACKLOG, room // (3 * _BATCHES_IN_FLIGHT)))
+    cap = max(1, min(cap, room))
+    while cap > 1 and cap + _BATCHES_IN_FLIGHT * _batch(cap, floor) > room:
+        cap -= 1
+    return cap, _batch(cap, floor)
 
 
 def cap_for(fd_limit: int) -> int:
-    """The connection cap under a file-descriptor limit: limits.MAX_CONNECTIONS, or fewer so
-    that the connections, the ones asyncio accepts in one event-loop turn before any is counted
-    (`accept_batch`) and the as many closed to make room (their descriptors are released a turn
-    later) fit with `limits.FD_RESERVE` to spare."""
-    room = fd_limit - limits.FD_RESERVE
-    return max(1, min(limits.MAX_CONNECTIONS, room * 2 // 3, room - 2 * MIN_BACKLOG))
+    """The connection cap under a file-descriptor limit (`bounds_for`)."""
+    return bounds_for(fd_limit)[0]
 
 
 @functools.lru_cache(maxsize=1)  # read once: every new connection asks
-def connection_cap() -> int:
-    """`cap_for` this process's file-descriptor limit."""
+def process_bounds() -> "tuple[int, int]":
+    """`bounds_for` this process's file-descriptor limit."""
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    return limits.MAX_CONNECTIONS if soft == resource.RLIM_INFINITY else cap_for(soft)
+    return bounds_for(None if soft == resource.RLIM_INFINITY else soft)
+
+
+def connection_cap() -> int:
+    return process_bounds()[0]
 
 
 _server_state: list = []  # uvicorn's ServerState, once a BoundedH11Protocol has seen a connection
@@ -274,8 +301,8 @@ def apply(config: Config) -> None:
                 ours.addHandler(handler)
             ours.setLevel(logging.INFO)
             ours.propagate = False
-    cap = connection_cap()
-    config.backlog = min(config.backlog, accept_batch(cap))
+    cap, batch = process_bounds()
+    config.backlog = min(config.backlog, batch)
     if cap < limits.MAX_CONNECTIONS:
         log.warning("at most %d connections (WGATTN_MAX_CONNECTIONS %d): the file-descriptor limit", cap, limits.MAX_CONNECTIONS)
 

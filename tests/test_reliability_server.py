@@ -423,6 +423,19 @@ def _post_or_error(url, body):
         return type(exc).__name__
 
 
+@pytest.mark.parametrize("fd_limit", [20, 70, 100, 300, 1000, 1024, 4096, 1 << 20])
+def test_the_connections_and_the_sockets_in_flight_fit_the_descriptor_limit(fd_limit):
+    """Beyond the counted connections, asyncio holds up to three accept batches of descriptors
+    (being accepted, getting transports, closed to make room but not yet released): the cap
+    leaves room for four, and the reserve, under every limit; the batch keeps MIN_BACKLOG
+    (a modest burst's SYNs) wherever the limit allows."""
+    cap, batch = connections.bounds_for(fd_limit)
+    assert 1 <= cap <= limits.MAX_CONNECTIONS and batch >= 1
+    if fd_limit - limits.FD_RESERVE >= 5 * connections.MIN_BACKLOG:
+        assert cap + 4 * batch <= fd_limit - limits.FD_RESERVE and batch >= connections.MIN_BACKLOG
+        assert batch >= cap // 8
+
+
 def test_a_socket_flood_under_a_small_descriptor_limit_is_served_and_logged_briefly(native_runtime, out_dir):
     """A server with 1,000 file descriptors (the cap and the backlog follow) and a client opening
     1,500 idle sockets: a valid run is answered, the server never runs out of descriptors, and
