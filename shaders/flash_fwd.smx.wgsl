@@ -81,9 +81,15 @@ const PADH: u32 = 8u;               // f16 row padding of a fragment: rows start
 const KP4: u32 = (SK + PADH) / 4u;  // vec4 stride of a fragment row of K halves (Q, Kᵀ, P)
 const NP4: u32 = (SN + PADH) / 4u;  // vec4 stride of a fragment row of N halves (V)
 const SP4: u32 = (SN + 4u) / 4u;    // vec4 stride of a fragment row of N floats (S, O)
-const MAX_DK: u32 = 256u / SK;      // head_dim <= 256 (the plan refuses more)
-const MAX_DN: u32 = 256u / SN;
-const MAX_CPI4: u32 = 16u;          // vec4 columns of a tile one invocation holds: BC / TPR <= 64
+// Register arrays are sized by the plan's defines, for this head_dim and subgroup size, not for
+// the largest case: an array sized for head_dim 256 cost 8% at D = 128 on the H100 (NVIDIA's
+// compiler kept part of it out of registers). MAX_DK, MAX_DN: exactly DP / K and DP / N fragments;
+// MAX_CPI4, vec4 columns of a tile one invocation holds in the softmax (BC / TPR / 4), and
+// MAX_KVPI, vec4 of K (and of V) one invocation prefetches: bounds the manifest's constraints
+// hold the tile candidates to.
+#const MAX_DK
+#const MAX_DN
+#const MAX_CPI4
 const LOWEST: f32 = -3.4028234663852886e38;  // stands for -inf in the running max
 const LOG2E: f32 = 1.4426950408889634;
 
@@ -115,14 +121,18 @@ override QPI: u32 = (BR * BC / 4u + WG - 1u) / WG;   // vec4 of a Q chunk each i
 
 // Fragment arrays: [fragment][row * stride + vec4 column]. Key tile fragment (n, c) holds keys
 // n*N.. and dims c*K.. (column-major Kᵀ: one key a row); V fragment (kk, c) keys kk*K.., dims
-// c*N..; S/P/Q fragment (s, n) the rows of row block s. Q is staged once through pf.
+// c*N..; S/P/Q fragment (s, n) the rows of row block s. Q is staged once through kf.
+// Kᵀ is read only before the barrier that publishes S, and P is written only after it, so P takes
+// Kᵀ's place: kf holds Kᵀ, then P (and Q's chunks before the first tile). That leaves room for 32
+// keys a tile at D = 128 in 48 KiB (16 keys: 47 -> 54 TFLOP/s on the H100).
 #if KV_DIRECT
+override KPF: u32 = RB * PB;  // fragments of kf: P
 #else
-var<workgroup> kf: array<array<vec4<f16>, SN * KP4>, SB * DK>;  // Kᵀ of the tile
+override KPF: u32 = max(SB * DK, RB * PB);  // fragments of kf: Kᵀ or P
 var<workgroup> vf: array<array<vec4<f16>, SK * NP4>, PB * DN>;  // V of the tile
 #endif
+var<workgroup> kf: array<array<vec4<f16>, max(SM, SN) * KP4>, KPF>;  // Kᵀ of the tile, then P
 var<workgroup> sf: array<array<vec4<f32>, SM * SP4>, RB * SB>;  // S of the tile; O on its way out
-var<workgroup> pf: array<array<vec4<f16>, SM * KP4>, RB * PB>;  // P of the tile (Q chunks at first)
 // [0] = 1: some row's max grew by more than TAU in this tile. Four words, not one: NVIDIA's driver
 // reads a subgroup matrix from its address rounded down to 16 bytes, and a 4-byte variable laid
 // out beside the fragment arrays left two of them (Q/P and V) at 8 mod 16, so every Q and V
@@ -201,7 +211,7 @@ fn store_one(e: u32, x: KVT, to_v: bool) {
 
 #if PREFETCH
 // The next tile's share, held in registers while this tile is computed.
-const MAX_KVPI: u32 = 32u;  // KVPI <= 32 (the plan checks)
+#const MAX_KVPI
 struct KVShare {
   k: array<KVT, MAX_KVPI>,
   v: array<KVT, MAX_KVPI>,
@@ -261,7 +271,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     hi = min(hi, i + offset + wr + 1);
   }
 
-  // Q: staged as f16 through pf in chunks of BC dims, loaded into registers.
+  // Q: staged as f16 through kf in chunks of BC dims, loaded into registers.
   var qf: array<LF, MAX_DK>;
   for (var ch = 0u; ch < (DK + PB - 1u) / PB; ch++) {
     for (var f = 0u; f < QPI; f++) {
@@ -274,7 +284,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
           x = load_q(u32(q_start + row0 + i32(rr)) * hq + head, (ch * BC + col) / 4u, dim);
         }
         let at = frag_at(rr, col, SM, SK, KP4, PB);
-        pf[at.x][at.y] = vec4<f16>(x);
+        kf[at.x][at.y] = vec4<f16>(x);
       }
     }
     workgroupBarrier();
@@ -282,7 +292,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
       for (var j = 0u; j < PB; j++) {
         let c = ch * PB + j;
         if (c < DK) {
-          qf[c] = subgroupMatrixLoad<LF, row_major>(&pf[sg * PB + j], 0u, KP4);
+          qf[c] = subgroupMatrixLoad<LF, row_major>(&kf[sg * PB + j], 0u, KP4);
         }
       }
     }
@@ -375,7 +385,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
       let p = select(vec4<f32>(0.0), exp2((s - m) * LOG2E), s > vec4<f32>(LOWEST));
       sum += (p.x + p.y) + (p.z + p.w);
       let at = frag_at(r, c0 + 4u * c4, SM, SK, KP4, PB);
-      pf[at.x][at.y] = vec4<f16>(p);
+      kf[at.x][at.y] = vec4<f16>(p);
     }
     l = l * alpha + sum;
 
@@ -412,7 +422,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     // O += P V.
     if (sg < RB) {
       for (var kk = 0u; kk < PB; kk++) {
-        let p = subgroupMatrixLoad<LF, row_major>(&pf[sg * PB + kk], 0u, KP4);
+        let p = subgroupMatrixLoad<LF, row_major>(&kf[sg * PB + kk], 0u, KP4);
         for (var c = 0u; c < DN; c++) {
 #if KV_DIRECT
           let vt = subgroupMatrixLoad<RF, row_major>(&vh, kv0 + kk * SK * kv_stride + c * (SN / 4u), kv_stride);

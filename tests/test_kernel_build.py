@@ -41,6 +41,12 @@ def test_if_else_endif_nest():
     assert keep({}) == ["f32", "end"]
 
 
+def test_const_takes_its_value_from_the_defines():
+    src = "#const MAX_DK\n#if BIG\n#const MAX_DN\n#endif\nend"
+    assert preprocess(src, {"MAX_DK": 8, "BIG": 0}, _files()).split() == ["const", "MAX_DK:", "u32", "=", "8u;", "end"]
+    assert "const MAX_DN: u32 = 16u;" in preprocess(src, {"MAX_DK": 8, "BIG": 1, "MAX_DN": 16}, _files())
+
+
 @pytest.mark.parametrize(
     "src, message",
     [
@@ -49,6 +55,8 @@ def test_if_else_endif_nest():
         ("#if A\n#else\n#else\n#endif", "#else without #if"),
         ('#include "../secret"', "inside the shaders folder"),
         ("#if A B\n#endif", "one define name"),
+        ("#const MAX_DK", "#const MAX_DK needs a define MAX_DK"),
+        ("#const 8", "#const takes one define name"),
     ],
 )
 def test_bad_directives_say_what_is_wrong(src, message):

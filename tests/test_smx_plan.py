@@ -82,6 +82,8 @@ def test_storage_budget_is_what_the_wgsl_declares(cfg, kind, head_dim):
     fit = k.fit(sizes, _target(1 << 20))
     knobs = dict(fit.knobs, SB=fit.knobs["BC"] // cfg[1], PB=fit.knobs["BC"] // cfg[2])
     knobs.update(DK=knobs["DP"] // cfg[2], DN=knobs["DP"] // cfg[1])
+    # Kᵀ's fragments, or P's where more (P takes Kᵀ's place); P's alone when K is not staged
+    knobs["KPF"] = knobs["RB"] * knobs["PB"] if kind == "direct" else max(knobs["SB"] * knobs["DK"], knobs["RB"] * knobs["PB"])
     declared = _workgroup_vars(k.source(sizes), knobs)
     assert fit.storage == sum(declared.values())
     # NVIDIA's driver reads a subgroup matrix from its address rounded down to 16 bytes: a

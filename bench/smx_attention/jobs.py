@@ -47,6 +47,7 @@ VARIANTS: Dict[str, Dict[str, Any]] = {
     "rb4bc32": {"tiles": [{"RB": 4, "BC": 32}]},
     "rb8bc16": {"tiles": [{"RB": 8, "BC": 16}]},
     "rb4bc64": {"tiles": [{"RB": 4, "BC": 64}]},
+    "rb8bc32": {"tiles": [{"RB": 8, "BC": 32}]},
     "tau0": {"overrides": {"TAU": 0}},  # FlashAttention-2's eager rescale, for comparison
 }
 KINDS = smx_plan.KINDS  # the f16 copies' conversion pass is timed with the kinds that need it

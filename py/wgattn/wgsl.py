@@ -8,6 +8,9 @@ compile rather than passing silently:
     #include "lib/name.wgsl"   the file's text (relative to the shaders folder), once per shader
     #if NAME                   keep the lines up to #else / #endif when define NAME is non-zero
     #else / #endif
+    #const NAME                `const NAME: u32 = <define NAME>u;` (the define must be given): the
+                               length of a function-scope array, which WGSL wants as a constant
+                               and an `override` cannot give
 
 Variants (f32/f16, say) are one file with `#if F16` blocks, registered as kernels that name the
 same "template" with different "defines". Tile shapes stay WGSL `override` constants.
@@ -24,7 +27,7 @@ from .expr import evaluate
 
 __all__ = ["preprocess", "reader", "code", "struct_fields", "bindings", "consts", "scope", "workgroup_storage", "workgroup_size"]
 
-_DIRECTIVE = re.compile(r"^\s*#\s*(include|if|else|endif)\b\s*(.*?)\s*$")
+_DIRECTIVE = re.compile(r"^\s*#\s*(include|if|else|endif|const)\b\s*(.*?)\s*$")
 
 
 def preprocess(
@@ -56,6 +59,13 @@ def preprocess(
             if not stack:
                 raise ValueError(f"{where}: #endif without #if")
             stack.pop()
+        elif word == "const":
+            if not re.fullmatch(r"[A-Za-z_]\w*", arg):
+                raise ValueError(f"{where}: #const takes one define name, got {arg!r}")
+            if active:
+                if arg not in defines or int(defines[arg]) < 0:
+                    raise ValueError(f"{where}: #const {arg} needs a define {arg} >= 0 (the kernel's defines give none)")
+                out.append(f"const {arg}: u32 = {int(defines[arg])}u;")
         elif active:  # include
             inc = re.fullmatch(r'"([\w./-]+)"', arg)
             if inc is None or ".." in inc.group(1):
