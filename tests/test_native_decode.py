@@ -12,8 +12,8 @@ import pytest
 
 from helpers import WIDE, failures, needs_features, ratio
 from wgattn import conformance, native, reference, registry, tolerance, wgsl
-from wgattn.interfaces.paged_decode import INTERFACE as decode
 from wgattn.interfaces.paged_decode import IN_FLIGHT_BYTES, MAX_SPLITS, bytes_touched, split_count, tiles
+from wgattn.interfaces.paged_decode import INTERFACE as decode
 from wgattn.target import WEBGPU_LIMITS, Target
 
 REG = registry.load()

@@ -34,7 +34,17 @@ from .config import LiveConfig, knob
 if TYPE_CHECKING:  # numpy.typing is newer than the page's numpy 1.17: for annotations only
     from numpy.typing import DTypeLike
 
-__all__ = ["INTERFACE", "Decode", "DecodeConfig", "tiles", "split_count", "bytes_touched", "paged_cache", "MAX_SPLITS", "IN_FLIGHT_BYTES"]
+__all__ = [
+    "INTERFACE",
+    "Decode",
+    "DecodeConfig",
+    "tiles",
+    "split_count",
+    "bytes_touched",
+    "paged_cache",
+    "MAX_SPLITS",
+    "IN_FLIGHT_BYTES",
+]
 
 # (invocations, keys per key group and tile) candidates, best first. The kernel reads the cache
 # into registers, each invocation 2 * KPG chunks of 8 columns ahead (K and V of the next tile): T
