@@ -271,7 +271,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                     rt.trusted = True
                 lay = decode.layout_on(kernel, decode_case(case, x, ns), rt.target)
                 k = lay.knobs
-                config = f"WG={k['WG']} BC={k['BC']} RB={k['RB']} row_blocks={lay.values['row_blocks']}"
+                config = f"WG={k['WG']} KPG={k['KPG']} BC={k['BC']} RB={k['RB']} row_blocks={lay.values['row_blocks']}"
                 timed = rt.timing([p], trusted=mode == "trusted")
                 entries.append(Entry(kernel.id, timed, nbytes, mode, int(lay.values["num_splits"]), ns is None, config))
         cp = copy_plan(rt, nbytes)

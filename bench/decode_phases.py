@@ -32,19 +32,24 @@ SHADER = "paged_decode.split.wgsl"
 VARIANTS = {
     "baseline": [],
     "no exp in the statistics": [
-        ("let p = select(0.0, exp_le0(x - top), x > LOWEST);", "let p = select(0.0, x - top + 1.0, x > LOWEST);")
+        ("p[r][i] = select(0.0, exp_le0(x - top), x > LOWEST);", "p[r][i] = select(0.0, x - top + 1.0, x > LOWEST);")
     ],
-    "no row statistics": [
-        ("for (var r = lid; r < RB; r += WG) {\n      let m_old", "for (var r = lid; r < 0u; r += WG) {\n      let m_old")
-    ],
-    "no P.V": [("o[mm][i] += p * vv[i];", "o[mm][i] += p;")],
-    "no score dot products": [("s[m] += dot(q_tile[min(rs + SRG * m, RB - 1u) * QS + c], kk);", "s[m] += kk.x;")],
-    "no next-tile fetch": [
+    "no score reduction": [
         (
-            "    k_next = fetch_tile(false, lid, t0 + 2u * BC, end, b, g);\n"
-            "    v_next = fetch_tile(true, lid, t0 + 2u * BC, end, b, g);\n",
-            "",
+            "for (var c = 0u; c < DC; c++) {\n        x += part[e * PS + c];",
+            "for (var c = 0u; c < 1u; c++) {\n        x += part[e * PS + c];",
         )
+    ],
+    "no P.V": [("o[r].a += p[r][i] * vv.a;\n        o[r].b += p[r][i] * vv.b;", "o[r].a += p[r][i];")],
+    "no score dot products": [
+        (
+            "part[((z * KPG + i) * RB + r) * PS + lane] = dot(qa, kw[i].a) + dot(qb, kw[i].b);",
+            "part[((z * KPG + i) * RB + r) * PS + lane] = kw[i].a.x;",
+        )
+    ],
+    "no next-tile fetch": [
+        ("    kn = fetch(false, k_rows, lane);\n", ""),
+        ("    vn = fetch(true, k_rows, lane);  // k_rows: the next tile's, looked up for its K\n", ""),
     ],
 }
 

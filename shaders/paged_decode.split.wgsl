@@ -20,20 +20,26 @@
 // (the blocks of one split read the same keys, close together in time). A row block is RB of the
 // G * Sq_new rows (query head of the group, new token) of one kv head, r = i * G + gh: every K/V
 // element of the split is read from the cache once for all of them (a group larger than RB, set
-// by the registers and workgroup memory one workgroup has, is cut into row blocks that each read
-// the split once). The split's keys come in tiles of BC keys:
-//   - K and V of the tile move from the cache to workgroup memory in coalesced vec4 loads, each
-//     key found through the block table; the next tile is already in registers (prefetched while
-//     this one is computed, as in flash_fwd.blocked), so the cache's latency hides behind work;
-//   - scores: invocation t takes key t % BC and rows t / BC + SRG * m: dot products of the staged
-//     k row (odd stride KS: no bank conflicts) with the staged, pre-scaled q rows (broadcast);
-//     softcap, ALiBi and the mask applied; written to s_tile [RB, BC];
-//   - row statistics: one invocation per row turns its BC scores into weights exp(s - m) against
-//     the row's running max m (online softmax; alpha = exp(m_old - m) rescales what came before),
-//     in place, one exp per (row, key);
-//   - P.V: invocation t takes vec4 columns t % NC + NC * c and rows t / NC + NRG * m:
-//     o = o * alpha + sum_j p_j v_j.
-//   Three barriers a tile. At the end each row's (m, l) and unnormalised o go to its split's slot.
+// by the registers one invocation has, is cut into row blocks that each read the split again).
+// The cache is read straight into registers, never staged in workgroup memory, in 16-byte loads:
+//   - a head row is DC chunks of 8 columns; NL lanes (DC rounded up to a power of two) hold one
+//     chunk each of one key's K and V row (a vec4<u32> of 8 halves with PACK8, two vec4<f32>
+//     for f32), so the WG invocations are KG = WG / NL key groups, and lane c of every group
+//     owns columns 8c..8c+7 of the output of every row of the block;
+//   - a tile is BC = KG * KPG keys: group z takes KPG consecutive keys of it. Each invocation keeps
+//     the next tile's KPG chunks of K and of V in flight while it works on this one (2 * KPG loads of
+//     16 bytes, 32 * KPG bytes per invocation; K is fetched once this tile's K is used, V once
+//     this tile's V is), each key's block looked up through the block table;
+//   - scores: each lane's partial dot products (its 8 columns of q . k, for the KPG keys and the
+//     RB rows) go to workgroup memory; | barrier | one invocation per (key, row) sums the NL
+//     partials of its score (odd stride: no bank conflicts), applies softcap, ALiBi and the mask;
+//     | barrier |
+//   - online softmax per key group: each group keeps its own running max m, sum l and o (its
+//     lanes' columns) of every row, over the keys it took, and folds in its KPG scores of the tile:
+//     alpha = exp(m_old - m) rescales what came before, p = exp(s - m), o = o * alpha + sum p v.
+//     Every lane of a group computes the same (m, l): redundant exps, no barrier, no lane idle.
+//   Two barriers a tile. At the end of the split the KG groups' states are merged (max of the
+//   maxima, each rescaled, summed through workgroup memory) into the split's slot: (m, l) and o.
 // Pass 2, decode_combine: NRG rows per workgroup, NC invocations per row over its vec4 columns:
 //     M = max(max_s m_s, sink);  L = sum_s l_s exp(m_s - M) + exp(sink - M);
 //     out = sum_s exp(m_s - M) o_s / L;  lse = M + log L.
@@ -42,58 +48,61 @@
 // Every index is guarded in this code, given sizes wgattn.interfaces.paged_decode validated (block-table
 // entries a sequence uses in range, u32 element indices): an invalid block reads as zeros, lengths
 // are clamped to what the block table addresses, private-array loops stop at their capacity.
-// F16: the cache and the staged K/V tiles are f16 (half the bytes); arithmetic is f32.
+// F16: the cache is f16 (half the bytes); arithmetic is f32.
 // Reference: wgattn.reference.decode_attention.
 #include "interfaces/paged_decode.wgsl"
 #include "lib/varlen.wgsl"
 #include "lib/softcap.wgsl"
 
 override WG: u32;    // invocations per workgroup
-override BC: u32;    // keys per tile, WG % BC == 0
-override RB: u32;    // rows (query head of the group, new token) per workgroup
+override NL: u32;    // lanes per key: DC rounded up to a power of two, WG % NL == 0
+override DC: u32;    // chunks of 8 columns of a head row: ceil(head_dim / 8)
+override KG: u32;    // key groups: WG / NL
+override KPG: u32;   // keys per group per tile, at most MAX_KPG (what each invocation keeps in flight)
+override BC: u32;    // keys per tile: KG * KPG
+override RB: u32;    // rows (query head of the group, new token) per workgroup, at most MAX_RB
+override QS: u32;    // vec4 stride of a staged q row: 2 * NL (half h of lane c's chunk at h * NL + c)
+override PS: u32;    // stride of the partial sums of one (key, row): NL rounded up to odd (no bank conflicts)
 override D4: u32;    // vec4 columns of a head row: ceil(head_dim / 4)
-override QS: u32;    // vec4 stride of a staged q row: D4 rounded up to an odd number
-override KS: u32;    // vec4 stride of a staged k/v row: max(D4, NC * CPT) rounded up to odd
-override SRG: u32;   // row groups of the score phase: WG / BC
-override SPT: u32;   // rows per invocation in the score phase: ceil(RB / SRG), at most MAX_SPT
-override NC: u32;    // column lanes of the P.V phase and the combine (a power of two)
-override NRG: u32;   // row groups of the P.V phase and rows per combine workgroup: WG / NC
-override RPT: u32;   // rows per invocation in the P.V phase: ceil(RB / NRG), at most MAX_RPT
-override CPT: u32;   // vec4 columns per invocation: ceil(D4 / NC), at most MAX_CPT
-override PF: u32;    // vec4 of k (and of v) each invocation moves per tile: ceil(BC * D4 / WG)
+override NC: u32;    // column lanes of the combine (a power of two)
+override NRG: u32;   // rows per combine workgroup: WG / NC
+override CPT: u32;   // vec4 columns per combine invocation: ceil(D4 / NC), at most MAX_CPT
 override BS: u32;    // tokens per cache block: a constant, so that j / BS and j % BS compile to
                      // multiplies and shifts instead of a division in every load (one pipeline per
                      // block size, which a model fixes)
-const MAX_SPT: u32 = 16u;
-const MAX_RPT: u32 = 16u;
+const MAX_KPG: u32 = 8u;
+const MAX_RB: u32 = 16u;
 const MAX_CPT: u32 = 2u;
-const MAX_PF: u32 = 16u;
+const NONE: u32 = 0xffffffffu;  // a key with no row in the cache: masked, or its block invalid
 const LOWEST: f32 = -3.4028234663852886e38;  // stands for -inf: "no score"
 const LOG2E: f32 = 1.4426950408889634;
 
-var<workgroup> q_tile: array<vec4<f32>, RB * QS>;  // the block's q rows, pre-scaled
-var<workgroup> k_tile: array<vec4<T>, BC * KS>;    // the tile's k rows
-var<workgroup> v_tile: array<vec4<T>, BC * KS>;    // the tile's v rows (columns past D4 stay 0)
-var<workgroup> s_tile: array<f32, RB * BC>;        // [row][key]: scores, then weights
-var<workgroup> m_row: array<f32, RB>;              // running max of each row
-var<workgroup> l_row: array<f32, RB>;              // running sum of each row's weights
-var<workgroup> alpha_row: array<f32, RB>;          // this tile's rescale of each row
+var<workgroup> q_tile: array<vec4<f32>, RB * QS>;  // the block's q rows, pre-scaled; at the end
+                                                   // of the split, the groups' o summed
+var<workgroup> part: array<f32, BC * RB * PS>;     // [key][row][lane]: partial dot products
+var<workgroup> s_tile: array<f32, BC * RB>;        // [key][row]: the tile's scores
+var<workgroup> row_lo: array<u32, RB>;             // each row's first visible key
+var<workgroup> row_hi: array<u32, RB>;             // one past its last (0: a row past the block's)
+var<workgroup> row_pos: array<i32, RB>;            // its position
+var<workgroup> row_slope: array<f32, RB>;          // its ALiBi slope
+var<workgroup> m_grp: array<f32, KG * RB>;         // [group][row]: each group's final max
+var<workgroup> l_grp: array<f32, KG * RB>;         // [group][row]: and sum
+
+// 8 columns of a head row in f32.
+struct Row8 {
+  a: vec4<f32>,
+  b: vec4<f32>,
+}
 
 // exp(d) for d <= 0, through exp2; d is clamped so that no infinity is formed.
 fn exp_le0(d: f32) -> f32 {
   return exp2(max(d, -1000.0) * LOG2E);
 }
 
-// Vec4 column c of row `row` of a [*, D] tensor (row = token-major index), zeros past head_dim.
+// Vec4 column c of row `row` of q [*, D] (row = token-major index), zeros past head_dim.
 #if VEC4
 fn load_q(row: u32, c: u32, dim: u32) -> vec4<f32> {
   return q[row * (dim / 4u) + c];
-}
-fn load_cache(from_v: bool, row: u32, c: u32, dim: u32) -> vec4<T> {
-  if (from_v) {
-    return v_cache[row * (dim / 4u) + c];
-  }
-  return k_cache[row * (dim / 4u) + c];
 }
 #else
 fn load_q(row: u32, c: u32, dim: u32) -> vec4<f32> {
@@ -105,37 +114,101 @@ fn load_q(row: u32, c: u32, dim: u32) -> vec4<f32> {
   }
   return x;
 }
-fn load_cache(from_v: bool, row: u32, c: u32, dim: u32) -> vec4<T> {
-  var x = vec4<T>(0.0);
+#endif
+
+// Chunk c (columns 8c..8c+7) of cache row `row` (= (block * BS + slot) * Hkv + g) as the cache
+// holds it, kept raw in registers while in flight (half the registers of f32 for an f16 cache),
+// zeros past head_dim; widen() makes it f32.
+#if PACK8
+alias Raw = vec4<u32>;
+fn load_raw(from_v: bool, row: u32, c: u32, dim: u32) -> Raw {
+  if (from_v) {
+    return v_cache[row * (dim / 8u) + c];
+  }
+  return k_cache[row * (dim / 8u) + c];
+}
+fn widen(x: Raw) -> Row8 {
+  return Row8(vec4<f32>(unpack2x16float(x.x), unpack2x16float(x.y)),
+              vec4<f32>(unpack2x16float(x.z), unpack2x16float(x.w)));
+}
+#else
+struct Raw {
+  a: vec4<T>,
+  b: vec4<T>,
+}
+#if VEC4
+fn load_raw(from_v: bool, row: u32, c: u32, dim: u32) -> Raw {
+  let d4 = dim / 4u;
+  var x: Raw;
+  if (from_v) {
+    x.a = v_cache[row * d4 + 2u * c];
+    if (2u * c + 1u < d4) {
+      x.b = v_cache[row * d4 + 2u * c + 1u];
+    }
+  } else {
+    x.a = k_cache[row * d4 + 2u * c];
+    if (2u * c + 1u < d4) {
+      x.b = k_cache[row * d4 + 2u * c + 1u];
+    }
+  }
+  return x;
+}
+#else
+fn load_raw(from_v: bool, row: u32, c: u32, dim: u32) -> Raw {
+  var x: Raw;
   for (var e = 0u; e < 4u; e++) {
-    if (c * 4u + e < dim) {
-      if (from_v) {
-        x[e] = v_cache[row * dim + c * 4u + e];
-      } else {
-        x[e] = k_cache[row * dim + c * 4u + e];
+    let d = c * 8u + e;
+    if (from_v) {
+      if (d < dim) {
+        x.a[e] = v_cache[row * dim + d];
+      }
+      if (d + 4u < dim) {
+        x.b[e] = v_cache[row * dim + d + 4u];
+      }
+    } else {
+      if (d < dim) {
+        x.a[e] = k_cache[row * dim + d];
+      }
+      if (d + 4u < dim) {
+        x.b[e] = k_cache[row * dim + d + 4u];
       }
     }
   }
   return x;
 }
 #endif
+fn widen(x: Raw) -> Row8 {
+  return Row8(vec4<f32>(x.a), vec4<f32>(x.b));
+}
+#endif
 
-// This invocation's share of the tile of BC keys from t0 of sequence b, kv head g: vec4 number
-// e = lid + WG * f of the tile is key t0 + e / D4, column e % D4. Keys at or past `end`, and keys
-// whose block is out of range (refused before dispatch; guarded all the same), are zeros.
-fn fetch_tile(from_v: bool, lid: u32, t0: u32, end: u32, b: u32, g: u32) -> array<vec4<T>, MAX_PF> {
-  var r: array<vec4<T>, MAX_PF>;
-  for (var f = 0u; f < min(PF, MAX_PF); f++) {
-    let e = lid + WG * f;
-    let j = t0 + e / D4;
-    if (e < BC * D4 && j < end) {
+// The cache rows of group z's KPG keys of the tile from t0 of sequence b, kv head g: key
+// t0 + z * KPG + i. Keys at or past `end`, and keys whose block is out of range (refused before
+// dispatch; guarded all the same), are NONE.
+fn key_rows(t0: u32, end: u32, b: u32, g: u32, z: u32) -> array<u32, MAX_KPG> {
+  var rows: array<u32, MAX_KPG>;
+  for (var i = 0u; i < min(KPG, MAX_KPG); i++) {
+    rows[i] = NONE;
+    let j = t0 + z * KPG + i;
+    if (j < end) {
       let blk = block_table[b * params.max_blocks + j / BS];
       if (blk >= 0 && u32(blk) < params.num_blocks) {
-        r[f] = load_cache(from_v, (u32(blk) * BS + j % BS) * params.heads_kv + g, e % D4, params.head_dim);
+        rows[i] = (u32(blk) * BS + j % BS) * params.heads_kv + g;
       }
     }
   }
-  return r;
+  return rows;
+}
+
+// This lane's chunk c of the K (or V) rows `rows`: zeros for NONE and for lanes past DC.
+fn fetch(from_v: bool, rows: array<u32, MAX_KPG>, c: u32) -> array<Raw, MAX_KPG> {
+  var x: array<Raw, MAX_KPG>;
+  for (var i = 0u; i < min(KPG, MAX_KPG); i++) {
+    if (rows[i] != NONE && c < DC) {
+      x[i] = load_raw(from_v, rows[i], c, params.head_dim);
+    }
+  }
+  return x;
 }
 
 @compute @workgroup_size(WG)
@@ -180,171 +253,168 @@ fn decode_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
   let start = min(lo + split * chunk, hi);
   let end = min(start + chunk, hi);
 
-  // Stage the block's q rows, pre-scaled (softcap, when on, applies to the scaled score).
+  // Stage the block's q rows, pre-scaled (softcap, when on, applies to the scaled score), half
+  // h of lane c's chunk (vec4 column 2c + h) at r * QS + h * NL + c.
   for (var e = lid; e < RB * QS; e += WG) {
     let r = e / QS;
-    let c = e % QS;
+    let col = 2u * (e % NL) + (e % QS) / NL;
     var x = vec4<f32>(0.0);
-    if (live && r < nrows && c < D4) {
+    if (live && r < nrows && col < D4) {
       let rr = row0 + r;
-      x = load_q((b * sq + rr / group) * hq + g * group + rr % group, c, dim) * params.scale;
+      x = load_q((b * sq + rr / group) * hq + g * group + rr % group, col, dim) * params.scale;
     }
     q_tile[e] = x;
   }
+  // Each row's visible keys [row_lo, row_hi) (empty for rows past the block's), position and slope.
   for (var r = lid; r < RB; r += WG) {
-    m_row[r] = LOWEST;
-    l_row[r] = 0.0;
-  }
-
-  // The score phase's rows: their visible keys [row_lo, row_hi) (empty for rows past the
-  // block's), position and ALiBi slope.
-  let kj = lid % BC;
-  let rs = lid / BC;
-  var row_lo: array<u32, MAX_SPT>;
-  var row_hi: array<u32, MAX_SPT>;
-  var row_pos: array<i32, MAX_SPT>;
-  var row_slope: array<f32, MAX_SPT>;
-  for (var m = 0u; m < min(SPT, MAX_SPT); m++) {
-    let r = rs + SRG * m;
+    row_lo[r] = 0u;
+    row_hi[r] = 0u;
+    row_pos[r] = 0;
+    row_slope[r] = 0.0;
     if (live && r < nrows) {
       let rr = row0 + r;
       let pos = n - sq + rr / group;
-      row_hi[m] = pos + 1u;
+      row_hi[r] = pos + 1u;
       if (wl >= 0) {
-        row_lo[m] = pos - min(pos, u32(wl));
+        row_lo[r] = pos - min(pos, u32(wl));
       }
-      row_pos[m] = i32(pos);
-      row_slope[m] = alibi_slopes[g * group + rr % group];
+      row_pos[r] = i32(pos);
+      row_slope[r] = alibi_slopes[g * group + rr % group];
     }
   }
 
-  var k_next = fetch_tile(false, lid, start, end, b, g);
-  var v_next = fetch_tile(true, lid, start, end, b, g);
-  for (var f = 0u; f < min(PF, MAX_PF); f++) {
-    let e = lid + WG * f;
-    if (e < BC * D4) {
-      k_tile[(e / D4) * KS + e % D4] = k_next[f];
-      v_tile[(e / D4) * KS + e % D4] = v_next[f];
-    }
-  }
-  k_next = fetch_tile(false, lid, start + BC, end, b, g);
-  v_next = fetch_tile(true, lid, start + BC, end, b, g);
-  workgroupBarrier();  // q, the row state and the first tile are staged
+  let lane = lid % NL;
+  let z = lid / NL;
+  var k_rows = key_rows(start, end, b, g, z);
+  var kn = fetch(false, k_rows, lane);
+  var vn = fetch(true, k_rows, lane);
+  workgroupBarrier();  // q and the rows' ranges are staged
 
   let cap = params.softcap;
-  let cl = lid % NC;
-  let rg = lid / NC;
-  var o: array<array<vec4<f32>, MAX_CPT>, MAX_RPT>;
-  // Per tile: scores (k_tile) | barrier | next k stored, row statistics | barrier | P.V (v_tile)
-  // | barrier | next v stored, the tile after next fetched. Each store lands a barrier before its read.
+  var o: array<Row8, MAX_RB>;          // this group's o of each row, this lane's 8 columns
+  var m: array<f32, MAX_RB>;           // this group's running max of each row
+  var l: array<f32, MAX_RB>;           // and sum of its weights
+  for (var r = 0u; r < min(RB, MAX_RB); r++) {
+    m[r] = LOWEST;
+  }
+  // Per tile: partial dots (kn) | barrier | scores | barrier | softmax and P.V (vn). K of the
+  // next tile is fetched once kn is used, V once vn is: each load has a tile's work to land.
   for (var t0 = start; t0 < end; t0 += BC) {
-    // Zeroed here, not by the declaration: naga initialises a loop's locals once, not per pass.
-    var s: array<f32, MAX_SPT>;
-    for (var m = 0u; m < min(SPT, MAX_SPT); m++) {
-      s[m] = 0.0;
+    var kw: array<Row8, MAX_KPG>;
+    for (var i = 0u; i < min(KPG, MAX_KPG); i++) {
+      kw[i] = widen(kn[i]);
     }
-    for (var c = 0u; c < D4; c++) {
-      let kk = vec4<f32>(k_tile[kj * KS + c]);
-      for (var m = 0u; m < min(SPT, MAX_SPT); m++) {
-        s[m] += dot(q_tile[min(rs + SRG * m, RB - 1u) * QS + c], kk);
+    for (var r = 0u; r < min(RB, MAX_RB); r++) {
+      let qa = q_tile[r * QS + lane];
+      let qb = q_tile[r * QS + NL + lane];
+      for (var i = 0u; i < min(KPG, MAX_KPG); i++) {
+        part[((z * KPG + i) * RB + r) * PS + lane] = dot(qa, kw[i].a) + dot(qb, kw[i].b);
       }
     }
-    let j = t0 + kj;
-    for (var m = 0u; m < min(SPT, MAX_SPT); m++) {
-      let r = rs + SRG * m;
-      if (r < RB) {
-        var x = s[m];
-        if (cap > 0.0) {
-          x = softcap_apply(x, cap);
-        }
-        x += row_slope[m] * f32(i32(j) - row_pos[m]);
-        let seen = j >= row_lo[m] && j < row_hi[m] && j < end;
-        s_tile[r * BC + kj] = select(LOWEST, x, seen);
-      }
-    }
-    workgroupBarrier();  // the scores are written; k_tile is no longer read
+    k_rows = key_rows(t0 + BC, end, b, g, z);
+    kn = fetch(false, k_rows, lane);
+    workgroupBarrier();  // the partial dot products are written
 
-    for (var f = 0u; f < min(PF, MAX_PF); f++) {
-      let e = lid + WG * f;
-      if (e < BC * D4) {
-        k_tile[(e / D4) * KS + e % D4] = k_next[f];
+    for (var e = lid; e < BC * RB; e += WG) {
+      let r = e % RB;
+      let j = t0 + e / RB;
+      var x = 0.0;
+      for (var c = 0u; c < DC; c++) {
+        x += part[e * PS + c];
       }
+      if (cap > 0.0) {
+        x = softcap_apply(x, cap);
+      }
+      x += row_slope[r] * f32(i32(j) - row_pos[r]);
+      let seen = j >= row_lo[r] && j < row_hi[r] && j < end;
+      s_tile[e] = select(LOWEST, x, seen);
     }
-    for (var r = lid; r < RB; r += WG) {
-      let m_old = m_row[r];
+    workgroupBarrier();  // the scores are written; the partial sums are no longer read
+
+    // Group z's keys: rescale each row's state to its new max, weights in p.
+    var p: array<array<f32, MAX_KPG>, MAX_RB>;
+    for (var r = 0u; r < min(RB, MAX_RB); r++) {
+      let m_old = m[r];
       var top = m_old;
-      for (var jj = 0u; jj < BC; jj++) {
-        top = max(top, s_tile[r * BC + jj]);
+      for (var i = 0u; i < min(KPG, MAX_KPG); i++) {
+        top = max(top, s_tile[(z * KPG + i) * RB + r]);
       }
       // A row with nothing seen yet keeps top = LOWEST: its weights are 0, and alpha scales zeros.
       let alpha = select(0.0, exp_le0(m_old - top), m_old > LOWEST);
       var sum = 0.0;
-      for (var jj = 0u; jj < BC; jj++) {
-        let x = s_tile[r * BC + jj];
-        let p = select(0.0, exp_le0(x - top), x > LOWEST);
-        s_tile[r * BC + jj] = p;
-        sum += p;
+      for (var i = 0u; i < min(KPG, MAX_KPG); i++) {
+        let x = s_tile[(z * KPG + i) * RB + r];
+        p[r][i] = select(0.0, exp_le0(x - top), x > LOWEST);
+        sum += p[r][i];
       }
-      m_row[r] = top;
-      l_row[r] = l_row[r] * alpha + sum;
-      alpha_row[r] = alpha;
+      m[r] = top;
+      l[r] = l[r] * alpha + sum;
+      o[r].a *= alpha;
+      o[r].b *= alpha;
     }
-    workgroupBarrier();  // the weights and alphas are staged
+    for (var i = 0u; i < min(KPG, MAX_KPG); i++) {
+      let vv = widen(vn[i]);
+      for (var r = 0u; r < min(RB, MAX_RB); r++) {
+        o[r].a += p[r][i] * vv.a;
+        o[r].b += p[r][i] * vv.b;
+      }
+    }
+    vn = fetch(true, k_rows, lane);  // k_rows: the next tile's, looked up for its K
+  }
 
-    for (var mm = 0u; mm < min(RPT, MAX_RPT); mm++) {
-      let r = rg + NRG * mm;
-      if (r < RB) {
-        let a = alpha_row[r];
-        for (var i = 0u; i < min(CPT, MAX_CPT); i++) {
-          o[mm][i] *= a;
-        }
+  // Merge the groups' states: M = max_z m_z, each group's (l, o) scaled by exp(m_z - M) (0 for a
+  // group that saw nothing), summed. q_tile, no longer read, holds the running sum of o.
+  for (var r = 0u; r < min(RB, MAX_RB); r++) {
+    if (lane == 0u) {
+      m_grp[z * RB + r] = m[r];
+      l_grp[z * RB + r] = l[r];
+    }
+  }
+  workgroupBarrier();  // the groups' (m, l) are written; the last tile's q reads are done
+  for (var r = 0u; r < min(RB, MAX_RB); r++) {
+    var top = LOWEST;
+    for (var zz = 0u; zz < KG; zz++) {
+      top = max(top, m_grp[zz * RB + r]);
+    }
+    let f = select(0.0, exp_le0(m[r] - top), m[r] > LOWEST);
+    o[r].a *= f;
+    o[r].b *= f;
+  }
+  for (var zz = 0u; zz < KG; zz++) {
+    if (z == zz) {
+      for (var r = 0u; r < min(RB, MAX_RB); r++) {
+        let keep = select(1.0, 0.0, zz == 0u);  // the first group overwrites q
+        q_tile[r * QS + lane] = q_tile[r * QS + lane] * keep + o[r].a;
+        q_tile[r * QS + NL + lane] = q_tile[r * QS + NL + lane] * keep + o[r].b;
       }
     }
-    for (var jj = 0u; jj < BC; jj++) {
-      var vv: array<vec4<f32>, MAX_CPT>;
-      for (var i = 0u; i < min(CPT, MAX_CPT); i++) {
-        vv[i] = vec4<f32>(v_tile[jj * KS + min(cl + NC * i, KS - 1u)]);
-      }
-      for (var mm = 0u; mm < min(RPT, MAX_RPT); mm++) {
-        let r = rg + NRG * mm;
-        if (r < RB) {
-          let p = s_tile[r * BC + jj];
-          for (var i = 0u; i < min(CPT, MAX_CPT); i++) {
-            o[mm][i] += p * vv[i];
-          }
-        }
-      }
-    }
-    workgroupBarrier();  // v_tile and the weights are no longer read
-    for (var f = 0u; f < min(PF, MAX_PF); f++) {
-      let e = lid + WG * f;
-      if (e < BC * D4) {
-        v_tile[(e / D4) * KS + e % D4] = v_next[f];
-      }
-    }
-    k_next = fetch_tile(false, lid, t0 + 2u * BC, end, b, g);
-    v_next = fetch_tile(true, lid, t0 + 2u * BC, end, b, g);
+    workgroupBarrier();  // group zz's o is added
   }
 
   // This split's partial state of each row (an empty split, or an idle slot: m = LOWEST, l = 0,
-  // o = 0). The invocation that kept a row's (m, l) writes them.
-  for (var mm = 0u; mm < min(RPT, MAX_RPT); mm++) {
-    let r = rg + NRG * mm;
-    if (r < nrows) {
+  // o = 0).
+  for (var e = lid; e < RB * QS; e += WG) {
+    let r = e / QS;
+    let col = 2u * (e % NL) + (e % QS) / NL;
+    if (r < nrows && col < D4) {
       let rr = row0 + r;
       let gr = (b * sq + rr / group) * hq + g * group + rr % group;
-      for (var i = 0u; i < min(CPT, MAX_CPT); i++) {
-        let col = cl + NC * i;
-        if (col < D4) {
-          part_o[(gr * ns + split) * D4 + col] = o[mm][i];
-        }
-      }
+      part_o[(gr * ns + split) * D4 + col] = q_tile[e];
     }
   }
   for (var r = lid; r < nrows; r += WG) {
+    var top = LOWEST;
+    for (var zz = 0u; zz < KG; zz++) {
+      top = max(top, m_grp[zz * RB + r]);
+    }
+    var sum = 0.0;
+    for (var zz = 0u; zz < KG; zz++) {
+      let mz = m_grp[zz * RB + r];
+      sum += select(0.0, l_grp[zz * RB + r] * exp_le0(mz - top), mz > LOWEST);
+    }
     let rr = row0 + r;
     let gr = (b * sq + rr / group) * hq + g * group + rr % group;
-    part_ml[gr * ns + split] = vec2<f32>(m_row[r], l_row[r]);
+    part_ml[gr * ns + split] = vec2<f32>(top, sum);
   }
 }
 

@@ -17,7 +17,10 @@ holds the digests of the code before the interfaces became one object each
 (tests/test_golden_plans.py compares; `python tests/plan_digests.py > tests/golden/plans.json`
 wrote it), but for plans changed on purpose since, whose plan digests were replaced: the software
 adapter's flash_fwd.blocked and blocked_f16 plans, which take tiles that compile in a fraction of
-the time (docs/performance.md, "On a software adapter the compile..."). A kernel or interface
+the time (docs/performance.md, "On a software adapter the compile..."), and the paged_decode
+kernels' grid and live plans (all three digests), whose kernel was rebuilt to read the cache into
+registers in 16-byte loads (new knobs and WGSL; docs/performance.md, "Decode over a paged
+cache"). A kernel or interface
 registered since adds its plans as it joins (paged_decode; flash_fwd.smx, which no adapter here
 can run: its plans record why)."""
 

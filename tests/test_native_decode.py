@@ -12,8 +12,8 @@ import pytest
 
 from helpers import WIDE, failures, needs_features, ratio
 from wgattn import conformance, native, reference, registry, tolerance, wgsl
+from wgattn.interfaces.paged_decode import IN_FLIGHT_BYTES, MAX_SPLITS, bytes_touched, split_count, tiles
 from wgattn.interfaces.paged_decode import INTERFACE as decode
-from wgattn.interfaces.paged_decode import MAX_SPLITS, bytes_touched, split_count, tiles
 from wgattn.target import WEBGPU_LIMITS, Target
 
 REG = registry.load()
@@ -107,19 +107,19 @@ def test_an_out_of_range_block_reads_as_zeros(native_runtime):
 # an infinite error). One case a bug: every planted source is compiled with runtime checks, slowly.
 PLANTED = {
     "the running sum misses alpha": (
-        "l_row[r] = l_row[r] * alpha + sum;",
-        "l_row[r] = l_row[r] + sum;",
+        "l[r] = l[r] * alpha + sum;",
+        "l[r] = l[r] + sum;",
         "gqa8-five-new-bs64-sinks",
     ),
     "the window starts one key late": (
-        "row_lo[m] = pos - min(pos, u32(wl));",
-        "row_lo[m] = pos - min(pos, u32(wl)) + 1u;",
+        "row_lo[r] = pos - min(pos, u32(wl));",
+        "row_lo[r] = pos - min(pos, u32(wl)) + 1u;",
         "mqa-window-softcap-d59",
     ),
-    "a new token sees the next one": ("row_hi[m] = pos + 1u;", "row_hi[m] = pos + 2u;", "more-splits-than-tiles"),
+    "a new token sees the next one": ("row_hi[r] = pos + 1u;", "row_hi[r] = pos + 2u;", "more-splits-than-tiles"),
     "ALiBi with the wrong sign": (
-        "x += row_slope[m] * f32(i32(j) - row_pos[m]);",
-        "x += row_slope[m] * f32(row_pos[m] - i32(j));",
+        "x += row_slope[r] * f32(i32(j) - row_pos[r]);",
+        "x += row_slope[r] * f32(row_pos[r] - i32(j));",
         "more-splits-than-tiles",
     ),
     "the slot inside a block off by one": (
@@ -180,24 +180,29 @@ def test_tiles_fit_the_adapter_and_the_private_arrays(kernel, dim, rows, target)
     fit = kernel.fit({"head_dim": dim}, target, source=src, chosen=t)  # the registry's checks hold
     assert fit.storage <= target.limit("max-compute-workgroup-storage-size")
     caps = {name[4:]: n for name, n in wgsl.consts(src).items() if name.startswith("MAX_")}
-    assert t["WG"] % t["BC"] == 0 and t["WG"] % t["NC"] == 0
-    assert t["SPT"] <= caps["SPT"] and t["RPT"] * t["CPT"] <= caps["RPT"] and t["CPT"] <= caps["CPT"] and t["PF"] <= caps["PF"]
-    # every row, key, column and vec4 of a tile has an invocation
-    assert t["SPT"] * t["SRG"] >= t["RB"] and t["RPT"] * t["NRG"] >= t["RB"] and t["NC"] * t["CPT"] >= t["D4"]
-    assert t["PF"] * t["WG"] >= t["BC"] * t["D4"]
-    assert t["RB"] * row_blocks >= rows and t["KS"] >= t["NC"] * t["CPT"] and t["KS"] % 2 == 1 and t["QS"] % 2 == 1
+    assert t["WG"] % t["NL"] == 0 and t["WG"] % t["NC"] == 0 and t["KG"] * t["NL"] == t["WG"]
+    assert t["KPG"] <= caps["KPG"] and t["RB"] <= caps["RB"] and t["CPT"] <= caps["CPT"]
+    # every 8 columns of a key row have a lane, every key of a tile a group, every vec4 a combine lane
+    assert t["NL"] >= t["DC"] and 8 * t["DC"] >= dim and t["BC"] == t["KG"] * t["KPG"] and t["NC"] * t["CPT"] >= t["D4"]
+    assert t["RB"] * row_blocks >= rows and t["QS"] == 2 * t["NL"] and t["PS"] % 2 == 1 and t["PS"] >= t["NL"]
+    # the next tile's K and V in flight stay within the registers allowed an invocation
+    assert 2 * t["KPG"] * (16 if kernel.defines.get("F16") else 32) <= IN_FLIGHT_BYTES
 
 
 def test_a_kv_group_is_read_once_where_it_fits():
-    """The target (Hq 32, Hkv 8, 1 new token: 4 rows) and GQA 8:1 with 5 new tokens (40 rows) keep
-    every row of a kv head in one workgroup, so the cache is read once; MQA with 32 heads and 5 new
-    tokens (160 rows) needs row blocks."""
+    """The target (Hq 32, Hkv 8, 1 new token: 4 rows) and GQA 8:1 with 2 new tokens (16 rows) keep
+    every row of a kv head in one workgroup, so the cache is read once, the target with 8 keys a
+    group in flight (64 a tile); each invocation holds o for every row of the block (MAX_RB), so
+    GQA 8:1 with 5 new tokens (40 rows) takes 3 row blocks (their re-reads close together in time)
+    and MQA with 32 heads and 5 new tokens (160 rows) more."""
     h100 = TARGETS[2]
     f16 = REG.kernel("paged_decode.split_f16")
     t, row_blocks = tiles(f16, 128, 4, h100)
-    assert (row_blocks, t["WG"], t["BC"]) == (1, 128, 32)
-    assert tiles(f16, 128, 40, h100)[1] == 1
-    assert tiles(SPLIT, 64, 160, h100)[1] > 1
+    assert (row_blocks, t["WG"], t["KPG"], t["BC"], t["NL"]) == (1, 128, 8, 64, 16)
+    assert tiles(SPLIT, 128, 4, h100)[0]["KPG"] == 4  # an f32 chunk is 32 bytes: half the keys in flight
+    assert tiles(f16, 128, 16, h100)[1] == 1
+    assert tiles(f16, 128, 40, h100)[1] == 3
+    assert tiles(SPLIT, 64, 160, h100)[1] >= 10
 
 
 def test_split_count_rule():

@@ -4,7 +4,8 @@
 // (wgattn.reference.decode_attention), in two passes: each split of a sequence's keys writes a
 // partial softmax state (part_o, part_ml), the combine merges them by log-sum-exp.
 // Define F16 for a float16 cache (T = f16; the adapter's shader-f16), VEC4 (head_dim % 4 == 0)
-// to move q, the cache and out as vec4 rows: the same bytes.
+// to move q, the cache and out as vec4 rows, and with both PACK8 (head_dim % 8 == 0) to read the
+// f16 cache as vec4<u32> words of 8 halves: the same bytes.
 #if F16
 enable f16;
 alias T = f16;
@@ -33,8 +34,15 @@ struct Params {
 
 #if VEC4
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;         // [B, Sq_new, Hq, D / 4]
+#if PACK8
+// An f16 cache with head_dim % 8 == 0 seen as 16-byte words of 8 halves (unpack2x16float):
+// one load moves 16 bytes, where a vec4<f16> moves 8. The same bytes as vec4<f16>.
+@group(0) @binding(1) var<storage, read> k_cache: array<vec4<u32>>;   // [num_blocks, block_size, Hkv, D / 8]
+@group(0) @binding(2) var<storage, read> v_cache: array<vec4<u32>>;   // [num_blocks, block_size, Hkv, D / 8]
+#else
 @group(0) @binding(1) var<storage, read> k_cache: array<vec4<T>>;     // [num_blocks, block_size, Hkv, D / 4]
 @group(0) @binding(2) var<storage, read> v_cache: array<vec4<T>>;     // [num_blocks, block_size, Hkv, D / 4]
+#endif
 #else
 @group(0) @binding(0) var<storage, read> q: array<f32>;               // [B, Sq_new, Hq, D]
 @group(0) @binding(1) var<storage, read> k_cache: array<T>;           // [num_blocks, block_size, Hkv, D]

@@ -34,11 +34,27 @@ from .config import LiveConfig, knob
 if TYPE_CHECKING:  # numpy.typing is newer than the page's numpy 1.17: for annotations only
     from numpy.typing import DTypeLike
 
-__all__ = ["INTERFACE", "Decode", "DecodeConfig", "tiles", "split_count", "bytes_touched", "paged_cache", "MAX_SPLITS"]
+__all__ = [
+    "INTERFACE",
+    "Decode",
+    "DecodeConfig",
+    "tiles",
+    "split_count",
+    "bytes_touched",
+    "paged_cache",
+    "MAX_SPLITS",
+    "IN_FLIGHT_BYTES",
+]
 
-# (invocations, keys per tile) candidates, best first. On a CPU adapter invocations are SIMD lanes
-# and each barrier synchronises them all: smaller workgroups win there (docs/performance.md).
-_CANDIDATES = {"gpu": ((128, 32), (128, 16), (64, 16), (64, 8), (64, 4)), "cpu": ((64, 16), (32, 8), (32, 4))}
+# (invocations, keys per key group and tile) candidates, best first. The kernel reads the cache
+# into registers, each invocation 2 * KPG chunks of 8 columns ahead (K and V of the next tile): T
+# sets the bytes in flight, which the cache's latency needs (docs/performance.md). On a CPU
+# adapter invocations are SIMD lanes and each barrier synchronises them all: smaller workgroups
+# win there.
+_CANDIDATES = {"gpu": ((128, 8), (128, 4), (64, 4), (64, 2), (64, 1)), "cpu": ((64, 4), (32, 4), (32, 2), (32, 1))}
+# At most this many bytes of the next tile in flight per invocation (2 * KPG chunks of 16 bytes for
+# an f16 cache, of 32 for f32): they are registers, 64 of them, and registers set occupancy.
+IN_FLIGHT_BYTES = 256
 # The split count: enough workgroups to keep the adapter busy (an H100 has 132 SMs, several
 # workgroups each; a software adapter a handful of threads), but each split at least
 # MIN_SPLIT_KEYS keys, so that its fixed costs (q staging, a partial state written and merged)
@@ -52,10 +68,6 @@ OPTIONAL = ("alibi_slopes", "sinks")
 INPUTS = ("q", "k_cache", "v_cache", "block_table", "seq_lens")
 
 
-def _odd(x: int) -> int:
-    return x if x % 2 else x + 1
-
-
 def _rows_per_block(rows: int, row_blocks: int, cap: int) -> int:
     """ceil(rows / row_blocks) rounded up to 1, 2, 4 or a multiple of 8, at most `cap`: the rows
     of a step (G * Sq_new, Sq_new varying under speculative decoding) then share a few pipelines;
@@ -65,57 +77,60 @@ def _rows_per_block(rows: int, row_blocks: int, cap: int) -> int:
     return min(rb, cap)
 
 
-def _shape(wg: int, bc: int, rb: int, d4: int, nc: int, cpt: int) -> Dict[str, int]:
+def _shape(wg: int, t: int, rb: int, head_dim: int) -> Dict[str, int]:
     """The override constants of one shape (the kernel's WGSL says what each is)."""
-    nrg, srg = wg // nc, wg // bc
+    dc = -(-head_dim // 8)
+    nl = 1 << (dc - 1).bit_length()
+    d4 = -(-head_dim // 4)
+    nc = min(wg, 1 << (d4 - 1).bit_length())
     return dict(
         WG=wg,
-        BC=bc,
+        NL=nl,
+        DC=dc,
+        KG=wg // nl,
+        KPG=t,
+        BC=(wg // nl) * t,
         RB=rb,
+        QS=2 * nl,
+        PS=nl | 1,  # odd
         D4=d4,
-        QS=_odd(d4),
-        KS=_odd(max(d4, nc * cpt)),
-        SRG=srg,
-        SPT=-(-rb // srg),
         NC=nc,
-        NRG=nrg,
-        RPT=-(-rb // nrg),
-        CPT=cpt,
-        PF=-(-bc * d4 // wg),
+        NRG=wg // nc,
+        CPT=-(-d4 // nc),
     )
 
 
 def tiles(kernel: Kernel, head_dim: int, rows: int, target: Target) -> Tuple[Dict[str, int], int]:
     """(override constants, row blocks) for `rows` query rows of a kv head (G * Sq_new): of the
-    (invocations, keys per tile) candidates whose private arrays (the WGSL's MAX_ constants) hold
-    the rows and whose workgroup storage (read from the WGSL) fits `target`, the one with the
-    fewest row blocks (each row block reads the cache again), the earlier candidate on a tie.
-    DoesNotFit lists what was tried."""
+    (invocations, keys per group) candidates whose private arrays (the WGSL's MAX_ constants) hold
+    the keys and rows, whose bytes in flight stay within IN_FLIGHT_BYTES an invocation and whose
+    workgroup storage (read from the WGSL) fits `target`, the one with the fewest row blocks
+    (each row block reads the cache again), the earlier candidate on a tie. DoesNotFit lists
+    what was tried."""
     src = kernel.source({"head_dim": head_dim})
     cap_of = {name[4:]: n for name, n in wgsl.consts(src).items() if name.startswith("MAX_")}
     max_storage = target.limit("max-compute-workgroup-storage-size")
     max_invocations = target.limit("max-compute-invocations-per-workgroup")
-    d4 = -(-head_dim // 4)
+    chunk_bytes = 16 if kernel.defines.get("F16") else 32
     tried: List[str] = []
     best: Optional[Tuple[Dict[str, int], int]] = None
-    for wg, bc in _CANDIDATES["cpu" if target.software else "gpu"]:
-        if wg > max_invocations:
+    for wg, t in _CANDIDATES["cpu" if target.software else "gpu"]:
+        knobs = _shape(wg, t, 1, head_dim)
+        if wg > max_invocations or knobs["NL"] > wg or knobs["CPT"] > cap_of["CPT"] or t > cap_of["KPG"]:
             continue
-        nc = min(wg, 1 << (d4 - 1).bit_length())
-        cpt = -(-d4 // nc)
-        if cpt > cap_of["CPT"] or -(-bc * d4 // wg) > cap_of["PF"]:
+        if 2 * t * chunk_bytes > IN_FLIGHT_BYTES:
             continue
-        cap = min(cap_of["SPT"] * (wg // bc), (cap_of["RPT"] // cpt) * (wg // nc))
+        cap = cap_of["RB"]
         row_blocks = -(-max(rows, 1) // cap)
         while True:
-            knobs = _shape(wg, bc, _rows_per_block(rows, row_blocks, cap), d4, nc, cpt)
+            knobs = _shape(wg, t, _rows_per_block(rows, row_blocks, cap), head_dim)
             storage = max(wgsl.workgroup_storage(src, e, knobs) for e in ("decode_split", "decode_combine"))
             if storage <= max_storage:
                 if best is None or row_blocks < best[1]:
                     best = (knobs, row_blocks)
                 break
             if knobs["RB"] == 1:
-                tried.append(f"WG={wg} BC={bc}: {storage} bytes")
+                tried.append(f"WG={wg} KPG={t}: {storage} bytes")
                 break
             row_blocks += 1
     if best is None:
