@@ -81,12 +81,11 @@ const PADH: u32 = 8u;               // f16 row padding of a fragment: rows start
 const KP4: u32 = (SK + PADH) / 4u;  // vec4 stride of a fragment row of K halves (Q, Kᵀ, P)
 const NP4: u32 = (SN + PADH) / 4u;  // vec4 stride of a fragment row of N halves (V)
 const SP4: u32 = (SN + 4u) / 4u;    // vec4 stride of a fragment row of N floats (S, O)
-// Register arrays are sized by the plan's defines, for this head_dim and subgroup size, not for
-// the largest case: an array sized for head_dim 256 cost 8% at D = 128 on the H100 (NVIDIA's
-// compiler kept part of it out of registers). MAX_DK, MAX_DN: exactly DP / K and DP / N fragments;
-// MAX_CPI4, vec4 columns of a tile one invocation holds in the softmax (BC / TPR / 4), and
-// MAX_KVPI, vec4 of K (and of V) one invocation prefetches: bounds the manifest's constraints
-// hold the tile candidates to.
+// Register arrays are sized exactly by the plan's defines (for this head_dim, subgroup size and
+// tile), not for the largest case: NVIDIA's compiler keeps an oversized one out of registers (on
+// the H100, the prefetch's arrays sized for 8 vec4 where 4 were used held D = 128 at 44 TFLOP/s;
+// exact, 54). MAX_DK, MAX_DN: DP / K and DP / N fragments; MAX_CPI4: vec4 columns of a tile one
+// invocation holds in the softmax (BC / TPR / 4); MAX_KVPI: vec4 of K (and of V) it prefetches.
 #const MAX_DK
 #const MAX_DN
 #const MAX_CPI4

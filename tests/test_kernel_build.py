@@ -66,7 +66,9 @@ def test_bad_directives_say_what_is_wrong(src, message):
 
 @pytest.mark.parametrize("kernel", list(REG.kernels.values()), ids=lambda k: k.id)
 def test_every_kernel_source_is_expanded(kernel):
-    src = kernel.source({"head_dim": 64}, MATRIX_TARGET)
+    sizes = {"head_dim": 64}
+    knobs = None if chosen_knobs(kernel) else kernel.knobs(sizes, MATRIX_TARGET)  # defines may name knobs
+    src = kernel.source(sizes, MATRIX_TARGET, knobs)
     assert not [line for line in src.splitlines() if line.lstrip().startswith("#")]
 
 
@@ -121,7 +123,7 @@ def test_tile_choice_fits_the_adapter(kernel, dim, target):
     knobs = fit.knobs
     assert fit.storage <= target.limit("max-compute-workgroup-storage-size")
     assert fit.invocations <= target.limit("max-compute-invocations-per-workgroup")
-    for name, most in kernel.caps(kernel.source({"head_dim": dim}, target)).items():
+    for name, most in kernel.caps(kernel.source({"head_dim": dim}, target, knobs)).items():
         assert knobs[name] <= most
     for expr in kernel.constraints:
         assert evaluate(expr, {**kernel.target_names(target), **knobs}) == 0

@@ -92,8 +92,9 @@ def test_entry_points_and_knobs_are_the_wgsl_s(kid):
     override constants (a knob it does not declare would be dropped silently), every override it
     must be given is a knob, and each grid expression names only params and knobs."""
     k = REG.kernel(kid)
-    src = k.source({"head_dim": 64}, MATRIX_TARGET)
     chosen = chosen_knobs(k)  # an interface that chooses its kernels' knobs per target
+    sizes = {"head_dim": 64}
+    src = k.source(sizes, MATRIX_TARGET, None if chosen else k.knobs(sizes, MATRIX_TARGET))  # defines may name knobs
     for p in k.abi.passes:
         assert p.entry_point in wgsl.functions(src), p.entry_point
         ones = {p.name: 1 for p in k.abi.params}

@@ -84,7 +84,7 @@ def test_storage_budget_is_what_the_wgsl_declares(cfg, kind, head_dim):
     knobs.update(DK=knobs["DP"] // cfg[2], DN=knobs["DP"] // cfg[1])
     # Kᵀ's fragments, or P's where more (P takes Kᵀ's place); P's alone when K is not staged
     knobs["KPF"] = knobs["RB"] * knobs["PB"] if kind == "direct" else max(knobs["SB"] * knobs["DK"], knobs["RB"] * knobs["PB"])
-    declared = _workgroup_vars(k.source(sizes), knobs)
+    declared = _workgroup_vars(k.source(sizes, knobs=fit.knobs), knobs)
     assert fit.storage == sum(declared.values())
     # NVIDIA's driver reads a subgroup matrix from its address rounded down to 16 bytes: a
     # variable whose size is not a multiple of 16 can leave the next fragment array misaligned.

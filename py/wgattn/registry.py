@@ -228,7 +228,8 @@ class Kernel:
     limits: Mapping[str, int] = field(default_factory=dict)  # param -> largest value supported
     precision: str = "f32"  # "f16": computes in half precision (judged on f16-rounded inputs)
     template: str = ""  # the .wgsl file (without suffix) when it is not the kernel id
-    # for #if in the template: an int, or an expression of the params (a variant per size class)
+    # for #if and #const in the template: an int, or an expression of the params (a variant per
+    # size class) and of the knobs (a register array sized for the tile the plan chose)
     defines: Mapping[str, Knob] = field(default_factory=dict)
     # Tile candidates, best first: each overrides `overrides`; the first whose caps, constraints,
     # workgroup storage and invocations fit the target is used. A candidate with "adapter": "cpu"
@@ -249,12 +250,18 @@ class Kernel:
     def path(self) -> Path:
         return (self.folder or shader_dir()) / f"{self.template or self.id}.wgsl"
 
-    def source(self, sizes: Optional[Mapping[str, int]] = None, target: Optional[Target] = None) -> str:
+    def source(
+        self,
+        sizes: Optional[Mapping[str, int]] = None,
+        target: Optional[Target] = None,
+        knobs: Optional[Mapping[str, int]] = None,
+    ) -> str:
         """The WGSL both runtimes compile: the template with includes and this kernel's defines
-        (evaluated on the params `sizes`, and what `target_names` takes from `target`, where
-        they are expressions) expanded (wgattn.wgsl). InterfaceMismatch when the template does
-        not include its interface's header."""
-        names = {**(sizes or {}), **(self.target_names(target) if target is not None else {})}
+        (evaluated on the params `sizes`, what `target_names` takes from `target` and the
+        override constants `knobs` (`fit`'s), where they are expressions) expanded
+        (wgattn.wgsl). InterfaceMismatch when the template does not include its interface's
+        header; ValueError when a define names a knob and `knobs` is not given."""
+        names = {**(sizes or {}), **(self.target_names(target) if target is not None else {}), **(knobs or {})}
         defines = {k: (evaluate(v, names) if isinstance(v, str) else int(v)) for k, v in self.defines.items()}
         seen: Set[str] = set()
         text = wgsl.preprocess(self.path.read_text(), defines, wgsl.reader(self.folder or shader_dir()), self.path.name, seen)
@@ -303,8 +310,6 @@ class Kernel:
         taken; DoesNotFit lists every candidate tried. `chosen`, knobs the interface chose for
         the target (Interface.layout_on), is the one candidate instead, held to the same checks."""
         names: Dict[str, int] = {**sizes, **self.target_names(target)}
-        src = self.source(sizes, target) if source is None else source
-        caps = self.caps(src, chosen)
         entries = [(entry_points or {}).get(p.name, p.entry_point) for p in self.abi.passes]
         max_storage = target.limit("max-compute-workgroup-storage-size")
         max_invocations = target.limit("max-compute-invocations-per-workgroup")
@@ -322,6 +327,8 @@ class Kernel:
             for k, v in spec.items():
                 knobs[k] = evaluate(v, {**names, **knobs}) if isinstance(v, str) else int(v)
             scope = {**names, **knobs}
+            src = self.source(sizes, target, knobs) if source is None else source  # defines may name knobs
+            caps = self.caps(src, chosen)
             storage = max((wgsl.workgroup_storage(src, e, scope) for e in entries), default=0)
             invocations = max((self._invocations(src, e, scope) for e in entries), default=1)
             over = [f"{k}={knobs[k]} > {most}" for k, most in caps.items() if knobs.get(k, 0) > most]
@@ -368,14 +375,15 @@ class Kernel:
         sizes = {
             k: int(v) for k, v in values.items() if isinstance(v, numbers.Integral) and not isinstance(v, bool)
         }  # numpy ints too
-        src = self.source(sizes, target) if source is None else self.user_source(source)
+        user = None if source is None else self.user_source(source)
         for name, most in self.limits.items():
             if sizes.get(name, 0) > most:
                 raise DoesNotFit(
                     f"{self.id} supports {name} <= {most}, got {sizes[name]}; choose another implementation of {self.interface}"
                 )
-        fit = self.fit(sizes, target, overrides, src, entry_points, chosen)
+        fit = self.fit(sizes, target, overrides, user, entry_points, chosen)
         knobs = fit.knobs
+        src = self.source(sizes, target, knobs) if user is None else user
         # Only overrides the shader declares become pipeline constants (WebGPU rejects others);
         # a kernel with a literal @workgroup_size still gets its grid from the same names.
         declared = set(wgsl.overrides(src))
