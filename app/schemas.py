@@ -50,7 +50,9 @@ class Tensor(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     dtype: Literal["float32", "int32", "bool"]
-    shape: List[Annotated[int, Field(ge=0)]] = Field(max_length=8)
+    # An accepted tensor has the configuration's shape, within MAX_ELEMENTS: no extent is larger
+    # (a zero-size shape with larger ones was NumPy's "cannot reshape" or "array is too big").
+    shape: List[Annotated[int, Field(ge=0, le=MAX_ELEMENTS)]] = Field(max_length=8)
     data: str = Field(max_length=MAX_DATA_CHARS, pattern=_BASE64)
 
     def array(self, name: str):
@@ -161,7 +163,7 @@ def _tensor_model(dtype: str, rank: int) -> Type[Tensor]:
         __base__=Tensor,
         __doc__=f"A {rank}-d {dtype} tensor on the wire: little-endian bytes, base64 (see wgattn.wire).",
         dtype=(Literal[dtype], ...),
-        shape=(List[Annotated[int, Field(ge=0)]], Field(min_length=rank, max_length=rank)),
+        shape=(List[Annotated[int, Field(ge=0, le=MAX_ELEMENTS)]], Field(min_length=rank, max_length=rank)),
     )
 
 
