@@ -104,7 +104,7 @@ def fuzz(url: str, examples: int, modes=("positive", "negative"), timeout: float
                     status: object = answer.status_code
                 except requests.Timeout:
                     answer, status = None, "hang"
-                shown = {k: v for k, v in case.body.items() if k != "inputs"} if isinstance(case.body, dict) else case.body
+                shown = {k: v for k, v in case.body.items() if k != "inputs"} if isinstance(case.body, dict) else op.label
                 slowest.append((round(time.perf_counter() - t0, 2), status, str(shown)[:300]))
                 slowest[:] = sorted(slowest, key=lambda row: -row[0])[:5]
                 counts[mode, status] += 1
@@ -129,6 +129,8 @@ def fuzz(url: str, examples: int, modes=("positive", "negative"), timeout: float
                 pass
     positive = sum(n for (mode, _), n in counts.items() if mode == "positive")
     no_tensors = sum(n for (sent, _), n in tensors.items() if not sent)
+    # Those the adapter runs: a kernel needing a feature it lacks depends on the machine, not the schema.
+    runnable = no_tensors - sum(n for (_, sent, r), n in refusals.items() if not sent and refusal_class(r) == "adapter")
     return {
         "cases": sum(counts.values()),
         "by_mode_and_status": {f"{m} {s}": n for (m, s), n in sorted(counts.items(), key=str)},
@@ -137,6 +139,7 @@ def fuzz(url: str, examples: int, modes=("positive", "negative"), timeout: float
         "positive_200_share": counts["positive", 200] / positive if positive else None,
         "positive_without_tensors_200_share": tensors[False, 200] / no_tensors if no_tensors else None,
         "positive_without_tensors": no_tensors,
+        "positive_without_tensors_runnable_200_share": tensors[False, 200] / runnable if runnable else None,
         "slowest_s": slowest[0][0] if slowest else 0.0,
         "slowest": slowest,
         "positive_refusals_by_class": _by_class(refusals),

@@ -29,10 +29,13 @@ def test_no_case_is_a_server_error_or_a_hang(summary):
 
 
 def test_valid_cases_reach_the_run(summary):
-    """Of the valid cases that leave the inputs seeded, most are answered 200 (the rest break a
-    rule between fields, e.g. GQA or the size of a case, that JSON Schema cannot state)."""
+    """Of the valid cases that leave the inputs seeded and name a kernel this adapter runs, most
+    are answered 200 (the rest break a rule that JSON Schema cannot state: GQA, the size of a
+    case). Here 66% (121 of 183; 64% counting the 6 that need subgroup matrices); the cases are
+    derandomized, the same on every machine, and those needing a feature the adapter lacks are
+    left out of the share."""
     assert summary["positive_without_tensors"] >= EXAMPLES // 4
-    assert summary["positive_without_tensors_200_share"] >= 0.5, summary["by_mode_and_status"]
+    assert summary["positive_without_tensors_runnable_200_share"] >= 0.5, summary["by_mode_and_status"]
 
 
 def test_valid_cases_are_refused_only_for_rules_the_schema_cannot_state(summary):
