@@ -1,11 +1,16 @@
 """Request and response bodies of the JSON API (pydantic validates; errors become 422 JSON).
 
 The run request is generated from the interfaces' live configurations (wgattn.interfaces.config:
-each field's bounds, choices and float check as data), one model per interface, chosen by the
-kernel the request names: the OpenAPI document then says what the server accepts field by field
-(no unknown keys, every bound), and a schema-driven client reaches the run. What JSON Schema
-cannot say, rules between fields (GQA, the size of a case) and the inputs' shapes, stays in
-wgattn.live: a 422 naming the fields.
+each field's bounds, choices and float check as data), one model per interface and set of kernel
+limits (the kernels that support head_dim <= 256 get a model that says so), chosen by the kernel
+the request names: the OpenAPI document then says what the server accepts field by field (no
+unknown keys, every bound), and a schema-driven client reaches the run. What JSON Schema cannot
+say stays in wgattn.live and the runtime, a 422 naming the fields: the size of a case (a product
+of fields against a memory bound), one field against another (positions within the history; GQA,
+whose heads_kv "must divide heads" in its description: as JSON Schema it is a branch per value,
+which made the document 6x larger and schemathesis's generation 6x slower, and drew larger
+cases that the size bound refuses instead; docs/reliability.md), the inputs' shapes (they follow
+from the configuration), and what the adapter lacks.
 """
 
 from __future__ import annotations
@@ -45,7 +50,9 @@ class Tensor(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     dtype: Literal["float32", "int32", "bool"]
-    shape: List[Annotated[int, Field(ge=0)]] = Field(max_length=8)
+    # An accepted tensor has the configuration's shape, within MAX_ELEMENTS: no extent is larger
+    # (a zero-size shape with larger ones was NumPy's "cannot reshape" or "array is too big").
+    shape: List[Annotated[int, Field(ge=0, le=MAX_ELEMENTS)]] = Field(max_length=8)
     data: str = Field(max_length=MAX_DATA_CHARS, pattern=_BASE64)
 
     def array(self, name: str):
@@ -84,7 +91,8 @@ def _field_type(name: str, kind: type, md: Mapping[str, Any]) -> Any:
 
 def _description(md: Mapping[str, Any]) -> Optional[str]:
     meanings = [f"{value}: {meaning}" for value, meaning in (md.get("sentinels") or {}).items()]
-    text = "; ".join(filter(None, [md.get("hint", ""), *meanings]))
+    divides = f"must divide {md['divides']}" if md.get("divides") else ""
+    text = "; ".join(filter(None, [md.get("hint", ""), divides, *meanings]))
     return text or None
 
 
@@ -104,15 +112,21 @@ def _known_keys(refuse: Callable[[List[str], Mapping[str, Any]], None]) -> Any:
     return known
 
 
-def _config_model(iface: interfaces.Interface) -> Type[BaseModel]:
-    """The interface's live configuration as a pydantic model: its fields, defaults and bounds."""
+def _config_model(iface: interfaces.Interface, limits: Mapping[str, int], suffix: str) -> Type[BaseModel]:
+    """The interface's live configuration as a pydantic model: its fields, defaults and bounds,
+    the bounds in the schema narrowed to the kernels' `limits` (the registry refuses past them,
+    naming the kernel: that check and its message stay the runtime's)."""
     hints = typing.get_type_hints(iface.Config)
-    fields: Dict[str, Any] = {
-        f.name: (_field_type(f.name, hints[f.name], f.metadata), Field(f.default, description=_description(f.metadata)))
-        for f in dataclasses.fields(iface.Config)
-    }
+    fields: Dict[str, Any] = {}
+    for f in dataclasses.fields(iface.Config):
+        md = dict(f.metadata)
+        if f.name in limits:
+            md["max"] = min(md["max"], limits[f.name])
+        shown = _json_schema(hints[f.name], md)
+        field_type = Annotated[_field_type(f.name, hints[f.name], f.metadata), WithJsonSchema(shown)]
+        fields[f.name] = (field_type, Field(f.default, description=_description(f.metadata)))
     return create_model(
-        f"{_camel(iface.name)}Config",
+        f"{_camel(iface.name)}{suffix}Config",
         __config__=ConfigDict(extra="forbid"),
         __doc__=f"The seeded configuration of a {iface.name} kernel (wgattn.live).",
         __validators__={"known": _known_keys(lambda unknown, body: live.make_config(iface, body))},
@@ -149,7 +163,7 @@ def _tensor_model(dtype: str, rank: int) -> Type[Tensor]:
         __base__=Tensor,
         __doc__=f"A {rank}-d {dtype} tensor on the wire: little-endian bytes, base64 (see wgattn.wire).",
         dtype=(Literal[dtype], ...),
-        shape=(List[Annotated[int, Field(ge=0)]], Field(min_length=rank, max_length=rank)),
+        shape=(List[Annotated[int, Field(ge=0, le=MAX_ELEMENTS)]], Field(min_length=rank, max_length=rank)),
     )
 
 
@@ -171,15 +185,31 @@ def _inputs_model(iface: interfaces.Interface) -> Type[BaseModel]:
     )
 
 
-def _run_model(iface: interfaces.Interface) -> Type[BaseModel]:
-    """POST /api/run's body for the kernels of one interface."""
-    ids = tuple(k.id for k in iface.kernels())
-    Config = _config_model(iface)
+def _kernel_groups(iface: interfaces.Interface) -> Dict[str, Tuple[Tuple[str, ...], Dict[str, int]]]:
+    """The interface's kernels grouped by their limits on configuration fields (registry
+    `limits`, e.g. head_dim <= 256), each group named: the interface's name, with the limits
+    when its kernels do not all share them (varlen_bwd and varlen_bwd_head_dim256)."""
+    config_fields = {f.name for f in dataclasses.fields(iface.Config)}
+    groups: Dict[Tuple[Tuple[str, int], ...], List[str]] = {}
+    for k in iface.kernels():
+        key = tuple(sorted((n, int(v)) for n, v in k.limits.items() if n in config_fields))
+        groups.setdefault(key, []).append(k.id)
+    named = {}
+    for key, ids in groups.items():
+        name = iface.name + ("".join(f"_{n}{v}" for n, v in key) if len(groups) > 1 else "")
+        named[name] = (tuple(ids), dict(key))
+    return named
+
+
+def _run_model(iface: interfaces.Interface, name: str, ids: Tuple[str, ...], limits: Mapping[str, int]) -> Type[BaseModel]:
+    """POST /api/run's body for the kernels `ids` of one interface that share `limits`."""
+    suffix = _camel(name[len(iface.name) :])
+    Config = _config_model(iface, limits, suffix)
     kernel_field: Any = Field(..., description=f"a registered {iface.name} kernel (GET /api/kernels)")
     if DEFAULT_KERNEL in ids:
         kernel_field = Field(DEFAULT_KERNEL, description=f"a registered {iface.name} kernel; default {DEFAULT_KERNEL}")
     return create_model(
-        f"Run{_camel(iface.name)}",
+        f"Run{_camel(name)}",
         __config__=ConfigDict(extra="forbid"),
         __doc__=f"Run a {iface.name} kernel natively on `config`'s seeded inputs, or on `inputs`.",
         kernel=(Literal[ids], kernel_field),
@@ -189,19 +219,27 @@ def _run_model(iface: interfaces.Interface) -> Type[BaseModel]:
 
 
 def request_models() -> Dict[str, Type[BaseModel]]:
-    """interface -> its run request model."""
-    return {iface.name: _run_model(iface) for iface in interfaces.every()}
+    """model name (an interface, and its kernels' limits where they differ) -> its run request model."""
+    return {
+        name: _run_model(iface, name, ids, limits)
+        for iface in interfaces.every()
+        for name, (ids, limits) in _kernel_groups(iface).items()
+    }
+
+
+_MODEL_OF_KERNEL: Dict[str, str] = {
+    kernel: name for iface in interfaces.every() for name, (ids, _) in _kernel_groups(iface).items() for kernel in ids
+}
 
 
 def _interface_of(body: Any) -> Optional[str]:
-    """Which interface's model reads this body (a dict from JSON, a model when validated again):
-    that of the kernel it names (DEFAULT_KERNEL when none); None, a 422 listing the kernels, for a
-    kernel that is not registered."""
+    """Which model reads this body (a dict from JSON, a model when validated again): that of the
+    kernel it names (DEFAULT_KERNEL when none); None, a 422 listing the kernels, for a kernel that
+    is not registered."""
     if not isinstance(body, dict):  # the default's model says what a body must be
         body = {"kernel": getattr(body, "kernel", DEFAULT_KERNEL)}
     kernel = body.get("kernel", DEFAULT_KERNEL)
-    known = registry.load().kernels
-    return known[kernel].interface if isinstance(kernel, str) and kernel in known else None
+    return _MODEL_OF_KERNEL.get(kernel) if isinstance(kernel, str) else None
 
 
 _KERNELS: Tuple[str, ...] = tuple(registry.load().kernels)

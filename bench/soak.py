@@ -35,6 +35,7 @@ SMALL = {
     "varlen_bwd": {"batch": 2, "heads": 2, "seq_q": 16, "seq_k": 24, "head_dim": 16, "padding": True},
     "attn_probs": {"heads": 4, "heads_kv": 2, "history": 48, "head_dim": 16},
     "attn_probs_batched": {"heads": 4, "heads_kv": 2, "history": 48, "head_dim": 16, "positions": 8},
+    "paged_decode": {"batch": 2, "heads": 4, "heads_kv": 2, "seq_len": 48, "head_dim": 16, "block_size": 16},
 }
 
 

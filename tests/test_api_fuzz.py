@@ -155,8 +155,11 @@ def run_bodies(draw):
         "seed": draw(st.integers(0, 2**32 - 1)),
     }
     sdpa = [k for k in _kernel_ids() if k.startswith("sdpa_arena.")]
-    # Mostly kernels of the interface the config is for; sometimes any registered kernel.
-    body = {"kernel": draw(st.sampled_from(sdpa * 12 + _kernel_ids())), "config": config}
+    # Mostly kernels of the interface the config is for; one time in eight any registered kernel
+    # (a share that does not shrink the valid cases as kernels are registered: weighting the list,
+    # 153 of 400 were 200 with 11 kernels, 139 with 14).
+    kernel = draw(st.sampled_from(_kernel_ids())) if draw(st.integers(0, 7)) == 0 else draw(st.sampled_from(sdpa))
+    body = {"kernel": kernel, "config": config}
     if draw(st.booleans()):
         inputs = {}
         for name, arr in SdpaCase(**config).inputs().items():

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from helpers import WIDE, failures, needs_features, ratio
-from wgattn import conformance, native, reference, registry, tolerance, wgsl
+from wgattn import conformance, live, native, reference, registry, tolerance, wgsl
 from wgattn.interfaces.paged_decode import IN_FLIGHT_BYTES, MAX_SPLITS, bytes_touched, split_count, tiles
 from wgattn.interfaces.paged_decode import INTERFACE as decode
 from wgattn.target import WEBGPU_LIMITS, Target
@@ -249,6 +249,22 @@ def test_the_f16_kernel_uploads_a_float16_cache_and_asks_for_shader_f16():
     assert all(d.requires == ("shader-f16",) for d in p.dispatches)
     (k,) = [b for b in p.buffers if b.name == "k_cache"]
     assert len(k.data) == case.inputs["k_cache"].size * 2 and "enable f16;" in p.dispatches[0].source
+
+
+def test_a_float16_cache_of_an_odd_number_of_values_is_uploaded(native_runtime):
+    """WebGPU writes a buffer in 4-byte words: a float16 cache of an odd number of values (head_dim
+    1, one-token blocks: 5 halves per cache) was a validation error and a discarded device, a 503 for
+    a valid request (found by schemathesis). Now it runs and matches the reference."""
+    kernel = REG.kernel("paged_decode.split_f16")
+    needs_features(native_runtime, kernel)
+    config = {"batch": 1, "heads": 1, "heads_kv": 1, "seq_len": 4, "head_dim": 1, "block_size": 1, "ragged": False}
+    run = live.build(kernel.id, config)
+    assert run.case.inputs["k_cache"].size % 2  # odd: the upload is padded to a whole word
+    rows = conformance.run_case(native_runtime, kernel, run.case)
+    bad = failures(rows)
+    assert not bad, "; ".join(bad)
+    (k,) = [b for b in run.plan(native_runtime.target).buffers if b.name == "k_cache"]
+    assert len(k.data) == 12 and k.data[10:] == b"\0\0"
 
 
 def test_the_native_api_runs_decode(native_runtime):

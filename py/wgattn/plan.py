@@ -67,6 +67,10 @@ class Buffer:
         self.size = max(4, (int(self.size) + 3) // 4 * 4)
         if self.data is not None and len(self.data) > self.size:
             raise ValueError(f"buffer {self.name}: {len(self.data)} bytes of data exceed size {self.size}")
+        # writeBuffer copies whole 4-byte words too: an odd count of float16 values (a cache of
+        # head_dim 1) was a validation error. The buffer past the data is zeros either way.
+        if self.data is not None and len(self.data) % 4:
+            self.data = bytes(self.data) + bytes(-len(self.data) % 4)
 
 
 @dataclass

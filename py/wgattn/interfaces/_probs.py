@@ -47,15 +47,14 @@ class HistoryConfig(LiveConfig):
     follow these)."""
 
     heads: int = knob(8, 1, 256)
-    heads_kv: int = knob(2, 1, 256, hint="key heads (GQA)")
+    heads_kv: int = knob(2, 1, 256, hint="key heads (GQA)", divides="heads")
     history: int = knob(256, 1, 1 << 20)
     head_dim: int = knob(64, 1, 1024)
 
 
 def check_size(positions: int, heads: int, heads_kv: int, history: int, head_dim: int) -> None:
-    """GQA, and a live case within MAX_ELEMENTS (q, k_hist) and MAX_SCORES (probabilities)."""
-    if heads % heads_kv:
-        raise ValueError(f"heads ({heads}) must be a multiple of heads_kv ({heads_kv}) for grouped-query attention")
+    """A live case within MAX_ELEMENTS (q, k_hist) and MAX_SCORES (probabilities); GQA is the
+    configuration's `divides` (wgattn.interfaces.config)."""
     elements = head_dim * (positions * heads + history * heads_kv)
     scores = positions * heads * history
     if elements > MAX_ELEMENTS or scores > MAX_SCORES:

@@ -229,7 +229,7 @@ class PackedConfig(LiveConfig):
 
     batch: int = knob(2, 1, 256)
     heads: int = knob(4, 1, 256)
-    heads_kv: int = knob(0, 0, 256, sentinels={0: "as many as heads"}, hint="key/value heads (GQA)")
+    heads_kv: int = knob(0, 0, 256, sentinels={0: "as many as heads"}, hint="key/value heads (GQA)", divides="heads")
     seq_q: int = knob(128, 1, 65536)
     seq_k: int = knob(128, 1, 65536)
     head_dim: int = knob(64, 1, 1024)
@@ -246,8 +246,6 @@ class PackedConfig(LiveConfig):
         return self.heads_kv or self.heads
 
     def check(self) -> None:
-        if self.heads % self.kv_heads:
-            raise ValueError(f"heads ({self.heads}) must be a multiple of heads_kv ({self.heads_kv}) for grouped-query attention")
         check_size(self.batch, self.heads, self.kv_heads, self.seq_q, self.seq_k, self.head_dim)
 
     def tensors(self) -> Dict[str, np.ndarray]:

@@ -10,10 +10,11 @@ whose stream is the same in numpy 1.17 under Pyodide and in 2.x on the server). 
 carries in `dataclasses.fields(cls)[i].metadata` its bounds (`min`, `max`), `choices`,
 `sentinels` (values that mean something special) and a `hint`; float fields name the one numeric
 check they go through (wgattn.reference.check_scale or check_softcap; F32_RANGES says what each
-lets through). `LiveConfig` checks every
-field against that data when the object is made (a ValueError naming the field and what is
-allowed), and `schema()` hands the same data to the page's form and to whoever derives a request
-model from it. Cross-field rules (GQA, sizes) live in each class's `check()`.
+lets through); a field that must divide another (GQA's key/value heads divide the query heads)
+names it in `divides`. `LiveConfig` checks every field against that data when the object is made
+(a ValueError naming the field and what is allowed), and `schema()` hands the same data to the
+page's form and to whoever derives a request model from it. Rules between fields that are not
+data (the size of a case) live in each class's `check()`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import numpy as np
 
 from .. import reference
 
-__all__ = ["knob", "LiveConfig", "FieldSchema", "F32_CHECKS", "F32_RANGES", "LABELS", "check_field"]
+__all__ = ["knob", "LiveConfig", "FieldSchema", "F32_CHECKS", "F32_RANGES", "LABELS", "check_field", "check_divides"]
 
 # The one numeric check per kind of float field: what the kernel receives is a normal float32.
 F32_CHECKS: Dict[str, Callable[[Any], float]] = {
@@ -74,10 +75,12 @@ def knob(
     sentinels: Optional[Mapping[Any, str]] = None,
     hint: str = "",
     f32: str = "",
+    divides: str = "",
 ) -> Any:
     """A configuration field: its default, its bounds [lo, hi] (ints), its `choices` (strings),
-    `sentinels` ({value: meaning}), a `hint`, and for a float the name of its numeric check
-    (F32_CHECKS: "scale" or "softcap", whose bounds it takes: F32_RANGES' ends)."""
+    `sentinels` ({value: meaning}), a `hint`, for a float the name of its numeric check
+    (F32_CHECKS: "scale" or "softcap", whose bounds it takes: F32_RANGES' ends), and for an int
+    the field it `divides` (a sentinel 0 divides everything: it means "as many as" that field)."""
     if f32:
         lo, hi = F32_RANGES[f32][0][0], F32_RANGES[f32][-1][1]
     metadata = {
@@ -87,6 +90,7 @@ def knob(
         "sentinels": {str(k): v for k, v in (sentinels or {}).items()},
         "hint": hint,
         "f32": f32,
+        "divides": divides,
     }
     return field(default=default, metadata=metadata)
 
@@ -125,6 +129,15 @@ def check_field(name: str, kind: type, value: Any, md: Mapping[str, Any]) -> Non
             raise ValueError(f"{name} must be one of {md['choices']}, got {value!r}")
 
 
+def check_divides(name: str, value: Any, md: Mapping[str, Any], config: Mapping[str, Any]) -> None:
+    """A field that divides another (knob's `divides`; 0, a sentinel, divides everything): a
+    ValueError naming both. GQA is the one such rule: a key/value head serves a whole group of
+    query heads."""
+    other = md.get("divides")
+    if other and value and config[other] % value:
+        raise ValueError(f"{other} ({config[other]}) must be a multiple of {name} ({value}) for grouped-query attention")
+
+
 @dataclass
 class LiveConfig:
     """The base of every interface's live configuration (no fields of its own)."""
@@ -133,6 +146,9 @@ class LiveConfig:
         hints = typing.get_type_hints(type(self))
         for f in fields(self):
             check_field(f.name, hints[f.name], getattr(self, f.name), f.metadata)
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        for f in fields(self):
+            check_divides(f.name, values[f.name], f.metadata, values)
         self.check()
 
     def check(self) -> None:

@@ -217,7 +217,7 @@ class DecodeConfig(LiveConfig):
     batch: int = knob(4, 1, 64)
     new_tokens: int = knob(1, 1, _reference.MAX_NEW_TOKENS, hint="speculative decoding verifies several at once")
     heads: int = knob(8, 1, 128)
-    heads_kv: int = knob(2, 0, 128, sentinels={0: "as many as heads"}, hint="key/value heads (GQA)")
+    heads_kv: int = knob(2, 0, 128, sentinels={0: "as many as heads"}, hint="key/value heads (GQA)", divides="heads")
     seq_len: int = knob(1000, 1, 65536, hint="tokens in the cache of the first sequence, the new ones included")
     head_dim: int = knob(64, 1, 256)
     block_size: int = knob(16, 1, 256, hint="tokens per cache block")
@@ -233,8 +233,6 @@ class DecodeConfig(LiveConfig):
         return self.heads_kv or self.heads
 
     def check(self) -> None:
-        if self.heads % self.kv_heads:
-            raise ValueError(f"heads ({self.heads}) must be a multiple of heads_kv ({self.heads_kv}) for grouped-query attention")
         if self.seq_len < self.new_tokens:
             raise ValueError(f"seq_len ({self.seq_len}) must hold the {self.new_tokens} new tokens")
         cache = 2 * (self.batch * self.seq_len + self.block_size) * self.kv_heads * self.head_dim
