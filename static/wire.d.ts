@@ -409,6 +409,27 @@ interface BenchSkipped {
   skipped: string;
 }
 
+/** PageSession.decode_start: the decode kernel and the WGSL copy of one decode case (jobs 0 and 1, one series), timed by the benchmark's protocol (bench_schedule, bench_warm, bench_calibrate, bench_record); each filled on the GPU (decode_fill) and checked (decode_check) first. (Python: wgattn.page.replies.DecodeStart) */
+interface DecodeStart {
+  bench: number;
+  case: Record<string, unknown>;
+  bytes: number;
+  protocol: BenchProtocol;
+  repeat: number;
+  jobs: BenchJob[];
+  series: BenchSeries[];
+  stamps_kept: number;
+  skipped: BenchSkip[];
+}
+
+/** PageSession.decode_check: a decode output against the float64 reference, on the (sequence, kv head) pairs named. (Python: wgattn.page.replies.DecodeCheck) */
+interface DecodeCheck {
+  ok: boolean;
+  max_abs_err: JsonFloat;
+  allowed: number;
+  pairs: number[][];
+}
+
 /** The page's wgattn.page.PageSession under Pyodide: JSON in, JSON out. (Python: wgattn.page.session.PageSession) */
 interface WgattnPage {
   /** Store the browser's read-back bytes of one buffer (a JS Uint8Array or bytes). */
@@ -431,6 +452,12 @@ interface WgattnPage {
   bench_start(request_json: string): string;
   /** After a warm-up round: JSON {"done", "warmed"} (wgattn.page.bench_jobs.warm). */
   bench_warm(bench_id: number, state_json: string): string;
+  /** Job `index`'s out buffer (a JS Uint8Array or bytes) against the float64 reference: JSON DecodeCheck. A job is recorded only once its check passed. */
+  decode_check(bench_id: number, index: number, data: Uint8Array): string;
+  /** JSON [plan]: the fills of job `index`'s cache buffers, each binding the timed plan's buffer of its name (the page runs them on those buffers before anything is timed). */
+  decode_fill(bench_id: number, index: number): string;
+  /** A decode benchmark (wgattn.page.bench_jobs.decode_start): JSON DecodeStart. Its jobs' plans come from bench_plan, their caches are filled by decode_fill's plans and checked by decode_check, then timed like any benchmark's. Replaces the previous benchmark. */
+  decode_start(request_json: string): string;
   /** JSON picture of |a - b| for one output and query head of a finished run. */
   error_map(run: number, output: string, a: string, b: string, head?: number): string;
   /** Compare every pair of runtimes on every output (wgattn.page.compare); JSON {kernel, config, pairs, runtimes, ...}. The run is kept, for its pictures, among the last KEEP_FINISHED finished ones. */

@@ -65,6 +65,8 @@ WIRE: List[Tuple[str, Any]] = [
     ("BenchPlan", replies.BenchPlan),
     ("BenchPlanned", replies.BenchPlanned),
     ("BenchSkipped", replies.BenchSkipped),
+    ("DecodeStart", replies.DecodeStart),
+    ("DecodeCheck", replies.DecodeCheck),
 ]
 
 # Floats that may be infinite or NaN on the wire (wgattn.wire.jsonable writes them as strings):

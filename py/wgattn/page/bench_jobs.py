@@ -15,11 +15,12 @@ import json
 import math
 from typing import Any, Dict, List, Optional, Tuple
 
-from .. import bench, interfaces, protocol, registry
+from .. import bandwidth, bench, interfaces, protocol, registry
+from ..interfaces.paged_decode import INTERFACE as decode_iface
 from ..plan import Plan
 from ..target import Target
-from .replies import BenchCalibration, BenchItem, BenchSeries, BenchSkip, BenchStart, BenchWarm
-from .tables import BenchJob
+from .replies import BenchCalibration, BenchItem, BenchSeries, BenchSkip, BenchStart, BenchWarm, DecodeCheck, DecodeStart
+from .tables import BenchJob, DecodeBench
 
 # What one request may ask for: (lowest, highest) per knob, ...
 RANGES: Dict[str, Tuple[int, int]] = {
@@ -205,6 +206,11 @@ def job_plans(job: BenchJob, index: int, target: Target) -> List[Plan]:
     the last is handed out (`handed_out`); ValueError when the kernel cannot build them (a size
     past its limit, no tile that fits: the plans' `unavailable`). The tile that ran is kept for
     the record."""
+    if job.decode is not None:  # built at decode_start: the filled case's plans hold no cache bytes
+        plan = job.decode.plans[item(job, index)["index"]]
+        if plan.unavailable:
+            raise ValueError(plan.unavailable)
+        return [plan]
     if job.cache is None or job.cache[0] != index:
         it = item(job, index)
         job.cache = None  # free the previous job's bytes first
@@ -308,6 +314,8 @@ def record(job: BenchJob, index: int, payload_json: str) -> Tuple[Dict[str, obje
         warmed=bool(p.get("warmed")),
         resolution_ns=protocol.resolution_of(known, _stamps(p.get("stamps", []), "stamps")),
     )
+    if job.decode is not None:
+        return _decode_record(job, index, measured, {"timer": timer, "adapter": adapter}, repeat), repeat == job.repeat - 1
     try:
         rec = bench.make_record(
             it["op"], it["impl"], it["shape"], it["causal"], it["dtype"], adapter, measured, job.protocol, timer, job.info
@@ -316,3 +324,128 @@ def record(job: BenchJob, index: int, payload_json: str) -> Tuple[Dict[str, obje
     except ValueError as exc:
         raise ValueError(f"{it['impl']}: {exc}") from None
     return rec.to_json(), repeat == job.repeat - 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Decode as bandwidth: one case, the decode kernel and the WGSL copy in one series
+# ---------------------------------------------------------------------------------------------
+
+DECODE_RANGES: Dict[str, Tuple[int, int]] = {
+    "batch": (1, 64),
+    "heads_q": (1, 128),
+    "heads_kv": (1, 128),
+    "head_dim": (1, 256),
+    "seq_len": (1, 1 << 20),
+    "new_tokens": (1, 8),
+    "block_size": (1, 256),
+}
+
+
+def decode_start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, DecodeStart]:
+    """{"case": {wgattn.bandwidth.CASE_FIELDS, "name"?}, "rounds"?, "warmup_s"?, "repeat"?,
+    "user_agent"?} -> the job and the page's reply (DecodeStart): job 0 the case's decode kernel
+    (paged_decode.split_f16 for an f16 cache, paged_decode.split for f32) on a cache the GPU
+    fills (`decode_fill`), job 1 the WGSL copy of the bytes a step reads. A job the target cannot
+    hold (a buffer past its limits) is skipped with the reason."""
+    request = _json_object(request_json, "the decode benchmark request")
+    raw = request.get("case")
+    if not isinstance(raw, dict):
+        raise ValueError(f"case must be an object with {list(bandwidth.CASE_FIELDS)}, got {raw!r}")
+    case: Dict[str, object] = {"name": str(raw.get("name", "decode"))}
+    for key, (lo, hi) in DECODE_RANGES.items():
+        value = raw.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise ValueError(f"case.{key} must be an integer in {lo}..{hi}, got {value!r}")
+        case[key] = value
+    if raw.get("cache") not in ("f16", "f32"):
+        raise ValueError(f"case.cache must be 'f16' or 'f32', got {raw.get('cache')!r}")
+    case["cache"] = raw["cache"]
+    if case["heads_q"] % case["heads_kv"] or case["seq_len"] < case["new_tokens"]:  # type: ignore[operator]
+        raise ValueError("case.heads_kv must divide case.heads_q, and case.seq_len hold the new tokens")
+    rounds = _int_in(request, "rounds", default=10)
+    repeat = _int_in(request, "repeat", default=1)
+    proto = protocol.Protocol.of(rounds, _seconds(request, "warmup_s", protocol.Protocol.warmup_s))
+    user_agent = request.get("user_agent", "")
+    if not isinstance(user_agent, str):
+        raise ValueError(f"user_agent must be a string, got {user_agent!r}")
+    filled = bandwidth.filled_case(case)
+    kernel = bandwidth.kernel_of(case)
+    plan = decode_iface.plan(kernel, filled, target)
+    copy = bandwidth.copy_plan(bandwidth.bytes_touched(case), target.limit("max-storage-buffer-binding-size"))
+    copy.unavailable = target.why_not(copy)
+    splits = 0 if plan.unavailable else int(decode_iface.layout_on(kernel, filled, target).values["num_splits"])
+    shape = [int(case[k]) for k in ("batch", "heads_q", "seq_len", "head_dim")]  # type: ignore[call-overload]
+    dtype = str(case["cache"])
+    impls = [bandwidth.kernel_for(dtype), "wgsl.copy"]
+    items: List[BenchItem] = [
+        {"index": i, "op": "decode", "impl": impl, "shape": shape, "causal": False, "flops": 0.0, "dtype": dtype, "plans": 1}
+        for i, impl in enumerate(impls)
+    ]
+    skipped: List[BenchSkip] = [{"impl": impls[i], "reason": p.unavailable} for i, p in enumerate((plan, copy)) if p.unavailable]
+    runtime, browser = bench.browser_of(user_agent)
+    info = bench.RunInfo.now(runtime=runtime, browser=browser)
+    job = BenchJob(items, proto, repeat, info, [[0, 1]])
+    job.decode = DecodeBench(case, filled, [plan, copy], bandwidth.bytes_touched(case), splits)
+    for s in skipped:
+        job.left.discard(impls.index(s["impl"]))
+    reply: DecodeStart = {
+        "bench": bench_id,
+        "case": case,
+        "bytes": job.decode.bytes,
+        "protocol": proto,
+        "repeat": repeat,
+        "jobs": items,
+        "series": [{"shape": shape, "jobs": [0, 1]}],
+        "stamps_kept": protocol.STAMPS_KEPT,
+        "skipped": skipped,
+    }
+    return job, reply
+
+
+def _decode(job: BenchJob) -> DecodeBench:
+    if job.decode is None:
+        raise ValueError("this benchmark is not a decode benchmark (decode_start)")
+    return job.decode
+
+
+def decode_fill(job: BenchJob, index: int) -> List[Plan]:
+    """The fills of job `index`'s cache buffers (the decode kernel's; none for the copy)."""
+    d = _decode(job)
+    if item(job, index)["impl"] == "wgsl.copy":
+        return []
+    return bandwidth.fill_plans(d.plans[index], half=d.case["cache"] == "f16")
+
+
+def decode_check(job: BenchJob, index: int, out: bytes) -> DecodeCheck:
+    """Job `index`'s out buffer (read back after one run on the filled cache) against the
+    float64 reference (wgattn.bandwidth.check_filled); kept for its records."""
+    d = _decode(job)
+    (output,) = [o for o in d.plans[index].outputs if o.name == "out"]
+    got = bandwidth.check_filled(d.case_obj, output.take(out))
+    verdict: DecodeCheck = {
+        "ok": bool(got["pass"]),
+        "max_abs_err": float(got["max_abs_err"]),  # type: ignore[arg-type]
+        "allowed": float(got["allowed"]),  # type: ignore[arg-type]
+        "pairs": got["pairs"],  # type: ignore[typeddict-item]
+    }
+    d.checks[index] = dict(verdict)
+    return verdict
+
+
+def _decode_record(job: BenchJob, index: int, measured: protocol.Measured, p: Dict[str, Any], repeat: int) -> Dict[str, object]:
+    d = _decode(job)
+    impl = item(job, index)["impl"]
+    if impl == "wgsl.copy":
+        nbytes, kind, verified = 2 * d.plans[index].buffers[0].size, "copy", None
+    else:
+        if not d.checks.get(index, {}).get("ok"):
+            raise ValueError(f"{impl}: its output was not checked against the reference (decode_check): not recording it")
+        nbytes, kind, verified = d.bytes, "decode", d.checks[index]
+    knobs = d.plans[index].dispatches[0].constants if kind == "decode" else {}
+    config = " ".join(f"{k}={int(v)}" for k, v in knobs.items() if k in ("WG", "KPG", "BC", "RB"))
+    splits = d.splits if kind == "decode" else 0
+    return bandwidth.record(
+        d.case, impl, kind, nbytes, measured, job.protocol, p["timer"], p["adapter"], job.info,
+        mode="checked" if kind == "decode" else "", splits=splits, rule=kind == "decode", config=config,
+        repeat=repeat, verified=verified,
+    )  # fmt: skip

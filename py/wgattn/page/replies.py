@@ -32,6 +32,8 @@ __all__ = [
     "BenchPlan",
     "BenchPlanned",
     "BenchSkipped",
+    "DecodeStart",
+    "DecodeCheck",
 ]
 
 
@@ -164,6 +166,33 @@ class BenchStart(TypedDict):
     stamps_kept: int  # timestamps per sample to send with a record (the timer's resolution)
     skipped: List[BenchSkip]
     limits: Dict[str, Any]
+
+
+class DecodeStart(TypedDict):
+    """PageSession.decode_start: the decode kernel and the WGSL copy of one decode case (jobs 0
+    and 1, one series), timed by the benchmark's protocol (bench_schedule, bench_warm,
+    bench_calibrate, bench_record); each filled on the GPU (decode_fill) and checked
+    (decode_check) first."""
+
+    bench: int
+    case: Dict[str, Any]  # wgattn.bandwidth.CASE_FIELDS and the case's name
+    bytes: int  # K and V bytes a step reads (wgattn.bandwidth.bytes_touched)
+    protocol: Protocol
+    repeat: int
+    jobs: List[BenchItem]
+    series: List[BenchSeries]
+    stamps_kept: int
+    skipped: List[BenchSkip]
+
+
+class DecodeCheck(TypedDict):
+    """PageSession.decode_check: a decode output against the float64 reference, on the
+    (sequence, kv head) pairs named."""
+
+    ok: bool
+    max_abs_err: float
+    allowed: float
+    pairs: List[List[int]]
 
 
 class BenchWarm(TypedDict):

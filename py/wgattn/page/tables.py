@@ -87,6 +87,19 @@ class GridJob:
 
 
 @dataclass
+class DecodeBench:
+    """A decode benchmark's case (wgattn.bandwidth.CASE_FIELDS, its name), the plans of its jobs
+    (the kernel on the filled case, the copy) and each job's check (bench_jobs.decode_check)."""
+
+    case: Dict[str, object]
+    case_obj: Case
+    plans: List[Plan]
+    bytes: int
+    splits: int  # the split rule's count on this target
+    checks: Dict[int, Dict[str, object]] = field(default_factory=dict)
+
+
+@dataclass
 class BenchJob:
     """A benchmark's jobs, grouped in series (job indices timed together); the plans of the job
     being handed to the page are kept until its last plan is."""
@@ -99,6 +112,7 @@ class BenchJob:
     cache: Optional[Tuple[int, List[Plan]]] = None  # (job index, its plans)
     configs: Dict[int, str] = field(default_factory=dict)  # job index -> the tile that ran, once its plans are built
     left: Set[int] = field(default_factory=set)  # jobs neither recorded nor skipped: none left frees it
+    decode: Optional["DecodeBench"] = None  # a decode benchmark's case and plans (bench_jobs.decode_start)
 
     def __post_init__(self) -> None:
         self.left = set(range(len(self.items)))
