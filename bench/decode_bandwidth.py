@@ -30,11 +30,10 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from wgattn import bench, protocol, reference, registry
+from wgattn import bandwidth, bench, protocol, reference, registry
 from wgattn.interfaces.paged_decode import INTERFACE as decode
 from wgattn.interfaces.paged_decode import bytes_touched as _bytes_touched
-from wgattn.plan import Buffer, Dispatch, Plan
-from wgattn.registry import Pass
+from wgattn.plan import Plan
 
 
 @dataclass(frozen=True)
@@ -113,39 +112,15 @@ def unpaged(case: DecodeCase, x: Dict[str, np.ndarray], name: str) -> np.ndarray
     return np.ascontiguousarray(c.transpose(0, 2, 1, 3))
 
 
-COPY_WGSL = """
-@group(0) @binding(0) var<storage, read> src: array<vec4<u32>>;
-@group(0) @binding(1) var<storage, read_write> dst: array<vec4<u32>>;
-
-@compute @workgroup_size(256)
-fn copy(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-  let i = (wid.x + wid.y * nwg.x) * 256u + lid;
-  if (i < arrayLength(&dst)) {
-    dst[i] = src[i];
-  }
-}
-"""
-
-
 def copy_plan(rt, nbytes: int) -> Plan:
-    """A vec4 copy of `nbytes` (at most a binding's limit) through the same device."""
-    nbytes = min(nbytes, rt.limits["max-storage-buffer-binding-size"]) // 16 * 16
-    return Plan(
-        buffers=[Buffer("src", nbytes, "storage"), Buffer("dst", nbytes, "storage")],
-        dispatches=[
-            Dispatch(
-                label="copy",
-                source=COPY_WGSL,
-                entry_point="copy",
-                constants={},
-                bindings={0: "src", 1: "dst"},
-                layout=[(0, "read-only-storage"), (1, "storage")],
-                workgroups=Pass("copy", "copy", (0, 1), {"items": str(nbytes // 16 // 256)}).workgroups({}, {}),
-            )
-        ],
-        outputs=[],
-    )
+    """A vec4 copy of `nbytes` (at most a binding's limit) through the same device (the page
+    times the same one: wgattn.bandwidth.copy_plan)."""
+    return bandwidth.copy_plan(nbytes, rt.limits["max-storage-buffer-binding-size"])
+
+
+def smoke(case: DecodeCase) -> DecodeCase:
+    """The case shrunk to 2 sequences of at most 700 tokens: does the script run?"""
+    return replace(case, batch=min(case.batch, 2), seq_len=min(case.seq_len, 700))
 
 
 class TorchTimed(protocol.Timed):
@@ -247,7 +222,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     info = bench.RunInfo.now(commit=bench.git_commit())
     chosen = [c for c in cases() if not args.case or c.name in args.case]
     if args.smoke:
-        chosen = [replace(c, batch=min(c.batch, 2), seq_len=min(c.seq_len, 700)) for c in chosen]
+        chosen = [smoke(c) for c in chosen]
     for i, case in enumerate(chosen):
         nbytes = bytes_touched(case)
         print(f"\n{case.name}: {asdict(case)}; {nbytes / 1e9:.3f} GB of K and V a step")
@@ -305,6 +280,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             record = {
                 "kind": e.kind,
                 "case": case.name,
+                "runtime": "native",
                 "shape": asdict(case),
                 "impl": e.impl,
                 "mode": e.mode,

@@ -10,6 +10,7 @@ newest file of each machine, and a new run is compared with the last committed o
                                                        compares it with the machine's last run
     python bench/history.py docs [--check]            write (--check: verify) the generated tables
     python bench/history.py compare NEW.json [--against FILE]
+    python bench/history.py decode RUN/decode.jsonl [--markdown]   the decode tables (GB/s, % of copy)
 
 A row is (op, shape, causal, impl, dtype, runtime, mode). It *moved* when its median moved by
 more than its spread: the larger of the two runs' interquartile ranges. Repeats (back-to-back
@@ -210,6 +211,56 @@ def render(records: Sequence[Record]) -> str:
     return tables(records, markdown=False) + "\n\n" + "\n".join(adapters) + "\n(! wide spread, * warm-up did not settle)"
 
 
+DECODE_COLUMNS = [("chromium", "checked"), ("chromium", "trusted"), ("native", "trusted"), ("native", "checked")]
+
+
+def load_decode(path: Path) -> List[Record]:
+    """The decode records of a .jsonl file (bench/decode_bandwidth.py's --json, the suite's
+    decode.jsonl): one JSON object a line."""
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def decode_table(records: Sequence[Record], markdown: bool = False) -> str:
+    """A table per decode case: a row per kernel at the split rule's count (the sweep's other
+    counts left out) and per copy, a column per runtime and mode: GB/s of the K/V read, its share
+    of the same series' WGSL copy, ±IQR; the first repeat (others after a slash). A kernel row
+    whose output was not checked before timing is marked "unchecked"."""
+    groups: Dict[str, List[Record]] = {}
+    for r in records:
+        if r.get("kind") == "copy" or r.get("rule", True) or str(r["impl"]).startswith("torch."):  # SDPA: no splits
+            groups.setdefault(str(r["case"]), []).append(r)
+    out = []
+    for case, rows in groups.items():
+        modes = {(str(r.get("runtime", "native")), str(r["mode"])) for r in rows}
+        cols = [c for c in DECODE_COLUMNS if c in modes] + sorted(modes - set(DECODE_COLUMNS))
+        impls = list(dict.fromkeys(str(r["impl"]) for r in rows))
+
+        def cell(impl: str, col: Tuple[str, str]) -> str:
+            got = [r for r in rows if r["impl"] == impl and (str(r.get("runtime", "native")), str(r["mode"])) == col]
+            got.sort(key=lambda r: int(r.get("repeat", 0)))  # type: ignore[call-overload]
+            if not got:
+                return ""
+            r = got[0]
+            pct = f" ({float(r['pct_of_copy']):.0f}%)" if r.get("kind") != "copy" and r.get("pct_of_copy") else ""  # type: ignore[arg-type]
+            flag = "" if r.get("kind") == "copy" or "verified" not in r or r["verified"] else " unchecked"
+            more = "".join(f" / {float(x['gbps']):.0f}" for x in got[1:])  # type: ignore[arg-type]
+            return f"{float(r['gbps']):.0f}{pct} ±{100 * float(r['spread']):.1f}%{flag}{more}"  # type: ignore[arg-type]
+
+        head = ["impl", *(f"{c[0]} {c[1]}".strip() for c in cols)]
+        body = [[i, *(cell(i, c) for c in cols)] for i in impls]
+        body = [b for b in body if any(b[1:])]
+        title = f"decode {case}: GB/s (% of the same series' WGSL copy) ±IQR"
+        if markdown:
+            out += [f"**{title}**\n", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+            out += ["| " + " | ".join(b) + " |" for b in body]
+        else:
+            widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+            out.append(title)
+            out += ["  " + "  ".join(str(x).ljust(w) for x, w in zip(row, widths)) for row in [head, *body]]
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
 def report_of(history_file: Path) -> Optional[Dict[str, object]]:
     """The report.json committed beside a history file, or None."""
     path = Path(history_file).parent / REPORTS / Path(history_file).name
@@ -300,6 +351,16 @@ def add(run: Path, machine: Optional[str] = None, history: Path = HISTORY) -> Pa
     if not records_file.exists():
         raise SystemExit(f"history: no {records_file}: give the suite's --out folder or a records file")
     recs = load(records_file)
+    decode_file = records_file.with_name("decode.jsonl")
+    if decode_file.exists() and load_decode(decode_file):  # the suite's --decode: <date>-<machine>-decode.jsonl
+        dec = load_decode(decode_file)
+        name = machine or machine_for(dec)
+        if name is None:
+            raise SystemExit("history: name the machine (--machine) of the decode records")
+        dest = Path(history) / f"{str(dec[0]['time'])[:10]}-{name}-decode.jsonl"
+        dest.write_text(decode_file.read_text())
+        if not recs:
+            return dest
     if not recs:
         raise SystemExit(f"history: {records_file} holds no records")
     machine = machine or machine_for(recs)
@@ -329,7 +390,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     a = sub.add_parser("add", help="take a run in: history file, docs tables, comparison")
     a.add_argument("run", help="the suite's --out folder (records.json, report.json) or a records file")
     a.add_argument("--machine", help="a short name: h100, cpu, ... (default: from the adapters)")
+    dt = sub.add_parser("decode", help="the decode tables of a decode .jsonl file (the suite's decode.jsonl)")
+    dt.add_argument("file")
+    dt.add_argument("--markdown", action="store_true")
     args = ap.parse_args(argv)
+    if args.verb == "decode":
+        print(decode_table(load_decode(Path(args.file)), markdown=args.markdown))
+        return 0
     if args.verb == "docs":
         ok = docs(args.check)
         if not args.check:

@@ -44,10 +44,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "py"), str(ROOT / "e2e"), str(ROOT / "bench")]
 
+import decode_bandwidth  # noqa: E402  (bench/decode_bandwidth.py: the decode cases, the native side)
 import history  # noqa: E402  (bench/history.py)
 
 from pagetools import CHROMIUM_ARGS, serve  # noqa: E402  (the e2e tests' browser and server)
-from wgattn import bench, protocol  # noqa: E402
+from wgattn import bandwidth, bench, protocol  # noqa: E402
 
 KERNELS = [
     "flash_fwd.tiled",
@@ -260,12 +261,14 @@ class BrowserPass:
                 log(f"  FAIL {c['kernel']} {c['case']}: worst |err| / allowance {c['worst']:.3g}")
 
     async def bench(self, req: Dict[str, Any], timeout: float) -> List[Dict]:
-        """One benchmark request in the page: its records, relabelled."""
+        """One benchmark request in the page (a decode case: window.wgattn.decodeBench): its
+        records, relabelled."""
         what = request_name(req)
         t0 = time.time()
-        recs = await self.browser.eval(f"window.wgattn.benchRun({json.dumps(req)})", timeout)
+        call, state_of = ("decodeBench", "decode") if req["op"] == "decode" else ("benchRun", "bench")
+        recs = await self.browser.eval(f"window.wgattn.{call}({json.dumps(req)})", timeout)
         state = await self.browser.eval(
-            "({status: window.wgattn.bench.status, skipped: window.wgattn.bench.skipped, failed: window.wgattn.bench.failed})"
+            f"(({{status, skipped, failed, checks}}) => ({{status, skipped, failed, checks}}))(window.wgattn.{state_of})"
         )
         commit = bench.git_commit()
         for r in recs:
@@ -310,6 +313,8 @@ GRID_JS = """async (iface) => {
 
 
 def request_name(req: Dict[str, Any]) -> str:
+    if req["op"] == "decode":
+        return f"decode {req['case']['name']}"
     return f"{req['op']} {req['B']},{req['H']},{req['seq_lens']},{req['D']}"
 
 
@@ -429,6 +434,30 @@ def page_requests(kernels: Sequence[str], shapes, causal: bool, proto: protocol.
     return reqs
 
 
+def decode_requests(names: Sequence[str], smoke: bool, proto: protocol.Protocol, repeat: int) -> List[Dict]:
+    """The page's decode requests: one per case of bench/decode_bandwidth.py's `cases()` named
+    (shrunk by its `smoke` with `smoke`); cases with sinks or a window are not offered to the page."""
+    known = {c.name: c for c in decode_bandwidth.cases()}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SystemExit(f"suite: --decode takes cases of bench/decode_bandwidth.py, {sorted(known)}; not {unknown}")
+    reqs = []
+    for n in names:
+        c = decode_bandwidth.smoke(known[n]) if smoke else known[n]
+        if c.sinks or c.window_left >= 0:
+            raise SystemExit(f"suite: --decode {n}: the page's decode benchmark takes no sinks nor window")
+        case = {"name": c.name, **{k: getattr(c, k) for k in bandwidth.CASE_FIELDS}}
+        reqs.append({"op": "decode", "case": case, "rounds": proto.rounds, "warmup_s": proto.warmup_s, "repeat": repeat})
+    return reqs
+
+
+def write_decode(out: Path, records: List[Dict]) -> None:
+    """OUT/decode.jsonl: the decode records (bench/decode_bandwidth.py's --json lines), each with
+    its share of its own series' copy bandwidth."""
+    bandwidth.copy_shares(records)
+    (out / "decode.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
 def write(out: Path, records: List[Dict], report: Dict) -> None:
     (out / "records.json").write_text(json.dumps(records, indent=1) + "\n")
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
@@ -454,6 +483,13 @@ def parse_args(argv: Optional[Sequence[str]] = None):
     )
     ap.add_argument("--no-live", dest="live", action="store_false", help="skip the page's live check")
     ap.add_argument("--grid", default="", help="interfaces whose conformance grid each browser pass runs (comma-separated)")
+    ap.add_argument(
+        "--decode",
+        default="",
+        help="decode cases of bench/decode_bandwidth.py timed as bandwidth, natively and in each browser pass "
+        "(comma-separated, e.g. target,target-f32-cache; default none)",
+    )
+    ap.add_argument("--decode-smoke", action="store_true", help="the decode cases shrunk (decode_bandwidth.smoke)")
     ap.add_argument("--driver", choices=("auto", "playwright", "cdp"), default="auto")
     ap.add_argument("--out", default=str(ROOT / ".cache" / "bench"), help="where records.json, report.json, table.txt go")
     ap.add_argument("--history", default=str(ROOT / "bench" / "history"), help="the committed history to compare with")
@@ -497,6 +533,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "gpu_state_before": gpu_state(),
     }
     records: List[Dict] = []
+    decode_names = [n.strip() for n in args.decode.split(",") if n.strip()]
+    decode_reqs = decode_requests(decode_names, args.decode_smoke, proto, args.repeat)
+    decode_records: List[Dict] = []
     log(f"suite: {', '.join(kernels)} at {'; '.join(map(str, shapes))}{' causal' if args.causal else ''}; {sorted(runtimes)}; "
         f"{proto.rounds} rounds, warm-up >= {proto.warmup_s} s, repeat {args.repeat}; out {out}")  # fmt: skip
     if "native" in runtimes:
@@ -512,20 +551,36 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         report["native_s"] = round(time.time() - t0, 1)
         report["torch"] = bench.torch_cuda() or "skipped: no PyTorch with CUDA here"
         write(out, records, report)
+    if "native" in runtimes and decode_names:  # the native side: decode_bandwidth's series, no sweep
+        t0 = time.time()
+        native_jsonl = out / "decode-native.jsonl"
+        native_jsonl.unlink(missing_ok=True)
+        argv = [f"--case={n}" for n in decode_names] + ["--sweep=", f"--rounds={proto.rounds}", f"--warm={proto.warmup_s}"]
+        try:
+            decode_bandwidth.main(argv + [f"--json={native_jsonl}"] + (["--smoke"] if args.decode_smoke else []))
+        except (Exception, SystemExit) as exc:  # a wrong answer (SystemExit) or no adapter: the browser still runs
+            log(f"native decode: failed: {type(exc).__name__}: {exc}")
+            report["native_decode_error"] = f"{type(exc).__name__}: {exc}"
+        if native_jsonl.exists():
+            decode_records += [json.loads(line) for line in native_jsonl.read_text().splitlines() if line.strip()]
+        report["native_decode_s"] = round(time.time() - t0, 1)
+        write_decode(out, decode_records)
     if "chromium" in runtimes:
         dawn_of = {"checked": dawn, "trusted": dawn + ["disable_robustness"]}
         names = [n.strip() for n in args.passes.split(",") if n.strip()]
         if not names or not set(names) <= set(dawn_of) or len(set(names)) != len(names):
             raise SystemExit(f"suite: --passes takes checked and/or trusted, got {args.passes!r}")
         passes = [BrowserPass(args, n, dawn_of[n], out) for n in names]
-        requests = page_requests(kernels, shapes, args.causal, proto, args.repeat)
+        requests = page_requests(kernels, shapes, args.causal, proto, args.repeat) + decode_reqs
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "py"), os.environ.get("PYTHONPATH", "")) if p))
         if not (ROOT / ".cache" / "pyodide").is_dir():
             raise SystemExit("suite: the page needs Pyodide in .cache/pyodide: run `make setup` (bench/devcarry.py carries it)")
 
         def save(recs: List[Dict]) -> None:
-            records.extend(recs)
+            records.extend(r for r in recs if "kind" not in r)
+            decode_records.extend(r for r in recs if "kind" in r)  # decode and copy records
             write(out, records, report)
+            write_decode(out, decode_records)
 
         for p in passes:
             report[f"chromium_{p.name}"] = p.report
@@ -542,6 +597,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     report["wall_s"] = round(time.time() - t_start, 1)
     write(out, records, report)
     table = history.render(records) + "\n\n" + history.repeat_agreement(records, history.AGREE)
+    if decode_records:
+        write_decode(out, decode_records)
+        table += "\n\n" + history.decode_table(decode_records)
     (out / "table.txt").write_text(table + "\n")
     log("\n" + table)
     log(f"timestamp resolution (ns): {report['timer_resolution_ns']}")
@@ -549,7 +607,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         against = history.latest(Path(args.history), records)
         if against is not None:
             log(f"\nagainst {against.name}:\n" + history.compare(records, history.load(against)))
-    log(f"suite: {len(records)} records in {report['wall_s']} s -> {out}/records.json")
+    log(
+        f"suite: {len(records)} records in {report['wall_s']} s -> {out}/records.json"
+        + (f", {len(decode_records)} decode records -> {out}/decode.jsonl" if decode_names else "")
+    )
     return 0
 
 

@@ -103,7 +103,7 @@ function stopIfCancelled() {
  * forgets them once they are on the GPU).
  * @param {import("./main.js").ReadyContext} ctx
  * @param {Executor} executor
- * @param {BenchStart} start
+ * @param {{ bench: number }} start
  * @param {BenchJob} job
  * @returns {Promise<{ skipped: string, timed?: undefined } | { timed: import("./webgpu.js").TimedPlans, skipped?: undefined }>} */
 async function uploadJob(ctx, executor, start, job) {
@@ -130,14 +130,15 @@ async function uploadJob(ctx, executor, start, job) {
 }
 
 /** Time one series (the jobs at one shape) by wgattn.protocol, asking Python at each step; each
- * repeat warms again, then times its rounds, and gives one record per job.
+ * repeat warms again, then times its rounds, and gives one record per job to `keep`.
  * @param {import("./main.js").ReadyContext} ctx
  * @param {Executor} executor
- * @param {BenchStart} start
+ * @param {{ bench: number, repeat: number, stamps_kept: number }} start
  * @param {Entry[]} entries
  * @param {string} adapter
- * @param {(text: string) => void} say */
-async function timeSeries(ctx, executor, start, entries, adapter, say) {
+ * @param {(text: string) => void} say
+ * @param {(records: any[]) => void} keep hears each repeat's records */
+async function timeSeries(ctx, executor, start, entries, adapter, say, keep) {
   const page = ctx.page;
   const bench = start.bench;
   const clockNs = clockResolutionNs();
@@ -193,14 +194,9 @@ async function timeSeries(ctx, executor, start, entries, adapter, say) {
         stamps[i].push(...s.stamps.slice(0, start.stamps_kept));
       }
     }
-    for (const [i, e] of entries.entries()) {
-      /** @type {BenchRecord} */
-      const record = JSON.parse(page.bench_record(bench, e.job.index, JSON.stringify({
-        samples: samples[i], stamps: stamps[i], reps: cal.reps[i], warmup_s: warmupS, warmed: verdict.warmed,
-        timer: e.timer, resolution_ns: known[i], adapter, repeat: rep })));
-      benchState.records.push(record);
-    }
-    render(start);
+    keep(entries.map((e, i) => JSON.parse(page.bench_record(bench, e.job.index, JSON.stringify({
+      samples: samples[i], stamps: stamps[i], reps: cal.reps[i], warmup_s: warmupS, warmed: verdict.warmed,
+      timer: e.timer, resolution_ns: known[i], adapter, repeat: rep })))));
   }
 }
 
@@ -281,7 +277,12 @@ export async function runBench(ctx, request) {
           if (up.timed) entries.push({ job, timed: up.timed, timer: executor.timed ? "gpu" : "wall" });
           else skip(job.impl, job.shape, up.skipped);
         }
-        if (entries.length) await timeSeries(ctx, executor, start, entries, adapter, say);
+        /** @param {BenchRecord[]} records */
+        const keep = (records) => {
+          benchState.records.push(...records);
+          render(start);
+        };
+        if (entries.length) await timeSeries(ctx, executor, start, entries, adapter, say, keep);
       } catch (e) {
         if (e instanceof Error && e.name === "Cancelled") throw e;
         fail(`the series at (${series.shape}) failed: ${pyError(e)}`);
@@ -304,6 +305,76 @@ export async function runBench(ctx, request) {
   else if (benchState.failed.length) setStatus("error", `${benchState.failed.length} job(s) failed; first: ${benchState.failed[0]}`);
   else setStatus("done");
   return benchState.records;
+}
+
+/** @typedef {{ status: BenchStatus, records: Array<Record<string, any>>, checks: Array<DecodeCheck & { impl: string }>,
+ *   skipped: BenchSkip[], failed: string[], error: string | null }} DecodeState */
+
+/** The decode benchmark's state (window.wgattn.decode), as benchState is the benchmark view's.
+ * @type {DecodeState} */
+export const decodeState = { status: "idle", records: [], checks: [], skipped: [], failed: [], error: null };
+
+/** Decode as bandwidth (wgattn.bandwidth): the case's decode kernel and the WGSL copy of the
+ * bytes a step reads, timed in one series by the protocol above (timeSeries). The kernel's K/V
+ * cache is filled on the GPU (Python's fill plans: a GB never crosses Pyodide), it runs once and
+ * its output is checked against the float64 reference (Python) before it is timed; a job whose
+ * check fails is not timed. Records of bench/decode_bandwidth.py's shape, GB/s and the share of
+ * this browser's own copy bandwidth.
+ * @param {import("./main.js").ReadyContext} ctx
+ * @param {{ case: Record<string, number | string>, rounds?: number, warmup_s?: number, repeat?: number }} request
+ * @returns {Promise<Array<Record<string, any>>>} */
+export async function runDecodeBench(ctx, request) {
+  const page = ctx.page;
+  Object.assign(decodeState, { status: "running", records: [], checks: [], skipped: [], failed: [], error: null });
+  const executor = ctx.executor;
+  if (!executor) {
+    Object.assign(decodeState, { status: "error", error: "The decode benchmark needs WebGPU, which this browser does not offer." });
+    return decodeState.records;
+  }
+  /** @type {DecodeStart} */
+  const start = JSON.parse(page.decode_start(JSON.stringify({ ...request, user_agent: navigator.userAgent })));
+  decodeState.skipped.push(...start.skipped);
+  const adapter = `${adapterWords(executor.info).join(" ") || "unknown adapter"} (browser WebGPU)`;
+  /** @type {Entry[]} */
+  const entries = [];
+  try {
+    for (const job of start.jobs) {
+      if (start.skipped.some((s) => s.impl === job.impl)) continue;
+      const up = await uploadJob(ctx, executor, start, job);
+      if (!up.timed) {
+        decodeState.skipped.push({ impl: job.impl, reason: up.skipped });
+        continue;
+      }
+      const entry = { job, timed: up.timed, timer: /** @type {"gpu" | "wall"} */ (executor.timed ? "gpu" : "wall") };
+      /** @type {Plan[]} */
+      const fills = JSON.parse(page.decode_fill(start.bench, job.index));
+      if (fills.length) {
+        for (const f of fills) await executor.runOnTimed(up.timed, f);
+        await executor.sample(up.timed, 1, "wall");  // one run on the filled cache, then its output judged
+        /** @type {DecodeCheck} */
+        const check = JSON.parse(page.decode_check(start.bench, job.index, await executor.readTimed(up.timed, "out")));
+        decodeState.checks.push({ impl: job.impl, ...check });
+        if (!check.ok) {
+          decodeState.failed.push(`${job.impl}: max |out - reference| ${check.max_abs_err} > ${check.allowed}: not timed`);
+          Executor.releaseTiming(up.timed);
+          continue;
+        }
+      }
+      entries.push(entry);
+    }
+    /** @param {Array<Record<string, any>>} records */
+    const keep = (records) => { decodeState.records.push(...records); };
+    if (entries.length) await timeSeries(ctx, executor, start, entries, adapter, () => {}, keep);
+  } catch (e) {
+    decodeState.failed.push(pyError(e));
+  } finally {
+    entries.forEach((e) => Executor.releaseTiming(e.timed));
+    executor.releaseQueries();
+    page.release(start.bench);
+  }
+  Object.assign(decodeState, decodeState.failed.length
+    ? { status: "error", error: decodeState.failed[0] } : { status: "done" });
+  return decodeState.records;
 }
 
 /** A record's mode as the table and legend show it ("" for an anchor).

@@ -8,7 +8,7 @@ import { $, el, errorText, fmt, pyError, row, runPage } from "./dom.js";
 import { Executor, adapterWords, openDevice, runPrepared } from "./webgpu.js";
 import { loadPython, showProgress } from "./python.js";
 import { setupConformance } from "./conformance.js";
-import { benchState, runBench, setupBench } from "./bench.js";
+import { benchState, decodeState, runBench, runDecodeBench, setupBench } from "./bench.js";
 import { runProbe } from "./precision.js";
 import { drawPictures } from "./pictures.js";
 
@@ -44,6 +44,8 @@ import { drawPictures } from "./pictures.js";
  *   runAll: (options?: { configs?: Record<string, Config> }) => Promise<{ cancelled: boolean, results: LiveResult[] }>,
  *   bench: import("./bench.js").BenchState, ctx: Context,
  *   benchRun: (request: import("./bench.js").BenchRequest) => Promise<BenchRecord[]>,
+ *   decode: import("./bench.js").DecodeState,
+ *   decodeBench: (request: Parameters<typeof runDecodeBench>[1]) => Promise<Array<Record<string, any>>>,
  *   conformance?: import("./conformance.js").GridSummary, precision?: import("./precision.js").ProbeState,
  *   pictures?: import("./pictures.js").PictureState }} PageState
  */
@@ -54,7 +56,8 @@ const results = { adapter: null, native_adapter: null, python: null, runs: [], f
 const ctx = { gpu: null, executor: null, page: null, schema: null, kernels: [], availability: {} };
 const live = { cancel: false, busy: false };
 window.wgattn = { results, run: (request) => runOnce(request), runAll: (opts) => runAll(opts), bench: benchState, ctx,
-  benchRun: (request) => runBench(ready(), request) };
+  benchRun: (request) => runBench(ready(), request), decode: decodeState,
+  decodeBench: (request) => runDecodeBench(ready(), request) };
 
 /** The page's Python, or why there is none yet (a run asked for through window.wgattn too early).
  * @returns {ReadyContext} */

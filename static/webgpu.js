@@ -13,8 +13,8 @@ import { errorText } from "./dom.js";
  *   description: string, features: string[] }} AdapterInfo
  * @typedef {{ device: GPUDevice, info: AdapterInfo, target: TargetJson, error?: undefined }} Gpu
  * @typedef {{ error: string, device?: undefined, info?: undefined, target?: undefined }} NoGpu
- * @typedef {{ items: Array<{ plan: Plan, pipelines: Pipeline[], groups: GPUBindGroup[] }>, buffers: GPUBuffer[],
- *   passes: number }} TimedPlans plans uploaded once for timing (Executor.prepareTiming)
+ * @typedef {{ items: Array<{ plan: Plan, pipelines: Pipeline[], groups: GPUBindGroup[], named: Record<string, GPUBuffer> }>,
+ *   buffers: GPUBuffer[], passes: number }} TimedPlans plans uploaded once for timing (Executor.prepareTiming)
  */
 
 // The optional features the kernels may need, asked for where the adapter has them (Chromium's
@@ -281,11 +281,12 @@ export class Executor {
       /** @type {Record<string, GPUBuffer>} */
       const buffers = {};
       for (const b of plan.buffers) {
-        buffers[b.name] = dev.createBuffer({ label: `${plan.dispatches[0].label}.${b.name}`, size: b.size, usage: bufferUsage(b, 0) });
+        const usage = bufferUsage(b, b.read ? GPUBufferUsage.COPY_SRC : 0);  // read: for Executor.readTimed
+        buffers[b.name] = dev.createBuffer({ label: `${plan.dispatches[0].label}.${b.name}`, size: b.size, usage });
         timed.buffers.push(buffers[b.name]);
         if (b.has_data) dev.queue.writeBuffer(buffers[b.name], 0, initial(b.name));
       }
-      timed.items.push({ plan, pipelines, groups: this.bindGroups(plan, pipelines, buffers) });
+      timed.items.push({ plan, pipelines, groups: this.bindGroups(plan, pipelines, buffers), named: buffers });
       timed.passes += plan.dispatches.length;
       const oom = await dev.popErrorScope();
       const invalid = await dev.popErrorScope();
@@ -297,6 +298,48 @@ export class Executor {
     }
     await dev.queue.onSubmittedWorkDone();  // the uploads are not part of any sample
     return timed;
+  }
+
+  /** Run `plan` (no bytes of its own: a fill) on the buffers of `timed` that it names, before
+   * anything is timed: the decode benchmark's caches are filled on the GPU this way.
+   * @param {TimedPlans} timed
+   * @param {Plan} plan */
+  async runOnTimed(timed, plan) {
+    const dev = this.device;
+    /** @type {Record<string, GPUBuffer>} */
+    const buffers = Object.assign({}, ...timed.items.map((it) => it.named));
+    const missing = plan.buffers.filter((b) => !buffers[b.name]).map((b) => b.name);
+    if (missing.length) throw new Error(`${plan.dispatches[0].label}: the timed plans have no buffer ${missing.join(", ")}`);
+    const pipelines = await this.pipelinesOf(plan);
+    dev.pushErrorScope("validation");
+    dev.pushErrorScope("out-of-memory");
+    const enc = dev.createCommandEncoder({ label: plan.dispatches[0].label });
+    Executor.encodePasses(enc, plan, pipelines, this.bindGroups(plan, pipelines, buffers), null);
+    dev.queue.submit([enc.finish()]);
+    await dev.queue.onSubmittedWorkDone();
+    const oom = await dev.popErrorScope();
+    const invalid = await dev.popErrorScope();
+    const failed = invalid || oom;
+    if (failed) throw new Error(`WebGPU error while running ${plan.dispatches[0].label}: ${failed.message}`);
+  }
+
+  /** The bytes of buffer `name` of `timed` (one the plan reads back), as the last run left them.
+   * @param {TimedPlans} timed
+   * @param {string} name
+   * @returns {Promise<Uint8Array>} */
+  async readTimed(timed, name) {
+    const dev = this.device;
+    const from = timed.items.map((it) => it.named[name]).find((b) => b);
+    if (!from) throw new Error(`the timed plans have no buffer ${name}`);
+    const to = dev.createBuffer({ label: `readback.${name}`, size: from.size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const enc = dev.createCommandEncoder({ label: `readback.${name}` });
+    enc.copyBufferToBuffer(from, 0, to, 0, from.size);
+    dev.queue.submit([enc.finish()]);
+    await to.mapAsync(GPUMapMode.READ);
+    const bytes = new Uint8Array(to.getMappedRange().slice(0));
+    to.unmap();
+    to.destroy();
+    return bytes;
   }
 
   /** A timestamp query set with its resolve and read-back buffers, made once per size.

@@ -213,7 +213,12 @@ def check_filled(case, out: np.ndarray, pairs: Optional[Sequence[Tuple[int, int]
         )
         got = np.asarray(out, dtype=np.float64)[b : b + 1, :, heads]
         worst = max(worst, float(np.abs(got - want).max()))
-    return {"pass": bool(worst <= ALLOWED_ERROR), "max_abs_err": worst, "allowed": ALLOWED_ERROR, "pairs": [list(p) for p in pairs]}
+    return {
+        "pass": bool(worst <= ALLOWED_ERROR),
+        "max_abs_err": worst,
+        "allowed": ALLOWED_ERROR,
+        "pairs": [list(p) for p in pairs],
+    }
 
 
 def kernel_of(case: Dict[str, object]) -> Kernel:
