@@ -243,8 +243,8 @@ def decode_table(records: Sequence[Record], markdown: bool = False) -> str:
             r = got[0]
             pct = f" ({float(r['pct_of_copy']):.0f}%)" if r.get("kind") != "copy" and r.get("pct_of_copy") else ""  # type: ignore[arg-type]
             flag = "" if r.get("kind") == "copy" or "verified" not in r or r["verified"] else " unchecked"
-            more = "".join(f" / {float(x['gbps']):.0f}" for x in got[1:])  # type: ignore[arg-type]
-            return f"{float(r['gbps']):.0f}{pct} ±{100 * float(r['spread']):.1f}%{flag}{more}"  # type: ignore[arg-type]
+            more = "".join(f" / {float(x['gbps']):.4g}" for x in got[1:])  # type: ignore[arg-type]
+            return f"{float(r['gbps']):.4g}{pct} ±{100 * float(r['spread']):.1f}%{flag}{more}"  # type: ignore[arg-type]
 
         head = ["impl", *(f"{c[0]} {c[1]}".strip() for c in cols)]
         body = [[i, *(cell(i, c) for c in cols)] for i in impls]

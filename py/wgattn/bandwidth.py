@@ -291,4 +291,4 @@ def copy_shares(records: Sequence[Dict[str, object]]) -> None:
     copy = {at(r): float(r["gbps"]) for r in records if r["impl"] == "wgsl.copy"}  # type: ignore[arg-type]
     for r in records:
         c = copy.get(at(r))
-        r["pct_of_copy"] = 100.0 * float(r["gbps"]) / c if c else 0.0  # type: ignore[index,arg-type]
+        r["pct_of_copy"] = 100.0 * float(r["gbps"]) / c if c else 0.0  # type: ignore[arg-type]

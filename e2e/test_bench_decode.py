@@ -1,0 +1,71 @@
+"""bench/suite.py --decode on this machine's software adapter (SwiftShader in headless Chromium):
+the page fills a shrunk decode case's cache on the GPU, checks the kernel's output against the
+float64 reference, then times it with the WGSL copy in one series, in both browser passes
+(robustness on and off). The records' shape is checked, never their timings."""
+
+import json
+import os
+import sys
+
+import pytest
+
+from pagetools import CHROMIUM, ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+
+import suite  # noqa: E402  (bench/suite.py)
+
+from wgattn import bandwidth  # noqa: E402
+
+CASES = ["target", "target-f32-cache"]  # paged_decode.split_f16 and paged_decode.split, shrunk
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"no Chromium at {CHROMIUM} (make setup installs Debian's chromium)")
+    if not (ROOT / ".cache" / "pyodide").is_dir():
+        pytest.skip("the page needs Pyodide in .cache/pyodide: run `make setup`")
+    out = tmp_path_factory.mktemp("suite")
+    argv = ["--runtimes=chromium", "--kernels=", f"--decode={','.join(CASES)}", "--decode-smoke", "--no-live"]
+    history = tmp_path_factory.mktemp("history")  # none to compare with
+    argv += ["--rounds=5", "--warmup-s=0.1", "--repeat=1", "--gpu=software", f"--out={out}", f"--history={history}"]
+    assert suite.main(argv) == 0
+    report = json.loads((out / "report.json").read_text())
+    records = [json.loads(line) for line in (out / "decode.jsonl").read_text().splitlines()]
+    return out, report, records
+
+
+def test_each_pass_times_the_kernels_it_can_run_and_the_copy(run):
+    out, report, records = run
+    for mode in ("checked", "trusted"):
+        p = report[f"chromium_{mode}"]
+        assert "error" not in p, p
+        mine = [r for r in records if r["mode"] == mode]
+        skipped = {s["impl"] for b in p["bench"] for s in b["skipped"]}
+        for b in p["bench"]:
+            assert not b["failed"], b
+        want = {(c, bandwidth.kernel_for("f16" if c == "target" else "f32")) for c in CASES}
+        timed = {(r["case"], r["impl"]) for r in mine if r["kind"] == "decode"}
+        assert timed | {w for w in want if w[1] in skipped} == want, (timed, skipped)
+        assert ("target-f32-cache", "paged_decode.split") in timed  # f32 runs on every adapter
+        assert {r["case"] for r in mine if r["impl"] == "wgsl.copy"} == set(CASES)
+
+
+def test_records_carry_bandwidth_and_the_check_before_timing(run):
+    out, report, records = run
+    for r in records:
+        assert r["runtime"] == "chromium" and r["browser"].startswith("Chromium ") and r["flags"]
+        assert r["rounds"] == 5 and r["reps"] >= 1 and r["timer"] in ("gpu", "wall")
+        assert 0 < r["min_ms"] <= r["q1_ms"] <= r["median_ms"] <= r["q3_ms"] <= r["max_ms"]
+        assert r["gbps"] > 0 and r["bytes"] > 0
+        assert r["shape"]["batch"] == 2 and r["shape"]["seq_len"] == 700  # decode_bandwidth.smoke
+        if r["kind"] == "decode":
+            v = r["verified"]
+            assert v["ok"] and v["max_abs_err"] <= v["allowed"] and v["pairs"], v
+            assert r["bytes"] == bandwidth.bytes_touched(r["shape"]) and r["splits"] >= 1 and r["rule"]
+            assert r["pct_of_copy"] > 0  # its share of the same pass's copy
+        else:
+            assert r["kind"] == "copy" and r["verified"] is None
+    table = (out / "table.txt").read_text()
+    assert "decode target-f32-cache: GB/s" in table and "chromium checked" in table and "chromium trusted" in table
