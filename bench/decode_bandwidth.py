@@ -30,7 +30,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from wgattn import bandwidth, bench, protocol, reference, registry
+from wgattn import bench, protocol, reference, registry
+from wgattn.interfaces import paged_decode_bench as bandwidth
 from wgattn.interfaces.paged_decode import INTERFACE as decode
 from wgattn.interfaces.paged_decode import bytes_touched as _bytes_touched
 from wgattn.plan import Plan
@@ -114,7 +115,7 @@ def unpaged(case: DecodeCase, x: Dict[str, np.ndarray], name: str) -> np.ndarray
 
 def copy_plan(rt, nbytes: int) -> Plan:
     """A vec4 copy of `nbytes` (at most a binding's limit) through the same device (the page
-    times the same one: wgattn.bandwidth.copy_plan)."""
+    times the same one: wgattn.interfaces.paged_decode_bench.copy_plan)."""
     return bandwidth.copy_plan(nbytes, rt.limits["max-storage-buffer-binding-size"])
 
 

@@ -48,7 +48,8 @@ import decode_bandwidth  # noqa: E402  (bench/decode_bandwidth.py: the decode ca
 import history  # noqa: E402  (bench/history.py)
 
 from pagetools import CHROMIUM_ARGS, serve  # noqa: E402  (the e2e tests' browser and server)
-from wgattn import bandwidth, bench, protocol  # noqa: E402
+from wgattn import bench, protocol  # noqa: E402
+from wgattn.interfaces import paged_decode_bench as bandwidth  # noqa: E402
 
 KERNELS = [
     "flash_fwd.tiled",

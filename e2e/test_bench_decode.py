@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import suite  # noqa: E402  (bench/suite.py)
 
-from wgattn import bandwidth  # noqa: E402
+from wgattn.interfaces import paged_decode_bench as bandwidth  # noqa: E402
 
 CASES = ["target", "target-f32-cache"]  # paged_decode.split_f16 and paged_decode.split, shrunk
 

@@ -314,7 +314,7 @@ export async function runBench(ctx, request) {
  * @type {DecodeState} */
 export const decodeState = { status: "idle", records: [], checks: [], skipped: [], failed: [], error: null };
 
-/** Decode as bandwidth (wgattn.bandwidth): the case's decode kernel and the WGSL copy of the
+/** Decode as bandwidth (wgattn.interfaces.paged_decode_bench): the case's decode kernel and the WGSL copy of the
  * bytes a step reads, timed in one series by the protocol above (timeSeries). The kernel's K/V
  * cache is filled on the GPU (Python's fill plans: a GB never crosses Pyodide), it runs once and
  * its output is checked against the float64 reference (Python) before it is timed; a job whose

@@ -146,6 +146,12 @@ def _plan_job(
     return job
 
 
+def _tpr_overrides(tpr: int) -> Optional[Dict[str, Any]]:
+    """Invocations per softmax row pinned to `tpr`: the workgroup follows (WG = BR * TPR), or the
+    row shuffles would meet a workgroup laid out for the adapter's own TPR."""
+    return {"TPR": tpr, "WG": f"BR * {tpr}"} if tpr else None
+
+
 def timed_case(shape: Tuple[int, int, int, int]) -> Case:
     """A dense causal case of `shape` with zero tensors (the executor fills them)."""
     b, h, s, d = shape
@@ -204,7 +210,7 @@ def build(
         for case in correctness_cases(which if first and kind == "staged" else "quick"):
             jc = judged_case(kern, case)
             try:
-                job = _plan_job(case.name, kern, jc, tgt, {"TPR": tpr} if tpr else None, True)
+                job = _plan_job(case.name, kern, jc, tgt, _tpr_overrides(tpr), True)
             except ValueError as e:  # a head dim or size this kernel refuses
                 job = {"name": case.name, "refused": str(e)}
             job["quick"] = case.name in quick

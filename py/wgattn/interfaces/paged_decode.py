@@ -188,7 +188,7 @@ def paged_cache(rs: np.random.RandomState, lens: Sequence[int], new_tokens: int,
 def device_filled(shape: Sequence[int], dtype: "DTypeLike") -> np.ndarray:
     """A cache of `shape` that is zeros by construction and holds no memory (a zero-strided
     view of one zero): its buffer gets no bytes, only its size, and starts zeroed. For a cache
-    the GPU fills itself (wgattn.bandwidth: the benchmark's GB-sized caches never cross Pyodide)."""
+    the GPU fills itself (wgattn.interfaces.paged_decode_bench: the benchmark's GB-sized caches never cross Pyodide)."""
     return np.broadcast_to(np.zeros((), dtype=dtype), tuple(int(n) for n in shape))
 
 

@@ -15,8 +15,8 @@ import json
 import math
 from typing import Any, Dict, List, Optional, Tuple
 
-from .. import bandwidth, bench, interfaces, protocol, registry
-from ..interfaces.paged_decode import INTERFACE as decode_iface
+from .. import bench, interfaces, protocol, registry
+from ..interfaces import paged_decode_bench as bandwidth
 from ..plan import Plan
 from ..target import Target
 from .replies import BenchCalibration, BenchItem, BenchSeries, BenchSkip, BenchStart, BenchWarm, DecodeCheck, DecodeStart
@@ -342,7 +342,7 @@ DECODE_RANGES: Dict[str, Tuple[int, int]] = {
 
 
 def decode_start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, DecodeStart]:
-    """{"case": {wgattn.bandwidth.CASE_FIELDS, "name"?}, "rounds"?, "warmup_s"?, "repeat"?,
+    """{"case": {wgattn.interfaces.paged_decode_bench.CASE_FIELDS, "name"?}, "rounds"?, "warmup_s"?, "repeat"?,
     "user_agent"?} -> the job and the page's reply (DecodeStart): job 0 the case's decode kernel
     (paged_decode.split_f16 for an f16 cache, paged_decode.split for f32) on a cache the GPU
     fills (`decode_fill`), job 1 the WGSL copy of the bytes a step reads. A job the target cannot
@@ -370,10 +370,10 @@ def decode_start(request_json: str, target: Target, bench_id: int) -> Tuple[Benc
         raise ValueError(f"user_agent must be a string, got {user_agent!r}")
     filled = bandwidth.filled_case(case)
     kernel = bandwidth.kernel_of(case)
-    plan = decode_iface.plan(kernel, filled, target)
+    plan = interfaces.of(kernel).plan(kernel, filled, target)
     copy = bandwidth.copy_plan(bandwidth.bytes_touched(case), target.limit("max-storage-buffer-binding-size"))
     copy.unavailable = target.why_not(copy)
-    splits = 0 if plan.unavailable else int(decode_iface.layout_on(kernel, filled, target).values["num_splits"])
+    splits = 0 if plan.unavailable else int(interfaces.of(kernel).layout_on(kernel, filled, target).values["num_splits"])
     shape = [int(case[k]) for k in ("batch", "heads_q", "seq_len", "head_dim")]  # type: ignore[call-overload]
     dtype = str(case["cache"])
     impls = [bandwidth.kernel_for(dtype), "wgsl.copy"]
@@ -418,7 +418,7 @@ def decode_fill(job: BenchJob, index: int) -> List[Plan]:
 
 def decode_check(job: BenchJob, index: int, out: bytes) -> DecodeCheck:
     """Job `index`'s out buffer (read back after one run on the filled cache) against the
-    float64 reference (wgattn.bandwidth.check_filled); kept for its records."""
+    float64 reference (wgattn.interfaces.paged_decode_bench.check_filled); kept for its records."""
     d = _decode(job)
     (output,) = [o for o in d.plans[index].outputs if o.name == "out"]
     got = bandwidth.check_filled(d.case_obj, output.take(out))

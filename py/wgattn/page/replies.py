@@ -175,8 +175,8 @@ class DecodeStart(TypedDict):
     (decode_check) first."""
 
     bench: int
-    case: Dict[str, Any]  # wgattn.bandwidth.CASE_FIELDS and the case's name
-    bytes: int  # K and V bytes a step reads (wgattn.bandwidth.bytes_touched)
+    case: Dict[str, Any]  # wgattn.interfaces.paged_decode_bench.CASE_FIELDS and the case's name
+    bytes: int  # K and V bytes a step reads (wgattn.interfaces.paged_decode_bench.bytes_touched)
     protocol: Protocol
     repeat: int
     jobs: List[BenchItem]

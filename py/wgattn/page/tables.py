@@ -88,7 +88,7 @@ class GridJob:
 
 @dataclass
 class DecodeBench:
-    """A decode benchmark's case (wgattn.bandwidth.CASE_FIELDS, its name), the plans of its jobs
+    """A decode benchmark's case (wgattn.interfaces.paged_decode_bench.CASE_FIELDS, its name), the plans of its jobs
     (the kernel on the filled case, the copy) and each job's check (bench_jobs.decode_check)."""
 
     case: Dict[str, object]

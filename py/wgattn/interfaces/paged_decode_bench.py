@@ -14,16 +14,17 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import reference
-from .interfaces.paged_decode import INTERFACE as decode
-from .interfaces.paged_decode import bytes_touched as _bytes_touched
-from .interfaces.paged_decode import device_filled
-from .plan import Buffer, Dispatch, Plan
-from .registry import Kernel, Pass
+from .. import protocol, reference, registry
+from ..plan import Buffer, Dispatch, Plan
+from ..registry import Kernel, Pass
+from .paged_decode import INTERFACE as decode
+from .paged_decode import bytes_touched as _bytes_touched
+from .paged_decode import device_filled
 
 __all__ = [
     "COPY_WGSL",
@@ -222,8 +223,6 @@ def check_filled(case, out: np.ndarray, pairs: Optional[Sequence[Tuple[int, int]
 
 
 def kernel_of(case: Dict[str, object]) -> Kernel:
-    from . import registry
-
     return registry.load().kernel(kernel_for(str(case["cache"])))
 
 
@@ -249,10 +248,6 @@ def record(
     over the protocol's median; pct_of_copy is filled by `copy_shares` once the series' copy is
     in. `verified`: the output's check against the reference before timing (None: not checked,
     the copy)."""
-    from dataclasses import asdict
-
-    from . import protocol
-
     st = protocol.summarize(proto, measured.samples)
     return {
         "kind": kind,
