@@ -19,9 +19,12 @@
 //   S (M x N keys)  += Q (M x K dims) · Kᵀ (K dims x N keys)
 //   O (M x N dims)  += P (M x K keys) · V  (K keys x N dims)
 // Work split: one workgroup of WG invocations per (block of BR = RB * M query rows, sequence,
-// query head), heads fastest, the longest (causal) row blocks first. Subgroup s < RB owns rows
-// s*M .. s*M+M-1 for the matrix work: its Q fragments and its O accumulators (D/N result
-// matrices) stay in registers for the whole kernel. The softmax is spread over all WG invocations
+// query head), heads fastest, the longest (causal) row blocks first. Row block f (rows f*M ..
+// f*M+M-1) has DS subgroups, f*DS .. f*DS+DS-1, for the matrix work: each keeps f's Q fragments
+// and 1/DS of its O accumulators (D/N/DS result matrices: head-dim chunks) in registers for the
+// whole kernel, and computes 1/DS of each tile's S fragments. DS = 2 halves the registers O
+// takes (64 of them at D = 128) and doubles the subgroups a workgroup has to hide latency with:
+// on the H100 at (2,16,4096,128), 54 -> 95 TFLOP/s (at D = 64, 88 -> 72: there DS = 1). The softmax is spread over all WG invocations
 // independently of the subgroup size: invocation t owns row t / TPR and the BC / TPR columns
 // (t % TPR) * BC / TPR .. of each key tile; the TPR invocations of a row are neighbouring lanes
 // of one subgroup and combine row maxima and sums with subgroupShuffleXor.
@@ -84,11 +87,17 @@ const SP4: u32 = (SN + 4u) / 4u;    // vec4 stride of a fragment row of N floats
 // Register arrays are sized exactly by the plan's defines (for this head_dim, subgroup size and
 // tile), not for the largest case: NVIDIA's compiler keeps an oversized one out of registers (on
 // the H100, the prefetch's arrays sized for 8 vec4 where 4 were used held D = 128 at 44 TFLOP/s;
-// exact, 54). MAX_DK, MAX_DN: DP / K and DP / N fragments; MAX_CPI4: vec4 columns of a tile one
+// exact, 54). Nor does it keep one indexed by anything but a loop counter with a constant bound
+// in a loop without a barrier: Q and O are moved to and from workgroup memory by loops over
+// every fragment that pick a chunk's (an index computed in the chunk loop, whose barriers keep it
+// rolled, put O in memory: D = 64 went from 48 to 88 TFLOP/s). MAX_DK, MAX_DN: DP / K and DP / N fragments; MAX_CPI4: vec4 columns of a tile one
 // invocation holds in the softmax (BC / TPR / 4); MAX_KVPI: vec4 of K (and of V) it prefetches.
 #const MAX_DK
 #const MAX_DN
 #const MAX_CPI4
+// DS: subgroups per row block (a tile knob: 1, or 2 where DN and SB are even).
+#const DS
+const DNS: u32 = MAX_DN / DS;  // O fragments a subgroup holds
 const LOWEST: f32 = -3.4028234663852886e38;  // stands for -inf in the running max
 const LOG2E: f32 = 1.4426950408889634;
 
@@ -97,7 +106,7 @@ alias RF = subgroup_matrix_right<f16, SN, SK>;   // Kᵀ (K dims x N keys) and V
 alias AF = subgroup_matrix_result<f32, SN, SM>;  // S and O: M rows x N
 
 override WG: u32;    // invocations per workgroup: TPR * BR, a multiple of the subgroup size
-override RB: u32;    // row blocks (subgroups with matrix work): BR = RB * M
+override RB: u32;    // row blocks: BR = RB * M; RB * DS subgroups have matrix work
 override BC: u32;    // keys per tile, a multiple of N and K and of 4 * TPR
 override DP: u32;    // head_dim padded to a multiple of N and K (zeros past head_dim)
 override TPR: u32;   // invocations per query row in the softmax: 1, 2 or 4 (<= the subgroup size)
@@ -255,7 +264,10 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   #include "lib/flash_fwd_block.wgsl"
   let d4 = (dim + 3u) / 4u;
 
-  let sg = lid / sg_size;  // this subgroup: row block sg when sg < RB
+  let sg = lid / sg_size;  // this subgroup: row block fb = sg / DS, part sg % DS, when sg < RB * DS
+  let fb = sg / DS;
+  let part = sg % DS;
+  let mx = sg < RB * DS;  // has matrix work
   // Softmax role: row r of the block, columns c0 .. c0 + CPI of each tile.
   let r = lid / TPR;
   let c0 = (lid % TPR) * CPI;
@@ -271,7 +283,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   }
 
   // Q: staged as f16 through kf in chunks of BC dims, loaded into registers.
-  var qf: array<LF, MAX_DK>;
+  var qf: array<LF, MAX_DK>;  // row block fb's
   for (var ch = 0u; ch < (DK + PB - 1u) / PB; ch++) {
     for (var f = 0u; f < QPI; f++) {
       let e = lid + WG * f;
@@ -287,11 +299,10 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
       }
     }
     workgroupBarrier();
-    if (sg < RB) {
-      for (var j = 0u; j < PB; j++) {
-        let c = ch * PB + j;
-        if (c < DK) {
-          qf[c] = subgroupMatrixLoad<LF, row_major>(&kf[sg * PB + j], 0u, KP4);
+    if (mx) {
+      for (var c = 0u; c < MAX_DK; c++) {  // a constant index into qf (see above)
+        if (c / PB == ch) {
+          qf[c] = subgroupMatrixLoad<LF, row_major>(&kf[fb * PB + c % PB], 0u, KP4);
         }
       }
     }
@@ -305,8 +316,8 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   let scale = params.scale;
   var m = LOWEST;  // the row's running max (the one p was taken against)
   var l = 0.0;     // this invocation's share of the row sum
-  var o: array<AF, MAX_DN>;
-  for (var c = 0u; c < DN; c++) {
+  var o: array<AF, DNS>;  // head-dim chunks part * DNS .. of row block fb's O
+  for (var c = 0u; c < DNS; c++) {
     o[c] = AF();
   }
 
@@ -329,11 +340,12 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     workgroupBarrier();  // K and V staged
 #endif
 
-    // S = Q Kᵀ for this subgroup's rows, to workgroup memory.
-    if (sg < RB) {
-      for (var n = 0u; n < SB; n++) {
+    // S = Q Kᵀ for row block fb, this subgroup's SB / DS fragments, to workgroup memory.
+    if (mx) {
+      for (var nl = 0u; nl < SB / DS; nl++) {
+        let n = part * (SB / DS) + nl;
         var acc = AF();
-        for (var c = 0u; c < DK; c++) {
+        for (var c = 0u; c < MAX_DK; c++) {
 #if KV_DIRECT
           let kt = subgroupMatrixLoad<RF, col_major>(&kh, kv0 + n * SN * kv_stride + c * (SK / 4u), kv_stride);
 #else
@@ -341,7 +353,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
 #endif
           acc = subgroupMatrixMultiplyAccumulate(qf[c], kt, acc);
         }
-        subgroupMatrixStore<row_major>(&sf[sg * SB + n], 0u, acc, SP4);
+        subgroupMatrixStore<row_major>(&sf[fb * SB + n], 0u, acc, SP4);
       }
     }
     workgroupBarrier();  // S is in workgroup memory
@@ -391,10 +403,11 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     // O *= alpha per row, through sf in chunks of SB fragments (rare: see the header).
     if (workgroupUniformLoad(&rescale[0]) != 0u) {
       for (var ch = 0u; ch < (DN + SB - 1u) / SB; ch++) {
-        if (sg < RB) {
-          for (var j = 0u; j < SB; j++) {
-            if (ch * SB + j < DN) {
-              subgroupMatrixStore<row_major>(&sf[sg * SB + j], 0u, o[ch * SB + j], SP4);
+        if (mx) {
+          for (var cl = 0u; cl < DNS; cl++) {  // a constant index into o
+            let c = part * DNS + cl;
+            if (c / SB == ch) {
+              subgroupMatrixStore<row_major>(&sf[fb * SB + c % SB], 0u, o[cl], SP4);
             }
           }
         }
@@ -404,10 +417,11 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
           sf[at.x][at.y] *= alpha;
         }
         workgroupBarrier();
-        if (sg < RB) {
-          for (var j = 0u; j < SB; j++) {
-            if (ch * SB + j < DN) {
-              o[ch * SB + j] = subgroupMatrixLoad<AF, row_major>(&sf[sg * SB + j], 0u, SP4);
+        if (mx) {
+          for (var cl = 0u; cl < DNS; cl++) {  // a constant index into o
+            let c = part * DNS + cl;
+            if (c / SB == ch) {
+              o[cl] = subgroupMatrixLoad<AF, row_major>(&sf[fb * SB + c % SB], 0u, SP4);
             }
           }
         }
@@ -418,17 +432,18 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
       }
     }
 
-    // O += P V.
-    if (sg < RB) {
+    // O += P V for this subgroup's head-dim chunks.
+    if (mx) {
       for (var kk = 0u; kk < PB; kk++) {
-        let p = subgroupMatrixLoad<LF, row_major>(&kf[sg * PB + kk], 0u, KP4);
-        for (var c = 0u; c < DN; c++) {
+        let p = subgroupMatrixLoad<LF, row_major>(&kf[fb * PB + kk], 0u, KP4);
+        for (var cl = 0u; cl < DNS; cl++) {
+          let c = part * DNS + cl;
 #if KV_DIRECT
           let vt = subgroupMatrixLoad<RF, row_major>(&vh, kv0 + kk * SK * kv_stride + c * (SN / 4u), kv_stride);
 #else
           let vt = subgroupMatrixLoad<RF, row_major>(&vf[kk * DN + c], 0u, NP4);
 #endif
-          o[c] = subgroupMatrixMultiplyAccumulate(p, vt, o[c]);
+          o[cl] = subgroupMatrixMultiplyAccumulate(p, vt, o[cl]);
         }
       }
     }
@@ -447,10 +462,11 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   let inv = select(0.0, 1.0 / total, visible);
   let row = u32(q_start + i) * hq + head;
   for (var ch = 0u; ch < (DN + SB - 1u) / SB; ch++) {
-    if (sg < RB) {
-      for (var j = 0u; j < SB; j++) {
-        if (ch * SB + j < DN) {
-          subgroupMatrixStore<row_major>(&sf[sg * SB + j], 0u, o[ch * SB + j], SP4);
+    if (mx) {
+      for (var cl = 0u; cl < DNS; cl++) {  // a constant index into o
+        let c = part * DNS + cl;
+        if (c / SB == ch) {
+          subgroupMatrixStore<row_major>(&sf[fb * SB + c % SB], 0u, o[cl], SP4);
         }
       }
     }

@@ -2,6 +2,7 @@
 interface's Params and bindings come from its header (shaders/interfaces/<name>.wgsl), which every
 kernel must #include; the manifest's passes name entry points and knobs the kernels declare."""
 
+import re
 import shutil
 import struct
 
@@ -89,8 +90,8 @@ def test_the_manifest_restates_nothing_the_wgsl_declares(tmp_path):
 @pytest.mark.parametrize("kid", KERNELS)
 def test_entry_points_and_knobs_are_the_wgsl_s(kid):
     """The passes' entry points are functions of the kernel, every registered knob is one of its
-    override constants (a knob it does not declare would be dropped silently), every override it
-    must be given is a knob, and each grid expression names only params and knobs."""
+    override constants or named by a define (a knob neither uses would be dropped silently), every
+    override it must be given is a knob, and each grid expression names only params and knobs."""
     k = REG.kernel(kid)
     chosen = chosen_knobs(k)  # an interface that chooses its kernels' knobs per target
     sizes = {"head_dim": 64}
@@ -102,7 +103,8 @@ def test_entry_points_and_knobs_are_the_wgsl_s(kid):
         assert grid.workgroups(ones, chosen or k.knobs(ones, MATRIX_TARGET)) == (1, 1, 1)
     # Every override without an initializer is a knob; one with (`override BR: u32 = WG;`) may be.
     # A tile knob may be only a budget that other knobs are computed from (varlen_bwd's SMEM).
-    assert set(k.overrides) <= wgsl.overrides(src)
+    in_defines = {name for v in k.defines.values() if isinstance(v, str) for name in re.findall(r"[A-Za-z_]\w*", v)}
+    assert set(k.overrides) <= wgsl.overrides(src) | in_defines
     assert wgsl.overrides(src, defaulted=False) <= set(k.overrides) | {name for tile in k.tiles for name in tile} | set(chosen)
 
 

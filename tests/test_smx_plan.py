@@ -107,7 +107,8 @@ def test_every_grid_case_gets_a_plan_or_a_clear_refusal(kind):
             continue
         main = plan.dispatches[-1]
         assert main.entry_point == "flash_fwd"
-        assert main.constants["WG"] == main.constants["RB"] * 32  # a subgroup per row block
+        ds = int(re.search(r"const DS: u32 = (\d+)u;", main.source)[1])
+        assert main.constants["WG"] == main.constants["RB"] * ds * 32  # DS subgroups per row block
 
 
 def test_subgroup_too_small_for_the_fragment_rows_is_refused():
@@ -147,7 +148,8 @@ def test_registered_kernel_plans_with_the_adapters_configuration(configs, subgro
         assert (main.source, main.constants, main.workgroups) == (same.source, same.constants, same.workgroups)
         consts = dict(re.findall(r"const (S[MNK]): u32 = (\d+)u;", main.source))
         assert tuple(int(consts[n]) for n in ("SM", "SN", "SK")) == cfg
-        assert main.invocations == main.constants["RB"] * subgroup and main.constants["TPR"] == subgroup // cfg[0]
+        ds = int(re.search(r"const DS: u32 = (\d+)u;", main.source)[1])  # subgroups per row block
+        assert main.invocations == main.constants["RB"] * ds * subgroup and main.constants["TPR"] == ds * subgroup // cfg[0]
 
 
 def test_an_adapter_without_what_it_needs_is_told_why():

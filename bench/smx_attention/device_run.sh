@@ -13,8 +13,8 @@
 #   bash bench/smx_attention/device_run.sh)
 # Environment: SMX_MODES (default robust,off,range), SMX_CASES (all | quick), SMX_CONFIGS,
 # SMX_T_ROBUST / SMX_T_OFF / SMX_T_RANGE (seconds each page may take: 170, 130, 80),
-# SMX_VARIANTS (jobs.py VARIANTS names), SMX_TIMING=0 (correctness only), SMX_TEMPLATE (another
-# kernel file, jobs.py --template), SMX_TPR (invocations per softmax row), SMX_KINDS, SMX_KEEP_RAW=1 (keep the outputs' bytes),
+# SMX_VARIANTS (jobs.py VARIANTS names), SMX_CASES_VARIANT (the variant whose tiles the correctness
+# cases run), SMX_TIMING=0 (correctness only), SMX_TEMPLATE (another kernel file, jobs.py --template), SMX_TPR (invocations per softmax row), SMX_KINDS, SMX_SHAPES (timed B,H,S,D;...), SMX_KEEP_RAW=1 (keep the outputs' bytes),
 # SMX_CHROMIUM (a Chromium binary: a local dry run without the carried one), PYTHON (python3).
 set -u
 export PYTHONUNBUFFERED=1
@@ -58,7 +58,8 @@ fi
 "${PYTHON:-python3}" "$here/jobs.py" build "$here/out/jobs.json" --configs "${SMX_CONFIGS:-16x16x16,16x8x16,16x8x8}" \
   --subgroup 32 --storage 49152 --cases "${SMX_CASES:-all}" $([ "${SMX_TIMING:-1}" = 0 ] || echo --timing) \
   ${SMX_VARIANTS:+--variants "$SMX_VARIANTS"} ${SMX_TEMPLATE:+--template "$SMX_TEMPLATE"} ${SMX_TPR:+--tpr "$SMX_TPR"} \
-  ${SMX_KINDS:+--kinds "$SMX_KINDS"} 2>&1 | tail -1
+  ${SMX_CASES_VARIANT:+--cases-variant "$SMX_CASES_VARIANT"} \
+  ${SMX_KINDS:+--kinds "$SMX_KINDS"} ${SMX_SHAPES:+--shapes "$SMX_SHAPES"} 2>&1 | tail -1
 echo "jobs built at $(( $(date +%s) - t_start )) s"
 
 (cd "$root" && exec python3 -m http.server 18991 --bind 127.0.0.1 > "$out/http.log" 2>&1) & hs=$!

@@ -48,6 +48,11 @@ VARIANTS: Dict[str, Dict[str, Any]] = {
     "rb8bc16": {"tiles": [{"RB": 8, "BC": 16}]},
     "rb4bc64": {"tiles": [{"RB": 4, "BC": 64}]},
     "rb8bc32": {"tiles": [{"RB": 8, "BC": 32}]},
+    # Two subgroups a row block (DS), each with half of O's head-dim chunks and of S's fragments.
+    "ds2rb8bc32": {"tiles": [{"RB": 8, "BC": 32, "DS": 2}]},
+    "ds2rb4bc32": {"tiles": [{"RB": 4, "BC": 32, "DS": 2}]},
+    "ds2rb8bc64": {"tiles": [{"RB": 8, "BC": 64, "DS": 2}]},
+    "ds2rb4bc64": {"tiles": [{"RB": 4, "BC": 64, "DS": 2}]},
     "tau0": {"overrides": {"TAU": 0}},  # FlashAttention-2's eager rescale, for comparison
 }
 KINDS = smx_plan.KINDS  # the f16 copies' conversion pass is timed with the kinds that need it
@@ -188,11 +193,13 @@ def build(
     template: str = "",
     kinds: Sequence[str] = KINDS,
     tpr: int = 0,
+    cases_variant: str = "auto",
 ) -> Dict[str, Any]:
     """Jobs for (configuration, kind) pairs: the first configuration with every kind, every
     variant timed and, in its staged kind, `which` cases; the other configurations with
     OTHER_KINDS, the "auto" variant and the quick cases (a page can narrow further: each
-    correctness job says whether it is "quick"). The staged kind carries the GEMM ceiling."""
+    correctness job says whether it is "quick"). The staged kind carries the GEMM ceiling. The
+    correctness plans use `cases_variant`'s tiles (a variant is timed only once it passes)."""
     tgt = target(storage)
     jobs: Dict[str, Any] = {"configs": [], "subgroup": subgroup, "storage": storage, "timed": [list(s) for s in shapes]}
     quick = {c.name for c in correctness_cases("quick")}
@@ -202,7 +209,7 @@ def build(
         tag = "x".join(map(str, cfg)) + ("" if kind == "staged" else f"+{kind}")
         entry: Dict[str, Any] = {"config": {"M": cfg[0], "N": cfg[1], "K": cfg[2]}, "tag": tag, "correctness": [], "timing": []}
         try:
-            kern = smx_plan.kernel(cfg, subgroup, template=template, kind=kind)
+            kern = smx_plan.kernel(cfg, subgroup, VARIANTS[cases_variant].get("tiles"), template, kind)
         except ValueError as e:
             entry["refused"] = str(e)
             jobs["configs"].append(entry)
@@ -210,7 +217,8 @@ def build(
         for case in correctness_cases(which if first and kind == "staged" else "quick"):
             jc = judged_case(kern, case)
             try:
-                job = _plan_job(case.name, kern, jc, tgt, _tpr_overrides(tpr), True)
+                over = {**VARIANTS[cases_variant].get("overrides", {}), **(_tpr_overrides(tpr) or {})}
+                job = _plan_job(case.name, kern, jc, tgt, over or None, True)
             except ValueError as e:  # a head dim or size this kernel refuses
                 job = {"name": case.name, "refused": str(e)}
             job["quick"] = case.name in quick
@@ -287,6 +295,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     b.add_argument("--gemm", type=int, default=8192, help="GEMM ceiling size (a multiple of 128)")
     b.add_argument("--kinds", default=",".join(KINDS), help="staged, staged16, direct: where K and V come from")
     b.add_argument("--tpr", type=int, default=0, help="invocations per row in the softmax (default: subgroup size / M)")
+    b.add_argument("--cases-variant", default="auto", choices=tuple(VARIANTS), help="the variant whose tiles the correctness plans use")
     b.add_argument("--template", default="", help="another WGSL file for the kernel: path without .wgsl, from shaders/")
     b.add_argument("--shapes", default=";".join(",".join(map(str, s)) for s in TIMED), help="timed B,H,S,D;...")
     j = sub.add_parser("judge")
@@ -309,6 +318,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             a.template,
             a.kinds.split(","),
             a.tpr,
+            a.cases_variant,
         )  # type: ignore[arg-type]
         Path(a.out).write_text(json.dumps(jobs))
         n = sum(len(e.get("correctness", [])) for e in jobs["configs"])
