@@ -367,19 +367,19 @@ interface BenchSeries {
   jobs: number[];
 }
 
-/** PageSession.bench_start: the jobs in their series, the baseline, the protocol they follow and the limits the request met. (Python: wgattn.page.replies.BenchStart) */
+/** PageSession.bench_start: the schedule, the baseline and the limits the request met. (Python: wgattn.page.replies.BenchStart) */
 interface BenchStart {
   bench: number;
-  op: string;
-  baseline: string;
-  impls: string[];
-  seq_lens: number[];
   protocol: BenchProtocol;
   repeat: number;
   jobs: BenchJob[];
   series: BenchSeries[];
   stamps_kept: number;
   skipped: BenchSkip[];
+  op: string;
+  baseline: string;
+  impls: string[];
+  seq_lens: number[];
   limits: Record<string, unknown>;
 }
 
@@ -412,14 +412,14 @@ interface BenchSkipped {
 /** PageSession.decode_start: the decode kernel and the WGSL copy of one decode case (jobs 0 and 1, one series), timed by the benchmark's protocol (bench_schedule, bench_warm, bench_calibrate, bench_record); each filled on the GPU (decode_fill) and checked (decode_check) first. (Python: wgattn.page.replies.DecodeStart) */
 interface DecodeStart {
   bench: number;
-  case: Record<string, unknown>;
-  bytes: number;
   protocol: BenchProtocol;
   repeat: number;
   jobs: BenchJob[];
   series: BenchSeries[];
   stamps_kept: number;
   skipped: BenchSkip[];
+  case: Record<string, unknown>;
+  bytes: number;
 }
 
 /** PageSession.decode_check: a decode output against the float64 reference, on the (sequence, kv head) pairs named. (Python: wgattn.page.replies.DecodeCheck) */

@@ -150,39 +150,37 @@ class BenchSeries(TypedDict):
     jobs: List[int]  # indices into BenchStart.jobs
 
 
-class BenchStart(TypedDict):
-    """PageSession.bench_start: the jobs in their series, the baseline, the protocol they follow
-    and the limits the request met."""
+class Schedule(TypedDict):
+    """What a benchmark's start tells the page: its jobs in their series and the protocol they
+    follow (BenchStart and DecodeStart add what their kind of benchmark needs)."""
 
     bench: int
-    op: str
-    baseline: str
-    impls: List[str]
-    seq_lens: List[int]
     protocol: Protocol
     repeat: int  # each series timed this many times back to back
     jobs: List[BenchItem]
     series: List[BenchSeries]
     stamps_kept: int  # timestamps per sample to send with a record (the timer's resolution)
     skipped: List[BenchSkip]
+
+
+class BenchStart(Schedule):
+    """PageSession.bench_start: the schedule, the baseline and the limits the request met."""
+
+    op: str
+    baseline: str
+    impls: List[str]
+    seq_lens: List[int]
     limits: Dict[str, Any]
 
 
-class DecodeStart(TypedDict):
+class DecodeStart(Schedule):
     """PageSession.decode_start: the decode kernel and the WGSL copy of one decode case (jobs 0
     and 1, one series), timed by the benchmark's protocol (bench_schedule, bench_warm,
     bench_calibrate, bench_record); each filled on the GPU (decode_fill) and checked
     (decode_check) first."""
 
-    bench: int
     case: Dict[str, Any]  # wgattn.interfaces.paged_decode_bench.CASE_FIELDS and the case's name
     bytes: int  # K and V bytes a step reads (wgattn.interfaces.paged_decode_bench.bytes_touched)
-    protocol: Protocol
-    repeat: int
-    jobs: List[BenchItem]
-    series: List[BenchSeries]
-    stamps_kept: int
-    skipped: List[BenchSkip]
 
 
 class DecodeCheck(TypedDict):
