@@ -4,7 +4,7 @@
 
 struct Params {
 #include "lib/packed_params.wgsl"
-  _pad: u32,
+  max_seqlen: u32,      // the longest query or key sequence: a grid of blocks per sequence covers it
 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;              // [total_q, heads_q, D]

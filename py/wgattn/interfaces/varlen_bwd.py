@@ -85,6 +85,8 @@ class VarlenBwd(PackedInterface):
         total_k, hkv, _ = k.shape
         stats = np.concatenate([lse.ravel(), np.zeros(total_q * hq, dtype=np.float32)])
         values = params(q, k, cu_q, case.options)
+        longest = [int(np.diff(cu).max()) for cu in (cu_q, cu_k) if cu.shape[0] > 1]
+        values["max_seqlen"] = max(longest, default=0)
         data = {"q": q, "k": k, "v": v, "out": out, "dout": dout, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k, "stats": stats}
         buffers = {name: data_buffer(name, arr) for name, arr in data.items()}
         buffers["dq"] = out_buffer("dq", 4 * total_q * hq * d)
