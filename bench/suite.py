@@ -58,6 +58,7 @@ KERNELS = [
     "flash_fwd.blocked_f16",
     "flash_fwd.smx",
     "varlen_bwd.tiled",
+    "varlen_bwd.smx",
 ]
 SHAPES = ["4,16,2048,64", "2,16,4096,128"]
 # Chromium on an NVIDIA GPU without a display (each found the hard way; docs/runtimes.md):

@@ -23,8 +23,9 @@ registers in 16-byte loads (new knobs and WGSL; docs/performance.md, "Decode ove
 cache"), and the varlen_bwd plans' plan digests, whose Params gained `max_seqlen` (the
 longest sequence, for kernels whose grid has a block per sequence, as flash_fwd's has) in place
 of its padding word. A kernel or interface
-registered since adds its plans as it joins (paged_decode; flash_fwd.smx, which no adapter here
-can run: its plans record why)."""
+registered since adds its plans as it joins (paged_decode; flash_fwd.smx and varlen_bwd.smx,
+which no adapter here can run: their plans record why; the benchmark's list of backward kernels
+grew by varlen_bwd.smx)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import TARGET, WIDE, failures, first_wide_failure
+from helpers import TARGET, WIDE, failures, first_wide_failure, needs_features
 from wgattn import conformance, registry
 from wgattn.interfaces import Case
 from wgattn.interfaces.varlen_bwd import INTERFACE as varlen_bwd
@@ -69,6 +69,7 @@ def test_every_kernel_of_the_interface_is_tested():
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.id)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_kernel_matches_reference(native_runtime, kernel, case):
+    needs_features(native_runtime, kernel)
     rows = conformance.run_case(native_runtime, kernel, case)
     assert [r["output"] for r in rows] == list(varlen_bwd.OUTPUTS)
     bad = failures(rows)
@@ -80,6 +81,7 @@ def test_kernel_matches_reference(native_runtime, kernel, case):
     "prefix", ["causal-br-d64-mqa-empty-seqs", "softcap-d64-gqa3", "long-causal-br-d64", "causal-tl-d111-gqa3"]
 )
 def test_runs_are_bit_identical(native_runtime, kernel, prefix):
+    needs_features(native_runtime, kernel)
     plan = varlen_bwd.plan(kernel, _case(prefix), TARGET)
     a = native_runtime.run(plan).raw
     b = native_runtime.run(plan).raw
@@ -90,6 +92,7 @@ def test_runs_are_bit_identical(native_runtime, kernel, prefix):
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.id)
 @pytest.mark.parametrize("case", [c for c in CASES if not all(v.all() for v in _visibility(c))], ids=lambda c: c.name)
 def test_invisible_rows_and_keys_get_exact_zeros(native_runtime, kernel, case):
+    needs_features(native_runtime, kernel)
     has_key, seen = _visibility(case)
     got = native_runtime.run(varlen_bwd.plan(kernel, case, native_runtime.target)).outputs
     assert np.all(got["dq"][~has_key] == 0.0)
@@ -102,6 +105,7 @@ def test_invisible_rows_and_keys_get_exact_zeros(native_runtime, kernel, case):
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.id)
 def test_flashattention_plus_inf_lse_is_an_empty_row_too(native_runtime, kernel):
     """FlashAttention writes +inf as the lse of an empty row: the same gradients as -inf."""
+    needs_features(native_runtime, kernel)
     case = _case("causal-br-d130-mqa-empty-rows")
     flipped = Case(case.name, dict(case.inputs), dict(case.options))
     lse = case.inputs["lse"].copy()
@@ -114,6 +118,7 @@ def test_flashattention_plus_inf_lse_is_an_empty_row_too(native_runtime, kernel)
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.id)
 def test_case_from_reference_round_trips(native_runtime, kernel):
+    needs_features(native_runtime, kernel)
     c = _case("window-both-causal-br-d130")
     i = c.inputs
     made = varlen_bwd.case_from_reference(
@@ -241,6 +246,7 @@ def test_plan_layout():
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.id)
 @pytest.mark.parametrize("total_q, total_k", [(0, 5), (4, 0), (0, 0)])
 def test_empty_totals(native_runtime, kernel, total_q, total_k):
+    needs_features(native_runtime, kernel)
     rs = np.random.RandomState(2)
     q = rs.standard_normal((total_q, 2, 8)).astype(np.float32)
     k = rs.standard_normal((total_k, 1, 8)).astype(np.float32)
@@ -262,6 +268,7 @@ def test_empty_totals(native_runtime, kernel, total_q, total_k):
 def test_folded_grid_past_65535_workgroups(native_runtime, kernel):
     """WG = 1 and 72000 rows per pass: the workgroup grid folds into (65535, 2); every row is
     still computed once (the tiled kernel's other override constants stay as registered)."""
+    needs_features(native_runtime, kernel)
     rs = np.random.RandomState(3)
     seqs, hq, d = 2000, 2, 2
     cu = (np.arange(seqs + 1) * 18).astype(np.int32)
@@ -308,3 +315,17 @@ def test_planted_tiling_bugs_are_caught(native_runtime, bug):
     assert source.count(old) == 1, f"planted bug {bug!r} no longer matches the kernel"
     caught = first_wide_failure(native_runtime, TILED, CASES, source.replace(old, new))
     assert caught, f"no grid case fails {WIDE}x its allowance or more: {bug}"
+
+
+def test_an_f16_backward_is_judged_on_f16_inputs_against_a_naive_f16_run():
+    """varlen_bwd.smx computes in f16: its yardstick is the naive float16 backward (float16's error,
+    several times float32's), on inputs rounded to float16."""
+    smx = REG.kernel("varlen_bwd.smx")
+    assert smx.precision == "f16"
+    case = conformance.judged_case(smx, _case("softcap-d64"))
+    ref, naive = conformance.expected(smx, case)
+    ref32 = varlen_bwd.reference(case, dtype=np.float32)
+    for name in ("dq", "dk", "dv"):
+        err16 = np.abs(naive[name].astype(np.float64) - ref[name]).max()
+        err32 = np.abs(ref32[name].astype(np.float64) - ref[name]).max()
+        assert 1e-4 < err16 < 1e-1 and err16 > 50 * err32, (name, err16, err32)

@@ -4,21 +4,27 @@ them; the benchmark's variants (bench/smx_attention/smx_plan.py) are that kernel
 configuration pinned; the workgroup bytes it budgets are those the WGSL declares; every flash_fwd
 grid case gets a plan or a clear refusal. The kernel's numbers are checked on real subgroup
 matrices by bench/smx_attention (testbed.sh on lavapipe, device_run.sh on a GPU) and by the page's
-conformance view in a browser that offers them: no runtime here has them."""
+conformance view in a browser that offers them: no runtime here has them. The harness takes any
+registered kernel (jobs.py --kernel): a matrix kernel pinned plans as registered, and the judge
+reads every output of the kernel's interface from its place."""
 
+import base64
+import json
 import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench" / "smx_attention"))
 
+import jobs  # noqa: E402
 import smx_plan  # noqa: E402
 
 from wgattn import interfaces, registry  # noqa: E402
-from wgattn.conformance import judged_case  # noqa: E402
+from wgattn.conformance import expected, judged_case  # noqa: E402
 from wgattn.expr import evaluate  # noqa: E402
 from wgattn.target import WEBGPU_LIMITS, MatrixConfig, Target  # noqa: E402
 
@@ -107,7 +113,7 @@ def test_every_grid_case_gets_a_plan_or_a_clear_refusal(kind):
             continue
         main = plan.dispatches[-1]
         assert main.entry_point == "flash_fwd"
-        ds = int(re.search(r"const DS: u32 = (\d+)u;", main.source)[1])
+        (ds,) = map(int, re.findall(r"const DS: u32 = (\d+)u;", main.source))
         assert main.constants["WG"] == main.constants["RB"] * ds * 32  # DS subgroups per row block
 
 
@@ -148,7 +154,7 @@ def test_registered_kernel_plans_with_the_adapters_configuration(configs, subgro
         assert (main.source, main.constants, main.workgroups) == (same.source, same.constants, same.workgroups)
         consts = dict(re.findall(r"const (S[MNK]): u32 = (\d+)u;", main.source))
         assert tuple(int(consts[n]) for n in ("SM", "SN", "SK")) == cfg
-        ds = int(re.search(r"const DS: u32 = (\d+)u;", main.source)[1])  # subgroups per row block
+        (ds,) = map(int, re.findall(r"const DS: u32 = (\d+)u;", main.source))  # subgroups per row block
         assert main.invocations == main.constants["RB"] * ds * subgroup and main.constants["TPR"] == ds * subgroup // cfg[0]
 
 
@@ -165,3 +171,67 @@ def test_an_adapter_without_what_it_needs_is_told_why():
         assert why in target.lacks(REGISTERED)
         plan = flash_fwd.plan(REGISTERED, case, target)
         assert not plan.dispatches and why in plan.unavailable
+
+
+# --- Any registered kernel: the harness's --kernel (bench/smx_attention/jobs.py) -------------------
+
+MATRIX_KERNELS = sorted(k.id for k in registry.load().kernels.values() if k.matrix is not None)
+
+
+@pytest.mark.parametrize("kernel_id", MATRIX_KERNELS)
+@pytest.mark.parametrize("configs, subgroup, cfg", ADAPTERS)
+def test_every_matrix_kernel_pinned_plans_as_registered(kernel_id, configs, subgroup, cfg):
+    """Pinned to the configuration and subgroup size an adapter reports, in its registered kind,
+    any kernel with a "matrix" entry plans exactly what the registered kernel plans there."""
+    k = registry.load().kernel(kernel_id)
+    iface = interfaces.of(k)
+    target = _adapter(configs, (subgroup, subgroup))
+    pinned = smx_plan.kernel(cfg, subgroup, kernel_id=kernel_id)
+    assert pinned.matrix is None and pinned.interface == k.interface
+    for case in iface.conformance_cases()[:6]:
+        c = judged_case(k, case)
+        plan, same = iface.plan(k, c, target), iface.plan(pinned, c, target)
+        assert bool(plan.unavailable) == bool(same.unavailable)  # the reasons list the tiles, pinned or not
+        got = [(d.entry_point, d.source, d.constants, d.workgroups) for d in same.dispatches]
+        assert [(d.entry_point, d.source, d.constants, d.workgroups) for d in plan.dispatches] == got
+
+
+def test_a_kernel_without_matrix_is_taken_as_registered():
+    tiled = registry.load().kernel("varlen_bwd.tiled")
+    assert smx_plan.kinds_of("varlen_bwd.tiled") == ("staged",)
+    assert smx_plan.kinds_of() == smx_plan.KINDS
+    assert smx_plan.kernel((8, 8, 8), 8, kernel_id="varlen_bwd.tiled") == tiled
+    assert smx_plan.kernel((16, 16, 16), 32, kind="staged", kernel_id="varlen_bwd.tiled") == tiled
+    with pytest.raises(ValueError, match=r"varlen_bwd.tiled: kind must be one of \('staged',\)"):
+        smx_plan.kernel((8, 8, 8), 8, kind="direct", kernel_id="varlen_bwd.tiled")
+
+
+def test_judge_reads_every_output_of_the_recorded_kernel_at_its_offset(tmp_path):
+    """jobs.py for a varlen_bwd kernel: the job file records the kernel, dk and dv share one
+    buffer (dv at an offset), and the judge takes each from its place: the reference's own
+    numbers pass, dv's moved by a little more than its allowance fails dv alone."""
+    built = jobs.build([(8, 8, 8)], 8, 32768, "quick", False, ["auto"], kernel_id="varlen_bwd.tiled")
+    assert built["kernel"] == "varlen_bwd.tiled" and [e["tag"] for e in built["configs"]] == ["8x8x8"]
+    entry = built["configs"][0]
+    entry["correctness"] = [j for j in entry["correctness"] if j["name"].startswith("window-0-0-tl-d64-empty-rows")]
+    (job,) = entry["correctness"]
+    assert [o[:2] for o in job["outputs"]] == [["dq", "dq"], ["dk", "dkv"], ["dv", "dkv"]]
+    assert job["outputs"][2][3] == int(np.prod(job["outputs"][1][2]))  # dv after dk
+    kern = smx_plan.kernel((8, 8, 8), 8, kernel_id="varlen_bwd.tiled")
+    case = judged_case(kern, {c.name: c for c in jobs.correctness_cases("all", "varlen_bwd.tiled")}[job["name"]])
+    ref, _ = expected(kern, case)
+
+    def results(shift_dv: float) -> dict:
+        dv = ref["dv"] + shift_dv
+        raw = {"dq": ref["dq"].astype(np.float32).tobytes(), "dkv": np.concatenate([ref["dk"], dv]).astype(np.float32).tobytes()}
+        got = {job["name"]: {"raw": {b: base64.b64encode(r).decode() for b, r in raw.items()}}}
+        return {"configs": {"8x8x8": {"correctness": got}}}
+
+    jobs_path, res_path = tmp_path / "jobs.json", tmp_path / "results.json"
+    jobs_path.write_text(json.dumps(built))
+    res_path.write_text(json.dumps(results(0.0)))
+    rows = jobs.judge_results(jobs_path, res_path)
+    assert [(r["output"], r["pass"]) for r in rows] == [("dq", True), ("dk", True), ("dv", True)]
+    res_path.write_text(json.dumps(results(1.5 * max(r["allowance"] for r in rows))))
+    rows = jobs.judge_results(jobs_path, res_path)
+    assert [(r["output"], r["pass"]) for r in rows] == [("dq", True), ("dk", True), ("dv", False)]

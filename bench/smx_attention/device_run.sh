@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# flash_fwd.smx on a lent NVIDIA GPU in one call: builds the jobs (jobs.py), runs the bench page in
-# Chromium with Dawn's robustness on (what a page gets), then again with it off
+# flash_fwd.smx (or SMX_KERNEL) on a lent NVIDIA GPU in one call: builds the jobs (jobs.py), runs
+# the bench page in Chromium with Dawn's robustness on (what a page gets), then again with it off
 # (disable_robustness) and with integer range analysis in robustness
-# (enable_integer_range_analysis_in_robustness), judges every correctness output by the f16 rule,
-# times PyTorch's f16 SDPA and GEMM, writes details under $OUT and prints a table last.
+# (enable_integer_range_analysis_in_robustness), judges every correctness output by the rule of the
+# kernel's precision (f16), times PyTorch's f16 SDPA and GEMM, writes details under $OUT and prints
+# a table last.
 #
 # On the lent machine, after bench/devcarry.py's parts are stashed and unpacked there (its calls 1-3,
 # docs/performance.md), in one more call to the same warm machine, carrying nothing:
@@ -11,7 +12,10 @@
 # (or, with the parts of ../../../shared/scripts/chromium-gpu/README.md stashed instead, from a
 # checkout whose .devcarry/ holds chromium/chr3, chromium/chrx, libvulkan1_*.deb and scripts/:
 #   bash bench/smx_attention/device_run.sh)
-# Environment: SMX_MODES (default robust,off,range), SMX_CASES (all | quick), SMX_CONFIGS,
+# Environment: SMX_KERNEL (a registered kernel id, jobs.py --kernel; default flash_fwd.smx; another
+# kernel runs in its one kind and the "auto" variant: varlen_bwd.smx's dq, dk, dv are judged, its
+# timed shapes counted as 2.5 times the causal forward's FLOPs; summary.py's PyTorch rows stay the
+# forward's), SMX_MODES (default robust,off,range), SMX_CASES (all | quick), SMX_CONFIGS,
 # SMX_T_ROBUST / SMX_T_OFF / SMX_T_RANGE (seconds each page may take: 170, 130, 80),
 # SMX_VARIANTS (jobs.py VARIANTS names), SMX_CASES_VARIANT (the variant whose tiles the correctness
 # cases run), SMX_TIMING=0 (correctness only), SMX_TEMPLATE (another kernel file, jobs.py --template), SMX_TPR (invocations per softmax row), SMX_KINDS, SMX_SHAPES (timed B,H,S,D;...), SMX_KEEP_RAW=1 (keep the outputs' bytes),
@@ -57,6 +61,7 @@ fi
 
 "${PYTHON:-python3}" "$here/jobs.py" build "$here/out/jobs.json" --configs "${SMX_CONFIGS:-16x16x16,16x8x16,16x8x8}" \
   --subgroup 32 --storage 49152 --cases "${SMX_CASES:-all}" $([ "${SMX_TIMING:-1}" = 0 ] || echo --timing) \
+  ${SMX_KERNEL:+--kernel "$SMX_KERNEL"} \
   ${SMX_VARIANTS:+--variants "$SMX_VARIANTS"} ${SMX_TEMPLATE:+--template "$SMX_TEMPLATE"} ${SMX_TPR:+--tpr "$SMX_TPR"} \
   ${SMX_CASES_VARIANT:+--cases-variant "$SMX_CASES_VARIANT"} \
   ${SMX_KINDS:+--kinds "$SMX_KINDS"} ${SMX_SHAPES:+--shapes "$SMX_SHAPES"} 2>&1 | tail -1

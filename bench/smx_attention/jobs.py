@@ -1,14 +1,21 @@
 """Jobs for the subgroup-matrix attention harness, and their judgement.
 
-A job file (JSON) holds dispatch plans built by the flash_fwd interface's plan() for
-flash_fwd.smx (smx_plan.kernel) in each configuration and variant: correctness plans with their
-input bytes, and timing plans whose q, k, v the executor fills with random numbers on the GPU.
-An executor (smx.js: the bench page in a browser, or testbed.mjs under Node with Dawn) runs them
-and writes a results file; `judge` reads both back and judges every output by the f16 rule
-(wgattn.conformance: f16-rounded inputs against the float64 reference, allowance from a naive
-float16 run's error), so the reference and the tolerance are the project's own, unchanged.
+A job file (JSON) holds dispatch plans built by a kernel's interface's plan() for one registered
+kernel (--kernel, default flash_fwd.smx; smx_plan.kernel pins it to each configuration) in each
+configuration and variant: correctness plans with their input bytes, and timing plans whose
+float inputs (q, k, v; for the backward also out, dout) the executor fills with random numbers on
+the GPU. It records the kernel's id. An executor (smx.js: the bench page in a browser, or
+testbed.mjs under Node with Dawn) runs them and writes a results file; `judge` reads both back and
+judges every output of the kernel's interface (flash_fwd: out, lse; varlen_bwd: dq, dk, dv) by the
+kernel's precision's rule (wgattn.conformance; f16: f16-rounded inputs against the float64
+reference, allowance from a naive float16 run's error), so the reference and the tolerance are
+the project's own, unchanged.
 
-    python jobs.py build OUT.json [--configs 16x16x16,...] [--subgroup 32] [--storage 49152]
+flash_fwd.smx is built in every kind (smx_plan.KINDS) and timing variant; any other kernel in its
+one kind ("staged": as registered) and the "auto" variant. A kernel without subgroup matrices
+(varlen_bwd.tiled) runs too, unpinned: the plumbing checked before its matrix kernel exists.
+
+    python jobs.py build OUT.json [--kernel ID] [--configs 16x16x16,...] [--subgroup 32] [--storage 49152]
     python jobs.py judge OUT.json RESULTS.json
 """
 
@@ -19,8 +26,9 @@ import base64
 import json
 import sys
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
@@ -30,13 +38,16 @@ sys.path.insert(0, str(HERE))
 
 import smx_plan  # noqa: E402
 
-from wgattn import interfaces  # noqa: E402
+from wgattn import bench, interfaces, registry  # noqa: E402
 from wgattn.conformance import expected, judge, judged_case  # noqa: E402
-from wgattn.interfaces import Case  # noqa: E402
+from wgattn.interfaces import Case, Interface  # noqa: E402
+from wgattn.interfaces.flash_fwd import FlashFwd  # noqa: E402
+from wgattn.plan import Output  # noqa: E402
 from wgattn.target import WEBGPU_LIMITS, Target  # noqa: E402
 from wgattn.wgsl import preprocess  # noqa: E402
 
-ff = interfaces.get("flash_fwd")
+ff = cast(FlashFwd, interfaces.get("flash_fwd"))
+DEFAULT_KERNEL = smx_plan.DEFAULT_KERNEL
 
 # Timed shapes (B, H, S, D), causal, as the issue's targets.
 TIMED: Tuple[Tuple[int, int, int, int], ...] = ((4, 16, 2048, 64), (2, 16, 4096, 128))
@@ -104,21 +115,64 @@ def extra_cases(seed: int = 1) -> List[Case]:
     return cases
 
 
-def correctness_cases(which: str = "all") -> List[Case]:
-    """The flash_fwd conformance grid plus extra_cases(); "quick": a handful covering every knob."""
-    cases = ff.conformance_cases() + extra_cases()
+def bwd_extra_cases(seed: int = 1) -> List[Case]:
+    """The varlen_bwd grid has no head dim that fills whole 64-wide chunks past the first (59, 64,
+    111, 130): one case at D = 128, drawn as the grid's rows are."""
+    bwd = interfaces.get("varlen_bwd")
+    rs = np.random.RandomState(seed)
+    opts = {"causal": True, "causal_align": "top_left"}
+    return [bwd.grid_case(rs, "smx-bwd-d128-causal-tl-gqa2", [(200, 200), (77, 300)], 4, 2, 128, opts, 1.0)]
+
+
+# Per interface: its cases beyond the conformance grid, and the quick subset (name prefixes)
+# covering every knob: causal in both alignments, GQA and MQA, windows, softcap, empty sequences
+# and rows with no key, head dims past a 16-wide fragment and D = 128.
+EXTRA = {"flash_fwd": extra_cases, "varlen_bwd": bwd_extra_cases}
+QUICK = {
+    "flash_fwd": (
+        "causal-br-d64-mqa-empty-seqs",
+        "causal-tl-d111-gqa3",
+        "window-both-causal-br-d130",
+        "window-0-0-tl-d64-empty-rows",
+        "softcap-d64-gqa3",
+        "smx-rising-scores-d64",
+        "smx-d128-causal-tl-gqa2",
+        "smx-onehot-v-d16",
+    ),
+    "varlen_bwd": (
+        "causal-br-d64-mqa-empty-seqs",
+        "causal-tl-d111-gqa3",
+        "causal-br-d130-mqa-empty-rows",
+        "window-both-causal-br-d130",
+        "window-0-0-tl-d64-empty-rows",
+        "softcap-d64-gqa3",
+        "smx-bwd-d128-causal-tl-gqa2",
+    ),
+}
+
+
+def interface_of(kernel_id: str) -> Interface:
+    """The interface registered kernel `kernel_id` implements (ValueError naming the registered
+    kernels for an unknown id)."""
+    return interfaces.of(registry.load().kernel(kernel_id))
+
+
+@lru_cache(maxsize=None)
+def _cases(interface: str) -> Tuple[Case, ...]:
+    iface = interfaces.get(interface)
+    extra = EXTRA.get(interface)
+    return tuple(iface.conformance_cases() + (extra() if extra else []))
+
+
+def correctness_cases(which: str = "all", kernel_id: str = DEFAULT_KERNEL) -> List[Case]:
+    """The conformance grid of `kernel_id`'s interface plus its EXTRA cases; "quick": QUICK's
+    handful covering every knob."""
+    name = interface_of(kernel_id).name
+    cases = list(_cases(name))
     if which == "quick":
-        keep = (
-            "causal-br-d64-mqa-empty-seqs",
-            "causal-tl-d111-gqa3",
-            "window-both-causal-br-d130",
-            "window-0-0-tl-d64-empty-rows",
-            "softcap-d64-gqa3",
-            "smx-rising-scores-d64",
-            "smx-d128-causal-tl-gqa2",
-            "smx-onehot-v-d16",
-        )
-        cases = [c for c in cases if c.name.startswith(keep)]
+        if name not in QUICK:
+            raise ValueError(f"no quick cases for interface {name} ({kernel_id}); use --cases all, or add them to jobs.QUICK")
+        cases = [c for c in cases if c.name.startswith(QUICK[name])]
     return cases
 
 
@@ -130,24 +184,33 @@ def target(storage: int) -> Target:
     return Target(features=features, limits=limits, name=f"an adapter with {storage} bytes of workgroup storage")
 
 
+# Inputs a timing plan's executor fills with random numbers on the GPU (those its plan has as inputs:
+# flash_fwd's out is an output).
+FILLED = ("q", "k", "v", "out", "dout")
+
+
 def _plan_job(
     name: str, kern, case: Case, tgt: Target, overrides: Optional[Mapping[str, float]], with_bytes: bool
 ) -> Dict[str, Any]:
+    """One job: `kern`'s plan on `case` by its interface's plan(); every output as [name, buffer,
+    shape, offset in float32 elements] (dk and dv share one buffer)."""
     if kern.defines.get("KV_F16"):
         if overrides:
             kern = replace(kern, overrides={**kern.overrides, **overrides})
         plan = smx_plan.f16_plan(kern, case, tgt)
     else:
-        plan = ff.plan(kern, case, tgt, overrides=overrides)  # type: ignore[arg-type]
+        plan = interfaces.of(kern).plan(kern, case, tgt, overrides=overrides)  # type: ignore[arg-type]
     if plan.unavailable:
         raise ValueError(plan.unavailable)
     js = plan.to_js()
-    job: Dict[str, Any] = {"name": name, "plan": js, "outputs": [[o.name, o.buffer, list(o.shape)] for o in plan.outputs]}
+    outputs = [[o.name, o.buffer, list(o.shape)] + ([o.offset] if o.offset else []) for o in plan.outputs]
+    job: Dict[str, Any] = {"name": name, "plan": js, "outputs": outputs}
     if with_bytes:
         job["bytes"] = {b.name: _b64(b.data) for b in plan.buffers if b.data is not None}
-    else:  # timing: q, k, v filled on the GPU; the small ones travel
-        job["bytes"] = {b.name: _b64(b.data) for b in plan.buffers if b.data is not None and b.name not in ("q", "k", "v")}
-        job["fill"] = ["q", "k", "v"]
+    else:  # timing: the float inputs filled on the GPU; the small ones travel
+        fill = [b.name for b in plan.buffers if b.name in FILLED and b.data is not None]
+        job["bytes"] = {b.name: _b64(b.data) for b in plan.buffers if b.data is not None and b.name not in fill}
+        job["fill"] = fill
     return job
 
 
@@ -157,11 +220,19 @@ def _tpr_overrides(tpr: int) -> Optional[Dict[str, Any]]:
     return {"TPR": tpr, "WG": f"BR * {tpr}"} if tpr else None
 
 
-def timed_case(shape: Tuple[int, int, int, int]) -> Case:
-    """A dense causal case of `shape` with zero tensors (the executor fills them)."""
+def timed_case(shape: Tuple[int, int, int, int], iface: Interface = ff) -> Case:
+    """A dense causal case of `shape` for `iface` (its bench_cases; flash_fwd's dense_case) with
+    zero tensors (the executor fills them)."""
     b, h, s, d = shape
+    name = "x".join(map(str, shape))
     z = np.zeros((b, h, s, d), dtype=np.float32)
-    return ff.dense_case(z, z, z, causal=True, name="x".join(map(str, shape)))
+    if iface is ff:
+        return ff.dense_case(z, z, z, causal=True, name=name)
+    dense = {n: z for n in ("q", "k", "v")}
+    if iface.bench_op == "bwd":
+        dense["dout"] = z
+    (case,) = iface.bench_cases(dense, causal=True)  # one plan a timed run
+    return Case(name, case.inputs, case.options)
 
 
 def gemm_job(cfg: smx_plan.Config, subgroup: int, size: int, flat: bool = False) -> Dict[str, Any]:
@@ -194,27 +265,43 @@ def build(
     kinds: Sequence[str] = KINDS,
     tpr: int = 0,
     cases_variant: str = "auto",
+    kernel_id: str = DEFAULT_KERNEL,
 ) -> Dict[str, Any]:
-    """Jobs for (configuration, kind) pairs: the first configuration with every kind, every
-    variant timed and, in its staged kind, `which` cases; the other configurations with
-    OTHER_KINDS, the "auto" variant and the quick cases (a page can narrow further: each
-    correctness job says whether it is "quick"). The staged kind carries the GEMM ceiling. The
-    correctness plans use `cases_variant`'s tiles (a variant is timed only once it passes)."""
+    """Jobs for (configuration, kind) pairs of registered kernel `kernel_id`: the first
+    configuration with every kind, every variant timed and, in its staged kind, `which` cases;
+    the other configurations with OTHER_KINDS, the "auto" variant and the quick cases (a page can
+    narrow further: each correctness job says whether it is "quick"). The staged kind carries the
+    GEMM ceiling. The correctness plans use `cases_variant`'s tiles (a variant is timed only once
+    it passes). Kinds, variants and `tpr` are flash_fwd.smx's: another kernel is built in its one
+    kind, "staged", and the "auto" variant; timed shapes are dense and causal, with the FLOPs of
+    wgattn.bench.flops for its interface's op (the backward: 2.5 times the forward's)."""
+    iface = interface_of(kernel_id)
+    if smx_plan.kinds_of(kernel_id) != smx_plan.KINDS:
+        if cases_variant != "auto" or tpr:
+            raise ValueError(f"--cases-variant and --tpr are flash_fwd.smx's tiles and row spreading; {kernel_id} has neither")
+        kinds, variants = ["staged"], ["auto"]
     tgt = target(storage)
-    jobs: Dict[str, Any] = {"configs": [], "subgroup": subgroup, "storage": storage, "timed": [list(s) for s in shapes]}
-    quick = {c.name for c in correctness_cases("quick")}
+    jobs: Dict[str, Any] = {
+        "kernel": kernel_id,
+        "interface": iface.name,
+        "configs": [],
+        "subgroup": subgroup,
+        "storage": storage,
+        "timed": [list(s) for s in shapes],
+    }
+    quick = {c.name for c in correctness_cases("quick", kernel_id)} if iface.name in QUICK else set()
     pairs = [(c, k) for c in configs for k in (kinds if c == configs[0] else [k for k in kinds if k in OTHER_KINDS])]
     for cfg, kind in pairs:
         first = cfg == configs[0]
         tag = "x".join(map(str, cfg)) + ("" if kind == "staged" else f"+{kind}")
         entry: Dict[str, Any] = {"config": {"M": cfg[0], "N": cfg[1], "K": cfg[2]}, "tag": tag, "correctness": [], "timing": []}
         try:
-            kern = smx_plan.kernel(cfg, subgroup, VARIANTS[cases_variant].get("tiles"), template, kind)
+            kern = smx_plan.kernel(cfg, subgroup, VARIANTS[cases_variant].get("tiles"), template, kind, kernel_id)
         except ValueError as e:
             entry["refused"] = str(e)
             jobs["configs"].append(entry)
             continue
-        for case in correctness_cases(which if first and kind == "staged" else "quick"):
+        for case in correctness_cases(which if first and kind == "staged" else "quick", kernel_id):
             jc = judged_case(kern, case)
             try:
                 over = {**VARIANTS[cases_variant].get("overrides", {}), **(_tpr_overrides(tpr) or {})}
@@ -229,17 +316,16 @@ def build(
         if kind == "staged":
             entry["gemm"] = [gemm_job(cfg, subgroup, gemm_size)] + ([gemm_job(cfg, subgroup, gemm_size, True)] if first else [])
         for shape in shapes:
-            case = timed_case(shape)
+            case = timed_case(shape, iface)
             for vname in variants if first else ["auto"]:
                 spec = VARIANTS[vname]
-                k2 = smx_plan.kernel(cfg, subgroup, spec.get("tiles"), template, kind)
+                k2 = smx_plan.kernel(cfg, subgroup, spec.get("tiles"), template, kind, kernel_id)
                 try:
                     job = _plan_job(f"{vname}:{case.name}", k2, case, tgt, spec.get("overrides"), False)
                 except ValueError as e:
                     job = {"name": f"{vname}:{case.name}", "refused": str(e)}
                 job["variant"], job["shape"] = vname, list(shape)
-                b_, h_, s_, d_ = shape
-                job["flops"] = 4 * b_ * h_ * s_ * s_ * d_ // 2  # causal: half the scores
+                job["flops"] = int(bench.flops(iface.bench_op, shape, causal=True))  # causal: half the scores
                 entry["timing"].append(job)
         jobs["configs"].append(entry)
     return jobs
@@ -247,10 +333,12 @@ def build(
 
 def judge_results(jobs_path: Path, results_path: Path) -> List[Dict[str, Any]]:
     """Judge every correctness output in `results_path` against the cases `jobs_path` was built
-    from; one row per (config, case, output)."""
+    from, for the kernel it records (flash_fwd.smx in a file from before it did); one row per
+    (config, case, output)."""
     jobs = json.loads(jobs_path.read_text())
     results = json.loads(results_path.read_text())
-    by_name = {c.name: c for c in correctness_cases("all")}
+    kernel_id = jobs.get("kernel", DEFAULT_KERNEL)
+    by_name = {c.name: c for c in correctness_cases("all", kernel_id)}
     rows = []
     for entry in jobs["configs"]:
         tag = entry["tag"]
@@ -258,7 +346,7 @@ def judge_results(jobs_path: Path, results_path: Path) -> List[Dict[str, Any]]:
         if "refused" in entry or got_cfg.get("skipped"):
             rows.append({"config": tag, "case": "-", "skipped": entry.get("refused") or got_cfg.get("skipped")})
             continue
-        kern = smx_plan.kernel(parse_config(tag), jobs["subgroup"], kind=parse_kind(tag))
+        kern = smx_plan.kernel(parse_config(tag), jobs["subgroup"], kind=parse_kind(tag), kernel_id=kernel_id)
         for job in entry["correctness"]:
             name = job["name"]
             res = got_cfg.get("correctness", {}).get(name)
@@ -272,10 +360,15 @@ def judge_results(jobs_path: Path, results_path: Path) -> List[Dict[str, Any]]:
                 continue
             case = judged_case(kern, by_name[name])
             got = {}
-            for out_name, buf, shape in job["outputs"]:
-                raw = base64.b64decode(res["raw"][buf])
-                got[out_name] = np.frombuffer(raw, dtype=np.float32, count=int(np.prod(shape))).reshape(shape)
-            ref, naive = expected(kern, case)
+            for out_name, buf, shape, *offset in job["outputs"]:
+                out = Output(out_name, buf, offset[0] if offset else 0, tuple(shape))
+                got[out_name] = out.take(base64.b64decode(res["raw"][buf]))
+            try:
+                ref, naive = expected(kern, case)
+            except ValueError as e:  # e.g. an f16 kernel of an interface with no naive float16 reference
+                why = f"{kernel_id} is judged by the {kern.precision} rule, whose reference failed: {e}"
+                rows.append({"config": tag, "case": name, "error": why})
+                continue
             for row in judge(case, got, ref, naive):
                 rows.append({"config": tag, **{k: v for k, v in row.items() if k != "where"}})
     return rows
@@ -286,6 +379,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build")
     b.add_argument("out")
+    b.add_argument("--kernel", default=DEFAULT_KERNEL, help="a registered kernel id (its interface's cases and plan())")
     b.add_argument("--configs", default=",".join("x".join(map(str, c)) for c in smx_plan.PREFERRED))
     b.add_argument("--subgroup", type=int, default=32)
     b.add_argument("--storage", type=int, default=49152)
@@ -295,7 +389,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     b.add_argument("--gemm", type=int, default=8192, help="GEMM ceiling size (a multiple of 128)")
     b.add_argument("--kinds", default=",".join(KINDS), help="staged, staged16, direct: where K and V come from")
     b.add_argument("--tpr", type=int, default=0, help="invocations per row in the softmax (default: subgroup size / M)")
-    b.add_argument("--cases-variant", default="auto", choices=tuple(VARIANTS), help="the variant whose tiles the correctness plans use")
+    b.add_argument(
+        "--cases-variant", default="auto", choices=tuple(VARIANTS), help="the variant whose tiles the correctness plans use"
+    )
     b.add_argument("--template", default="", help="another WGSL file for the kernel: path without .wgsl, from shaders/")
     b.add_argument("--shapes", default=";".join(",".join(map(str, s)) for s in TIMED), help="timed B,H,S,D;...")
     j = sub.add_parser("judge")
@@ -305,7 +401,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     a = ap.parse_args(argv)
     if a.cmd == "build":
         cfgs = [parse_config(c) for c in a.configs.split(",") if c]
-        shapes = [tuple(int(x) for x in t.split(",")) for t in a.shapes.split(";") if t]
+        shapes = [bench.parse_shape(t) for t in a.shapes.split(";") if t]
         jobs = build(
             cfgs,
             a.subgroup,
@@ -319,12 +415,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             a.kinds.split(","),
             a.tpr,
             a.cases_variant,
-        )  # type: ignore[arg-type]
+            a.kernel,
+        )
         Path(a.out).write_text(json.dumps(jobs))
         n = sum(len(e.get("correctness", [])) for e in jobs["configs"])
-        print(f"{a.out}: {len(jobs['configs'])} configurations, {n} correctness plans", file=sys.stderr)
+        print(f"{a.out}: {a.kernel}, {len(jobs['configs'])} configurations, {n} correctness plans", file=sys.stderr)
         return 0
     rows = judge_results(Path(a.jobs), Path(a.results))
+    precision = registry.load().kernel(json.loads(Path(a.jobs).read_text()).get("kernel", DEFAULT_KERNEL)).precision
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
     bad = 0
@@ -334,7 +432,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             bad += not ok
             print(
                 f"{'PASS' if ok else 'FAIL'} {r['config']} {r['case']} {r['output']}: err {r['max_abs_err']:.3g} "
-                f"allow {r['allowance']:.3g} (naive f16 {r['naive_err']:.3g})"
+                f"allow {r['allowance']:.3g} (naive {precision} {r['naive_err']:.3g})"
             )
         else:
             bad += "error" in r

@@ -1,11 +1,13 @@
-"""flash_fwd.smx's variants for the benchmark: the registered kernel (shaders/manifest.json) with
-the adapter's names pinned to one subgroup-matrix configuration and subgroup size, so that every
-configuration an adapter lists can be measured, and its other kinds (where K and V come from).
+"""The benchmark's kernels: a registered kernel (shaders/manifest.json; flash_fwd.smx by default)
+with the adapter's names pinned to one subgroup-matrix configuration and subgroup size, so that
+every configuration an adapter lists can be measured, and flash_fwd.smx's other kinds (where K and
+V come from).
 
-The registered kernel takes its configuration from the target at plan time (the first f16 x f16
--> f32 one the adapter lists) and its subgroup size from the adapter's (fixed) one; WGSL needs the
-dimensions as constants, so they reach the shader as the defines SMX_M16 / SMX_N16 / SMX_K16
-(16 when set, else 8).
+A registered kernel with a "matrix" entry takes its configuration from the target at plan time (the
+first f16 x f16 -> f32 one the adapter lists) and its subgroup size from the adapter's (fixed) one;
+WGSL needs the dimensions as constants, so they reach the shader as the defines SMX_M16 / SMX_N16 /
+SMX_K16 (16 when set, else 8). A kernel without one (varlen_bwd.tiled) is taken as registered: the
+harness's plumbing checked on a kernel that needs no subgroup matrices.
 """
 
 from __future__ import annotations
@@ -16,26 +18,42 @@ from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 from wgattn import interfaces
 from wgattn.plan import Buffer, Plan
-from wgattn.registry import Kernel, load
+from wgattn.registry import Kernel, Knob, load
 from wgattn.target import Target
 
-__all__ = ["PREFERRED", "Config", "choose_config", "kernel", "f16_plan", "KINDS", "TILES", "HEAD_DIM_MAX", "REGISTERED"]
+__all__ = [
+    "PREFERRED",
+    "Config",
+    "choose_config",
+    "kernel",
+    "kinds_of",
+    "f16_plan",
+    "KINDS",
+    "TILES",
+    "HEAD_DIM_MAX",
+    "REGISTERED",
+    "DEFAULT_KERNEL",
+]
 
 Config = Tuple[int, int, int]  # (M, N, K)
 # Where K and V fragments come from: tiles staged in workgroup memory from the f32 inputs, tiles
 # staged from f16 copies (a pass before makes them), fragments loaded straight from those copies.
 # "+pf": the next tile's K and V are loaded into registers while this one is computed (PREFETCH).
 KINDS = ("staged", "staged16+pf", "direct", "staged+pf", "staged16")  # most telling first: a page may run out of time
+# The defines that make the kinds (flash_fwd.smx's); a kernel without them has one kind, "staged":
+# the kernel as registered.
+_KIND_DEFINES = ("KV_F16", "KV_DIRECT", "PREFETCH")
 
 # f16 x f16 -> f32 configurations the kernel is written for, best first (fewest instructions per
 # multiply-add first; the benchmark measures each an adapter offers).
 PREFERRED: Tuple[Config, ...] = ((16, 16, 16), (16, 8, 16), (16, 8, 8), (8, 16, 16), (8, 8, 16), (8, 8, 8))
 
-REGISTERED = load().kernel("flash_fwd.smx")
+DEFAULT_KERNEL = "flash_fwd.smx"
+REGISTERED = load().kernel(DEFAULT_KERNEL)
 HEAD_DIM_MAX = REGISTERED.limits["head_dim"]
-# Tile candidates, best first (RB row blocks of M rows, BC keys a tile): the registered kernel's.
-TILES: Tuple[Dict[str, int], ...] = tuple(dict(t) for t in REGISTERED.tiles)  # type: ignore[misc]
-# The constraint only prefetching kinds need (the WGSL's private prefetch arrays).
+# flash_fwd.smx's tile candidates, best first (RB row blocks of M rows, BC keys a tile).
+TILES: Tuple[Dict[str, Knob], ...] = tuple(dict(t) for t in REGISTERED.tiles)
+# The constraint only flash_fwd.smx's prefetching kinds need (the WGSL's private prefetch arrays).
 _PREFETCH_ONLY = "max(0, ceil_div(BC * DP // 4, WG) - 32)"
 
 
@@ -60,28 +78,49 @@ def choose_config(offered: Iterable[Mapping[str, object]]) -> Config:
     )
 
 
+def kinds_of(kernel_id: str = DEFAULT_KERNEL) -> Tuple[str, ...]:
+    """The kinds registered kernel `kernel_id` can be built in: KINDS for one with flash_fwd.smx's
+    kind defines (KV_F16, KV_DIRECT, PREFETCH), else ("staged",), the kernel as registered."""
+    k = load().kernel(kernel_id)
+    return KINDS if all(name in k.defines for name in _KIND_DEFINES) else ("staged",)
+
+
 def kernel(
     cfg: Config,
     subgroup_size: int,
     tiles: Optional[Sequence[Mapping[str, int]]] = None,
     template: str = "",
-    kind: str = "staged+pf",
+    kind: Optional[str] = None,
+    kernel_id: str = DEFAULT_KERNEL,
 ) -> Kernel:
-    """flash_fwd.smx for configuration `cfg` on an adapter whose subgroup size is `subgroup_size`:
-    the registered kernel with SGM_M, SGM_N, SGM_K and SUBGROUP_SIZE pinned to them; `tiles`
-    replaces the candidates (one to measure a shape); `template`, a path without .wgsl relative to
-    shaders/, replaces the kernel's file (an experiment, a planted bug); `kind`: "staged" (K, V
-    tiles staged from the f32 inputs), "staged16" (staged from f16 copies made by a pass before:
-    KV_F16) or "direct" (fragments loaded from those copies: KV_DIRECT); the last two are planned
-    with f16_plan; "+pf" adds PREFETCH to a staged kind (the registered kind is "staged+pf")."""
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    """Registered kernel `kernel_id` (flash_fwd.smx by default) for configuration `cfg` on an
+    adapter whose subgroup size is `subgroup_size`: SGM_M, SGM_N, SGM_K and SUBGROUP_SIZE pinned
+    to them in its overrides, defines, tiles, constraints and grids (a kernel without "matrix" is
+    taken as registered: `cfg` and `subgroup_size` do not apply); `tiles` replaces the
+    candidates (one to measure a shape); `template`, a path without .wgsl relative to shaders/,
+    replaces the kernel's file (an experiment, a planted bug); `kind` (kinds_of; None: the
+    registered one) for flash_fwd.smx: "staged" (K, V tiles staged from the f32 inputs),
+    "staged16" (staged from f16 copies made by a pass before: KV_F16) or "direct" (fragments
+    loaded from those copies: KV_DIRECT); the last two are planned with f16_plan; "+pf" adds
+    PREFETCH to a staged kind (the registered kind is "staged+pf"). Any other kernel has the one
+    kind "staged", as registered."""
+    base = load().kernel(kernel_id)
+    kinds = kinds_of(kernel_id)
+    if kind is not None and kind not in kinds:
+        raise ValueError(f"{kernel_id}: kind must be one of {kinds}, got {kind!r}")
+    chosen = tuple(dict(t) for t in tiles) if tiles else None
+    if base.matrix is None:  # nothing to pin
+        return replace(base, template=template or base.template, tiles=chosen or base.tiles)
+    if base.matrix != ("f16", "f32"):
+        raise ValueError(
+            f"{kernel_id} needs {base.matrix[0]} -> {base.matrix[1]} subgroup matrices; the harness pins f16 -> f32 ones"
+        )
     m, n, k = cfg
     if any(x not in (8, 16) for x in cfg):
-        raise ValueError(f"flash_fwd.smx supports M, N, K in {{8, 16}}, got {m}x{n}x{k}")
-    if subgroup_size % m or subgroup_size // m not in (1, 2, 4):
+        raise ValueError(f"{kernel_id} supports M, N, K in {{8, 16}}, got {m}x{n}x{k}")
+    if kinds == KINDS and (subgroup_size % m or subgroup_size // m not in (1, 2, 4)):
         raise ValueError(
-            f"flash_fwd.smx spreads a row over subgroup_size / M = 1, 2 or 4 invocations; "
+            f"{kernel_id} spreads a row over subgroup_size / M = 1, 2 or 4 invocations; "
             f"subgroup size {subgroup_size} with M = {m} does not fit"
         )
     names = {"SGM_M": m, "SGM_N": n, "SGM_K": k, "SUBGROUP_SIZE": subgroup_size}
@@ -91,16 +130,23 @@ def kernel(
             return value
         return re.sub(r"\b(SGM_[MNK]|SUBGROUP_SIZE)\b", lambda g: str(names[g.group(1)]), value)
 
-    prefetch = kind.endswith("+pf")
-    defines = {name: pin(v) for name, v in REGISTERED.defines.items()}
-    defines.update(KV_F16=int(kind.startswith(("staged16", "direct"))), KV_DIRECT=int(kind == "direct"), PREFETCH=int(prefetch))
+    defines = {name: pin(v) for name, v in base.defines.items()}
+    constraints = base.constraints
+    if kinds == KINDS:
+        kind = kind or "staged+pf"
+        prefetch = kind.endswith("+pf")
+        defines.update(
+            KV_F16=int(kind.startswith(("staged16", "direct"))), KV_DIRECT=int(kind == "direct"), PREFETCH=int(prefetch)
+        )
+        constraints = tuple(c for c in constraints if prefetch or c != _PREFETCH_ONLY)
     return replace(
-        REGISTERED,
-        template=template or REGISTERED.template,
-        overrides={name: pin(v) for name, v in REGISTERED.overrides.items()},  # type: ignore[misc]
+        base,
+        template=template or base.template,
+        overrides={name: pin(v) for name, v in base.overrides.items()},  # type: ignore[misc]
         defines=defines,  # type: ignore[arg-type]
-        tiles=tuple(dict(t) for t in (tiles or TILES)),
-        constraints=tuple(str(pin(c)) for c in REGISTERED.constraints if prefetch or c != _PREFETCH_ONLY),
+        tiles=tuple({name: pin(v) for name, v in t.items()} for t in (chosen or base.tiles)),  # type: ignore[misc]
+        constraints=tuple(str(pin(c)) for c in constraints),
+        grids={p: {key: str(pin(v)) for key, v in g.items()} for p, g in base.grids.items()},
         matrix=None,  # the configuration is pinned: any target offering the feature plans it
     )
 

@@ -9,6 +9,8 @@
 #
 #   bash bench/smx_attention/testbed.sh setup                 # once: ~3 min, ~700 MB in $SMX_ROOT
 #   bash bench/smx_attention/testbed.sh check [jobs.py build options]   # build, run, judge
+#   bash bench/smx_attention/testbed.sh check --cases quick --kernel varlen_bwd.smx   # another kernel
+#     (the job file records the kernel: judge takes its interface's cases and outputs from there)
 #   bash bench/smx_attention/testbed.sh node ARGS...          # node in the root, cwd bench/smx_attention
 # SMX_ROOT: where the root lives (default /var/tmp/smx-trixie).
 set -euo pipefail

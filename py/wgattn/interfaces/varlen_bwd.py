@@ -33,6 +33,7 @@ from ._varlen import (
     PackedInterface,
     case_options,
     keywords,
+    options,
     params,
     qkv,
     random_packed,
@@ -44,7 +45,7 @@ from .base import Case, Layout, Option, data_buffer, out_buffer
 if TYPE_CHECKING:  # numpy.typing is newer than the page's numpy 1.17: for annotations only
     from numpy.typing import DTypeLike
 
-__all__ = ["INTERFACE", "VarlenBwd", "VarlenBwdConfig"]
+__all__ = ["INTERFACE", "VarlenBwd", "VarlenBwdConfig", "naive_f16"]
 
 INPUTS = ("q", "k", "v", "out", "dout", "lse", "cu_seqlens_q", "cu_seqlens_k")
 
@@ -59,6 +60,48 @@ def _arrays(inputs: Mapping[str, np.ndarray]):
     q, k, v, cu_q, cu_k = qkv(i["q"], i["k"], i["v"], i["cu_seqlens_q"], i["cu_seqlens_k"], copies=2)  # dkv: dk and dv
     out, dout, lse = _grads(i, q.shape)
     return q, k, v, out, dout, lse, cu_q, cu_k
+
+
+def naive_f16(case: Case) -> Dict[str, np.ndarray]:
+    """A naive float16 backward, PyTorch's math path in half precision (flash_fwd.naive_f16's
+    counterpart): every tensor (scores, P from the given lse, dP, delta, dS, the gradients) is
+    stored as float16, each product accumulated in float32 and rounded once (NumPy's float16
+    matmul); a group's query heads add their dk and dv in float16. The yardstick for backward
+    kernels that compute in f16."""
+    q, k, v, out, dout, lse, cu_q, cu_k = _arrays(case.inputs)
+    total_q, hq, d = q.shape
+    total_k, hkv, _ = k.shape
+    o = options(case.options, d)
+    h16 = np.float16
+    dq = np.zeros((total_q, hq, d), dtype=h16)
+    dk = np.zeros((total_k, hkv, d), dtype=h16)
+    dv = np.zeros((total_k, hkv, d), dtype=h16)
+    scale = h16(o.scale)
+    with np.errstate(all="ignore"):  # -inf on masked scores and empty rows is intended
+        for b in range(cu_q.shape[0] - 1):
+            q0, q1, k0, k1 = int(cu_q[b]), int(cu_q[b + 1]), int(cu_k[b]), int(cu_k[b + 1])
+            if q1 == q0 or k1 == k0:
+                continue
+            visible = _reference.seq_mask(q1 - q0, k1 - k0, o.causal_align, o.left, o.right)
+            for h in range(hq):
+                g = h // (hq // hkv)
+                qh, kh, vh = q[q0:q1, h].astype(h16), k[k0:k1, g].astype(h16), v[k0:k1, g].astype(h16)
+                go = dout[q0:q1, h].astype(h16)
+                s = (qh @ kh.T) * scale
+                slope = np.ones_like(s)
+                if o.softcap > 0:
+                    t = np.tanh(s / h16(o.softcap)).astype(h16)
+                    s = (h16(o.softcap) * t).astype(h16)
+                    slope = (h16(1) - t * t).astype(h16)
+                row_lse = lse[q0:q1, h].astype(h16)[:, None]
+                p = np.where(visible & np.isfinite(row_lse), np.exp((s - row_lse).astype(h16)), h16(0)).astype(h16)
+                dp = go @ vh.T
+                delta = (go * out[q0:q1, h].astype(h16)).sum(axis=1, keepdims=True, dtype=h16)
+                ds = (p * (dp - delta) * slope).astype(h16)
+                dq[q0:q1, h] = (ds @ kh) * scale
+                dk[k0:k1, g] += (ds.T @ qh) * scale
+                dv[k0:k1, g] += p.T @ go
+    return {"dq": dq, "dk": dk, "dv": dv}
 
 
 def _grads(i: Mapping[str, np.ndarray], q_shape):
@@ -99,7 +142,10 @@ class VarlenBwd(PackedInterface):
         return Layout(values, buffers, outputs)
 
     def reference(self, case: Case, dtype: "DTypeLike" = np.float64) -> Dict[str, np.ndarray]:
-        """wgattn.reference.varlen_attention_bwd on the case (dtype float32: the naive float32 run)."""
+        """wgattn.reference.varlen_attention_bwd on the case (dtype float32: the naive float32 run;
+        float16: the naive float16 run, `naive_f16`)."""
+        if np.dtype(dtype) == np.float16:
+            return naive_f16(case)
         i = case.inputs
         grads = _reference.varlen_attention_bwd(
             i["dout"],
