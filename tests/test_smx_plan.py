@@ -64,8 +64,10 @@ def _workgroup_vars(source: str, knobs: dict) -> dict:
     sizes = {"vec4<f16>": 8, "vec4<f32>": 16, "atomic<u32>": 4}
     out = {}
     for var, decl in re.findall(r"var<workgroup> (\w+): ([^;]+);", source):
-        m = re.fullmatch(r"array<array<(vec4<f\d+>), ([^>]+)>, ([^>]+)>", decl) or re.fullmatch(
-            r"array<(atomic<u32>), (\d+)>()", decl
+        m = (
+            re.fullmatch(r"array<array<(vec4<f\d+>), ([^>]+)>, ([^>]+)>", decl)
+            or re.fullmatch(r"array<(atomic<u32>), (\d+)>()", decl)
+            or re.fullmatch(r"array<(vec4<f\d+>), (.+)>()", decl)
         )
         if m:
             out[var] = sizes[m.group(1)] * evaluate(m.group(2), names) * evaluate(m.group(3) or "1", names)
@@ -94,6 +96,20 @@ def test_storage_budget_is_what_the_wgsl_declares(cfg, kind, head_dim):
     assert fit.storage == sum(declared.values())
     # NVIDIA's driver reads a subgroup matrix from its address rounded down to 16 bytes: a
     # variable whose size is not a multiple of 16 can leave the next fragment array misaligned.
+    assert {v: b for v, b in declared.items() if b % 16} == {}
+
+
+@pytest.mark.parametrize("cfg", [(16, 16, 16), (8, 8, 8)])
+@pytest.mark.parametrize("head_dim", [59, 64, 128, 256])
+def test_the_backwards_workgroup_storage_is_what_the_wgsl_declares(cfg, head_dim):
+    """varlen_bwd.smx's dK/dV pass uses every workgroup variable of the module: the plan's storage
+    is their sum, and each is a multiple of 16 bytes (the driver's fragment alignment, above)."""
+    k = smx_plan.kernel(cfg, 32 if cfg[0] == 16 else 8, kernel_id="varlen_bwd.smx")
+    sizes = {"head_dim": head_dim, "max_seqlen": 100}
+    fit = k.fit(sizes, _target(49152))
+    knobs = dict(fit.knobs, NT=fit.knobs["BT"] // cfg[0], DC=fit.knobs["DP"] // cfg[0])
+    declared = _workgroup_vars(k.source(sizes, knobs=fit.knobs), knobs)
+    assert fit.storage == sum(declared.values())
     assert {v: b for v, b in declared.items() if b % 16} == {}
 
 
