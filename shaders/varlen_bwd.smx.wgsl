@@ -39,7 +39,9 @@
 // 16 on the H100 (Chromium, robustness on, TFLOP/s at D = 64 / 128: 19.5 / 27.1; 4 row blocks
 // 18.5 / 18.1; 2 row blocks against 32-row tiles 4.2 / 8.8).
 // Register arrays are indexed only by counters of loops with constant bounds (NVIDIA's compiler
-// puts an array with any other index in local memory: flash_fwd.smx says what that cost).
+// puts an array with any other index in local memory: flash_fwd.smx says what that cost), and
+// stay in the entry point that declares them: the two passes write their matrix loops out each
+// rather than hand the arrays to a shared function.
 // Robustness: as flash_fwd.smx, every operand in workgroup memory is an array of fragments, each
 // matrix load or store takes `&arr[i]`, offset 0 and a constant stride; every workgroup variable
 // is a multiple of 16 bytes (NVIDIA's driver reads a fragment from its address rounded down to
