@@ -55,12 +55,7 @@
 // (another sequence's, or zeros) meet p = 0. PREFETCH (staged kinds) loads the next tile's K
 // and V into registers while this tile is computed (stored to workgroup memory at the next).
 // Reference: wgattn.reference.varlen_attention_fwd, keywords mapped in wgattn/interfaces/flash_fwd.py.
-enable f16;
-enable subgroups;
-enable chromium_experimental_subgroup_matrix;
-// Offsets derived from the subgroup's index are subgroup-uniform, not workgroup-uniform.
-diagnostic(off, chromium.subgroup_matrix_uniformity);
-diagnostic(off, subgroup_uniformity);
+#include "lib/subgroup_matrix.wgsl"
 
 #include "lib/varlen.wgsl"
 #include "lib/softcap.wgsl"

@@ -47,12 +47,7 @@
 // is a multiple of 16 bytes (NVIDIA's driver reads a fragment from its address rounded down to
 // 16 bytes). Dawn zero-fills workgroup memory and wgpu does not: everything read is written first.
 // Reference: wgattn.reference.varlen_attention_bwd.
-enable f16;
-enable subgroups;
-enable chromium_experimental_subgroup_matrix;
-// Offsets derived from the subgroup's index are subgroup-uniform, not workgroup-uniform.
-diagnostic(off, chromium.subgroup_matrix_uniformity);
-diagnostic(off, subgroup_uniformity);
+#include "lib/subgroup_matrix.wgsl"
 
 #include "interfaces/varlen_bwd.wgsl"
 #include "lib/varlen.wgsl"
