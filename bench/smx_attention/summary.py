@@ -17,8 +17,9 @@ from typing import Any, Dict, List, Optional
 import jobs as jobs_mod
 
 
-def torch_rows(shapes: List[List[int]], gemm: int) -> Dict[str, Dict[str, float]]:
-    """PyTorch f16 SDPA (causal) and f16 GEMM: warm-up by time, 5 rounds, median and spread."""
+def torch_rows(shapes: List[List[int]], gemm: int, sdpa: bool = True) -> Dict[str, Dict[str, float]]:
+    """PyTorch f16 SDPA (causal; the forward, so only with `sdpa`) and f16 GEMM: warm-up by time,
+    5 rounds, median and spread."""
     try:
         import torch
         import torch.nn.functional as F
@@ -45,7 +46,7 @@ def torch_rows(shapes: List[List[int]], gemm: int) -> Dict[str, Dict[str, float]
         return {"median_ms": med, "min_ms": min(ms), "max_ms": max(ms), "tflops": flops / (med * 1e-3) / 1e12}
 
     out = {}
-    for b, h, s_, d in shapes:
+    for b, h, s_, d in shapes if sdpa else []:
         q, k, v = (torch.randn(b, h, s_, d, device="cuda", dtype=torch.half) for _ in range(3))
         out[f"sdpa_f16:{b}x{h}x{s_}x{d}"] = rounds(
             lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), 4 * b * h * s_ * s_ * d / 2
@@ -108,12 +109,14 @@ def main() -> int:
         }
         summary["modes"][mode] = info
     gemm = next((e["gemm"][0]["dims"][0] for e in jobs["configs"] if e.get("gemm")), 8192)
-    summary["torch"] = torch_rows(jobs["timed"], gemm)
+    kernel = jobs.get("kernel", "flash_fwd.smx")
+    # PyTorch's backward is timed by bench/suite.py (the protocol); here only its forward is.
+    summary["torch"] = torch_rows(jobs["timed"], gemm, sdpa=jobs.get("interface", "flash_fwd") == "flash_fwd")
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
 
     # The table: TFLOP/s median [spread over rounds], one column per browser run.
     modes = [m for m in runs if "timing" in summary["modes"].get(m, {})]
-    print("\n==== flash_fwd.smx on this GPU (TFLOP/s, median [min-max of rounds]) ====")
+    print(f"\n==== {kernel} on this GPU (TFLOP/s, median [min-max of rounds]) ====")
     for mode in runs:
         i = summary["modes"][mode]
         if "missing" in i or i.get("no_smx"):
