@@ -16,8 +16,9 @@
 // they add exactly nothing); lse [B, Sq_new, Hq]. Partial states, row gr = (b * Sq_new + i) * Hq + h:
 // part_o [rows, num_splits, D4] (vec4, unnormalised) and part_ml [rows, num_splits] (max, sum).
 //
-// Pass 1, decode_split: one workgroup per (sequence, kv head, split, row block), row blocks fastest
-// (the blocks of one split read the same keys, close together in time). A row block is RB of the
+// Pass 1, decode_split: one workgroup per (sequence, kv head, split, row block), kv heads fastest,
+// then row blocks (the kv heads of a split run side by side and read its cache blocks whole, and
+// the row blocks of a split read the same keys close together in time). A row block is RB of the
 // G * Sq_new rows (query head of the group, new token) of one kv head, r = i * G + gh: every K/V
 // element of the split is read from the cache once for all of them (a group larger than RB, set
 // by the registers one invocation has, is cut into row blocks that each read the split again).
@@ -40,7 +41,10 @@
 //     Every lane of a group computes the same (m, l): redundant exps, no barrier, no lane idle.
 //   Two barriers a tile. At the end of the split the KG groups' states are merged (max of the
 //   maxima, each rescaled, summed through workgroup memory) into the split's slot: (m, l) and o.
-// Pass 2, decode_combine: NRG rows per workgroup, NC invocations per row over its vec4 columns:
+// Pass 2, decode_combine: NRG rows per workgroup, each NSL split lanes of NC invocations over its
+// vec4 columns, split lane k taking splits k, k + NSL, ...; the lanes merged through workgroup
+// memory (a row's splits walked by one invocation each were latency-bound: 128 splits of a 128k
+// sequence took a sixth of the step):
 //     M = max(max_s m_s, sink);  L = sum_s l_s exp(m_s - M) + exp(sink - M);
 //     out = sum_s exp(m_s - M) o_s / L;  lse = M + log L.
 // Exponentials are exp2 of differences times log2(e) (flash_fwd.blocked says why), each
@@ -65,7 +69,8 @@ override QS: u32;    // vec4 stride of a staged q row: 2 * NL (half h of lane c'
 override PS: u32;    // stride of the partial sums of one (key, row): NL rounded up to odd (no bank conflicts)
 override D4: u32;    // vec4 columns of a head row: ceil(head_dim / 4)
 override NC: u32;    // column lanes of the combine (a power of two)
-override NRG: u32;   // rows per combine workgroup: WG / NC
+override NRG: u32;   // rows per combine workgroup
+override NSL: u32;   // split lanes per row of the combine: WG / (NC * NRG)
 override CPT: u32;   // vec4 columns per combine invocation: ceil(D4 / NC), at most MAX_CPT
 override BS: u32;    // tokens per cache block: a constant, so that j / BS and j % BS compile to
                      // multiplies and shifts instead of a division in every load (one pipeline per
@@ -90,6 +95,9 @@ var<workgroup> row_pos: array<i32, RB>;            // its position
 var<workgroup> row_slope: array<f32, RB>;          // its ALiBi slope
 var<workgroup> m_grp: array<f32, KG * RB>;         // [group][row]: each group's final max
 var<workgroup> l_grp: array<f32, KG * RB>;         // [group][row]: and sum
+// The combine's: each (row, split lane)'s (max, sum), and its sums of o, [row, lane][chunk][column].
+var<workgroup> comb_ml: array<vec2<f32>, NRG * NSL>;
+var<workgroup> comb_o: array<vec4<f32>, NRG * NSL * MAX_CPT * NC>;
 
 // 8 columns of a head row in f32.
 struct Row8 {
@@ -192,7 +200,7 @@ fn key_rows(t0: u32, end: u32, b: u32, g: u32, z: u32) -> array<u32, MAX_KPG> {
   var rows: array<u32, MAX_KPG>;
   for (var i = 0u; i < min(KPG, MAX_KPG); i++) {
     rows[i] = NONE;
-    let j = t0 + z * KPG + i;
+    let j = t0 + i * KG + z;
     if (j < end) {
       let blk = block_table[b * params.max_blocks + j / BS];
       if (blk >= 0 && u32(blk) < params.num_blocks) {
@@ -225,10 +233,10 @@ fn decode_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
   if (w >= params.batch_size * hkv * ns * nrb) {
     return;  // the spare workgroups of a grid folded into two dimensions
   }
-  let rb = w % nrb;
-  let split = (w / nrb) % ns;
-  let g = (w / (nrb * ns)) % hkv;
-  let b = w / (nrb * ns * hkv);
+  let g = w % hkv;
+  let rb = (w / hkv) % nrb;
+  let split = (w / (hkv * nrb)) % ns;
+  let b = w / (hkv * nrb * ns);
   let sq = params.new_tokens;
   let hq = params.heads_q;
   let group = hq / hkv;
@@ -320,7 +328,7 @@ fn decode_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
 
     for (var e = lid; e < BC * RB; e += WG) {
       let r = e % RB;
-      let j = t0 + e / RB;
+      let j = t0 + (e / RB) % KPG * KG + e / RB / KPG;
       var x = 0.0;
       for (var c = 0u; c < DC; c++) {
         x += part[e * PS + c];
@@ -334,8 +342,7 @@ fn decode_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     }
     workgroupBarrier();  // the scores are written; the partial sums are no longer read
 
-    // Group z's keys: rescale each row's state to its new max, weights in p.
-    var p: array<array<f32, MAX_KPG>, MAX_RB>;
+    // Group z's keys: rescale each row's state to its new max, then each key's weight and its V.
     for (var r = 0u; r < min(RB, MAX_RB); r++) {
       let m_old = m[r];
       var top = m_old;
@@ -344,22 +351,19 @@ fn decode_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
       }
       // A row with nothing seen yet keeps top = LOWEST: its weights are 0, and alpha scales zeros.
       let alpha = select(0.0, exp_le0(m_old - top), m_old > LOWEST);
-      var sum = 0.0;
-      for (var i = 0u; i < min(KPG, MAX_KPG); i++) {
-        let x = s_tile[(z * KPG + i) * RB + r];
-        p[r][i] = select(0.0, exp_le0(x - top), x > LOWEST);
-        sum += p[r][i];
-      }
       m[r] = top;
-      l[r] = l[r] * alpha + sum;
+      l[r] *= alpha;
       o[r].a *= alpha;
       o[r].b *= alpha;
     }
     for (var i = 0u; i < min(KPG, MAX_KPG); i++) {
       let vv = widen(vn[i]);
       for (var r = 0u; r < min(RB, MAX_RB); r++) {
-        o[r].a += p[r][i] * vv.a;
-        o[r].b += p[r][i] * vv.b;
+        let x = s_tile[(z * KPG + i) * RB + r];
+        let p = select(0.0, exp_le0(x - m[r]), x > LOWEST);
+        l[r] += p;
+        o[r].a += p * vv.a;
+        o[r].b += p * vv.b;
       }
     }
     vn = fetch(true, k_rows, lane);  // k_rows: the next tile's, looked up for its K
@@ -426,28 +430,60 @@ fn decode_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
                   @builtin(local_invocation_index) lid: u32) {
   let w = wid.x + wid.y * nwg.x;
   let cl = lid % NC;
-  let gr = w * NRG + lid / NC;
-  if (gr >= params.batch_size * params.new_tokens * params.heads_q) {
-    return;  // no barrier follows: a per-invocation return is fine
-  }
+  let sl = (lid / NC) % NSL;
+  let gr = w * NRG + lid / (NC * NSL);
+  let live = gr < params.batch_size * params.new_tokens * params.heads_q;
   let ns = params.num_splits;
-  let sinks_on = params.sinks_on != 0u;
-  var top = LOWEST;
-  for (var s = 0u; s < ns; s++) {
-    top = max(top, part_ml[gr * ns + s].x);
+  // Split lane sl's splits (sl, sl + NSL, ...): their (max, sum), merged as they come.
+  var mx = LOWEST;
+  var sm = 0.0;
+  for (var s = sl; live && s < ns; s += NSL) {
+    let ml = part_ml[gr * ns + s];
+    if (ml.x > LOWEST) {
+      let top = max(mx, ml.x);
+      sm = sm * exp_le0(mx - top) + ml.y * exp_le0(ml.x - top);
+      mx = top;
+    }
   }
+  let slot = lid / NC;  // (row of the workgroup, split lane)
+  if (cl == 0u) {
+    comb_ml[slot] = vec2<f32>(mx, sm);
+  }
+  workgroupBarrier();  // every split lane's (max, sum) is written
+  let first = slot - sl;
+  var top = LOWEST;
+  for (var k = 0u; k < NSL; k++) {
+    top = max(top, comb_ml[first + k].x);
+  }
+  let sinks_on = params.sinks_on != 0u;
   var sink = 0.0;
-  if (sinks_on) {
+  if (sinks_on && live) {
     sink = sinks[gr % params.heads_q];
     top = max(top, sink);
   }
   var z = 0.0;
-  for (var s = 0u; s < ns; s++) {
-    let ml = part_ml[gr * ns + s];
+  for (var k = 0u; k < NSL; k++) {
+    let ml = comb_ml[first + k];
     z += select(0.0, ml.y * exp_le0(ml.x - top), ml.x > LOWEST);
   }
   if (sinks_on) {
     z += exp_le0(sink - top);
+  }
+  // This lane's columns over its splits, each split's o scaled to the row's max.
+  for (var i = 0u; i < min(CPT, MAX_CPT); i++) {
+    let col = cl + NC * i;
+    var acc = vec4<f32>(0.0);
+    for (var s = sl; live && col < D4 && s < ns; s += NSL) {
+      let ml = part_ml[gr * ns + s];
+      if (ml.x > LOWEST) {
+        acc += exp_le0(ml.x - top) * part_o[(gr * ns + s) * D4 + col];
+      }
+    }
+    comb_o[slot * NC * MAX_CPT + i * NC + cl] = acc;
+  }
+  workgroupBarrier();  // every split lane's columns are written
+  if (!live || sl != 0u) {
+    return;  // no barrier follows
   }
   // Nothing seen and no sink: out 0, lse -inf. Otherwise z >= 1 (the term at the max is 1).
   let seen = z > 0.0;
@@ -456,11 +492,8 @@ fn decode_combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
     let col = cl + NC * i;
     if (col < D4) {
       var acc = vec4<f32>(0.0);
-      for (var s = 0u; s < ns; s++) {
-        let ml = part_ml[gr * ns + s];
-        if (ml.x > LOWEST) {
-          acc += exp_le0(ml.x - top) * part_o[(gr * ns + s) * D4 + col];
-        }
+      for (var k = 0u; k < NSL; k++) {
+        acc += comb_o[(slot + k) * NC * MAX_CPT + i * NC + cl];
       }
       let x = acc * inv;
 #if VEC4

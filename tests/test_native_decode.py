@@ -107,8 +107,8 @@ def test_an_out_of_range_block_reads_as_zeros(native_runtime):
 # an infinite error). One case a bug: every planted source is compiled with runtime checks, slowly.
 PLANTED = {
     "the running sum misses alpha": (
-        "l[r] = l[r] * alpha + sum;",
-        "l[r] = l[r] + sum;",
+        "      l[r] *= alpha;\n",
+        "\n",
         "gqa8-five-new-bs64-sinks",
     ),
     "the window starts one key late": (
@@ -127,15 +127,20 @@ PLANTED = {
         "(u32(blk) * BS + (j + 1u) % BS)",
         "more-splits-than-tiles",
     ),
+    "the scores' keys not the ones a key group loaded": (
+        "let j = t0 + (e / RB) % KPG * KG + e / RB / KPG;",
+        "let j = t0 + e / RB;",
+        "more-splits-than-tiles",
+    ),
     "the last tile dropped": (
         "for (var t0 = start; t0 < end; t0 += BC) {",
         "for (var t0 = start; t0 + BC < end; t0 += BC) {",
         "more-splits-than-tiles",
     ),
     "the sink left out": ("    z += exp_le0(sink - top);\n", "\n", "gqa8-five-new-bs64-sinks"),
-    "the combine drops the last split": (
-        "z += select(0.0, ml.y * exp_le0(ml.x - top), ml.x > LOWEST);",
-        "z += select(0.0, ml.y * exp_le0(ml.x - top), ml.x > LOWEST && s + 1u < ns);",
+    "the combine's sums drop the last split": (
+        "    if (ml.x > LOWEST) {\n      let top = max(mx, ml.x);",
+        "    if (ml.x > LOWEST && s + 1u < ns) {\n      let top = max(mx, ml.x);",
         "mqa32-five-new-row-blocks-alibi",
     ),
     "the combine adds the splits' o unweighted": (
@@ -191,15 +196,16 @@ def test_tiles_fit_the_adapter_and_the_private_arrays(kernel, dim, rows, target)
 
 def test_a_kv_group_is_read_once_where_it_fits():
     """The target (Hq 32, Hkv 8, 1 new token: 4 rows) keeps every row of a kv head in one
-    workgroup, so the cache is read once, with 8 keys a group in flight (64 a tile); each
+    workgroup, so the cache is read once, with 4 keys a group in flight (32 a tile); each
     invocation holds o for every row of the block (at most MAX_RB = 4), so GQA 8:1 with 2 new
     tokens (16 rows) takes 4 row blocks, with 5 new tokens (40 rows) 10 (their re-reads close
     together in time), MQA with 32 heads and 5 new tokens (160 rows) 40."""
     h100 = TARGETS[2]
     f16 = REG.kernel("paged_decode.split_f16")
     t, row_blocks = tiles(f16, 128, 4, h100)
-    assert (row_blocks, t["WG"], t["KPG"], t["BC"], t["NL"]) == (1, 128, 8, 64, 16)
-    assert tiles(SPLIT, 128, 4, h100)[0]["KPG"] == 4  # an f32 chunk is 32 bytes: half the keys in flight
+    assert (row_blocks, t["WG"], t["KPG"], t["BC"], t["NL"]) == (1, 128, 4, 32, 16)
+    # an f32 chunk is 32 bytes: 4 keys' K and V are all the bytes in flight an invocation may have
+    assert tiles(SPLIT, 128, 4, h100)[0]["KPG"] == 4
     assert tiles(f16, 128, 16, h100)[1] == 4
     assert tiles(f16, 128, 40, h100)[1] == 10
     assert tiles(SPLIT, 64, 160, h100)[1] == 40

@@ -49,10 +49,11 @@ __all__ = [
 
 # (invocations, keys per key group and tile) candidates, best first. The kernel reads the cache
 # into registers, each invocation 2 * KPG chunks of 8 columns ahead (K and V of the next tile): T
-# sets the bytes in flight, which the cache's latency needs (docs/performance.md). On a CPU
-# adapter invocations are SIMD lanes and each barrier synchronises them all: smaller workgroups
-# win there.
-_CANDIDATES = {"gpu": ((128, 8), (128, 4), (64, 4), (64, 2), (64, 1)), "cpu": ((64, 4), (32, 4), (32, 2), (32, 1))}
+# sets the bytes in flight, which the cache's latency needs, and the registers, which set how many
+# workgroups a GPU core holds. On the H100 128 x 4 beat every other shape on every benchmark case
+# (8 keys: 10-28% slower; docs/performance.md). On a CPU adapter invocations are SIMD lanes and
+# each barrier synchronises them all: smaller workgroups win there.
+_CANDIDATES = {"gpu": ((128, 4), (64, 4), (64, 2), (64, 1)), "cpu": ((64, 4), (32, 4), (32, 2), (32, 1))}
 # At most this many bytes of the next tile in flight per invocation (2 * KPG chunks of 16 bytes for
 # an f16 cache, of 32 for f32): they are registers, 64 of them, and registers set occupancy.
 IN_FLIGHT_BYTES = 256
@@ -96,7 +97,8 @@ def _shape(wg: int, t: int, rb: int, head_dim: int) -> Dict[str, int]:
         PS=nl | 1,  # odd
         D4=d4,
         NC=nc,
-        NRG=wg // nc,
+        NRG=1,
+        NSL=wg // nc,
         CPT=-(-d4 // nc),
     )
 
