@@ -144,9 +144,10 @@ class TorchTimed(protocol.Timed):
 
 
 def torch_sdpa(torch, case: DecodeCase, x: Dict[str, np.ndarray]):
-    """[(backend, its function, out [B, Sq_new, Hq, D] as float32)] for each SDPA backend that runs the
-    case: q, k, v on CUDA in the cache's dtype, [B, H, S, D], GQA through enable_gqa, the new
-    tokens causal bottom-right, sinks (no SDPA argument) left out: such a case has no anchor."""
+    """[(backend, its function, out [B, Sq_new, Hq, D] as float32)] for SDPA as a user calls it
+    (DEFAULT: PyTorch picks the backend) and each SDPA backend that runs the case: q, k, v on CUDA
+    in the cache's dtype, [B, H, S, D], GQA through enable_gqa, the new tokens causal
+    bottom-right, sinks (no SDPA argument) left out: such a case has no anchor."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -162,19 +163,23 @@ def torch_sdpa(torch, case: DecodeCase, x: Dict[str, np.ndarray]):
 
         mask = causal_lower_right(case.new_tokens, case.seq_len)
     found = []
-    for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH):
+    backends = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH)
+    for backend in (None, *backends):
 
         def fn(backend=backend):
+            if backend is None:
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
             with sdpa_kernel([backend]):
                 return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
 
+        name = "DEFAULT" if backend is None else backend.name
         try:
             out = fn()
             torch.cuda.synchronize()
         except (RuntimeError, TypeError, NotImplementedError) as exc:
-            print(f"  torch {backend.name}: does not run this case ({str(exc).splitlines()[0][:120]})")
+            print(f"  torch {name}: does not run this case ({str(exc).splitlines()[0][:120]})")
             continue
-        found.append((backend.name, fn, out.float().cpu().numpy().transpose(0, 2, 1, 3)))
+        found.append((name, fn, out.float().cpu().numpy().transpose(0, 2, 1, 3)))
     return found
 
 

@@ -86,10 +86,6 @@ VARIANTS: Dict[str, List[Edit]] = {
         ("    workgroupBarrier();  // the partial dot products are written\n", ""),
         ("    workgroupBarrier();  // the scores are written; the partial sums are no longer read\n", ""),
     ],
-    "keys interleaved": [
-        ("    let j = t0 + z * KPG + i;\n", "    let j = t0 + i * KG + z;\n"),
-        ("      let j = t0 + e / RB;\n", "      let j = t0 + (e / RB) % KPG * KG + e / RB / KPG;\n"),
-    ],
     "rows 2": [("const MAX_RB: u32 = 4u;", "const MAX_RB: u32 = 2u;")],
     "rows 8": [("const MAX_RB: u32 = 4u;", "const MAX_RB: u32 = 8u;")],
     "no combine": [

@@ -27,10 +27,12 @@
 //     chunk each of one key's K and V row (a vec4<u32> of 8 halves with PACK8, two vec4<f32>
 //     for f32), so the WG invocations are KG = WG / NL key groups, and lane c of every group
 //     owns columns 8c..8c+7 of the output of every row of the block;
-//   - a tile is BC = KG * KPG keys: group z takes KPG consecutive keys of it. Each invocation keeps
-//     the next tile's KPG chunks of K and of V in flight while it works on this one (2 * KPG loads of
-//     16 bytes, 32 * KPG bytes per invocation; K is fetched once this tile's K is used, V once
-//     this tile's V is), each key's block looked up through the block table;
+//   - a tile is BC = KG * KPG keys: group z takes keys z, z + KG, ... of it (the groups of a
+//     subgroup load neighbouring keys together), slot z * KPG + i of the tile's workgroup arrays
+//     holding key z + i * KG. Each invocation keeps the next tile's KPG chunks of K and of V in
+//     flight while it works on this one (2 * KPG loads of 16 bytes, 32 * KPG bytes per
+//     invocation; K is fetched once this tile's K is used, V once this tile's V is), each key's
+//     block looked up through the block table;
 //   - scores: each lane's partial dot products (its 8 columns of q . k, for the KPG keys and the
 //     RB rows) go to workgroup memory; | barrier | one invocation per (key, row) sums the NL
 //     partials of its score (odd stride: no bank conflicts), applies softcap, ALiBi and the mask;
@@ -194,7 +196,7 @@ fn widen(x: Raw) -> Row8 {
 #endif
 
 // The cache rows of group z's KPG keys of the tile from t0 of sequence b, kv head g: key
-// t0 + z * KPG + i. Keys at or past `end`, and keys whose block is out of range (refused before
+// t0 + i * KG + z. Keys at or past `end`, and keys whose block is out of range (refused before
 // dispatch; guarded all the same), are NONE.
 fn key_rows(t0: u32, end: u32, b: u32, g: u32, z: u32) -> array<u32, MAX_KPG> {
   var rows: array<u32, MAX_KPG>;
@@ -328,7 +330,7 @@ fn decode_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
 
     for (var e = lid; e < BC * RB; e += WG) {
       let r = e % RB;
-      let j = t0 + (e / RB) % KPG * KG + e / RB / KPG;
+      let j = t0 + (e / RB) % KPG * KG + e / RB / KPG;  // slot z * KPG + i: key i * KG + z
       var x = 0.0;
       for (var c = 0u; c < DC; c++) {
         x += part[e * PS + c];

@@ -45,3 +45,29 @@ def test_smoke_run_records_checked_figures(native_runtime, tmp_path):
     assert rule["mode"] == "trusted" and rule["gbps"] > 0 and rule["median_ms"] > 0 and rule["q1_ms"] <= rule["q3_ms"]
     assert [r["splits"] for r in decode if not r["rule"]] == [2]  # the sweep, in the same series
     assert rule["bytes"] == bytes_touched([700, 700], -1, 1, 8, 128, 2)
+
+
+def _phases():
+    spec = importlib.util.spec_from_file_location("decode_phases", ROOT / "bench" / "decode_phases.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_every_phase_variant_applies_to_the_kernel():
+    """bench/decode_phases.py edits the kernel's text: each variant must still find what it edits."""
+    phases = _phases()
+    text = (ROOT / "shaders" / phases.SHADER).read_text()
+    for name in phases.VARIANTS:
+        assert phases.variant(text, name) != text, name
+
+
+def test_phases_smoke_times_variants_shapes_and_splits_in_one_series(native_runtime, capsys):
+    phases = _phases()
+    args = ["--smoke", "--shapes", "64x4", "--variants", "no exps", "--splits", "2", "--rounds", "5", "--warm", "0"]
+    assert phases.main(args) == 0
+    table = capsys.readouterr().out.split("% of the WGSL copy")[-1]
+    rows = [line.split()[0:3] for line in table.splitlines() if "ms" in line]
+    assert [r[0] for r in rows][:4] == ["kernel", "no", "kernel", "wgsl.copy"], table
+    assert "splits=2" in table and "NS 2]" in table and "KPG 4" in table
