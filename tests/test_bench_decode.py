@@ -13,8 +13,8 @@ from wgattn.interfaces.paged_decode import bytes_touched
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("decode_bandwidth", ROOT / "bench" / "decode_bandwidth.py")
+def _script(name: str = "decode_bandwidth"):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclasses look their module up there
     spec.loader.exec_module(mod)
@@ -47,24 +47,16 @@ def test_smoke_run_records_checked_figures(native_runtime, tmp_path):
     assert rule["bytes"] == bytes_touched([700, 700], -1, 1, 8, 128, 2)
 
 
-def _phases():
-    spec = importlib.util.spec_from_file_location("decode_phases", ROOT / "bench" / "decode_phases.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_every_phase_variant_applies_to_the_kernel():
     """bench/decode_phases.py edits the kernel's text: each variant must still find what it edits."""
-    phases = _phases()
+    phases = _script("decode_phases")
     text = (ROOT / "shaders" / phases.SHADER).read_text()
     for name in phases.VARIANTS:
         assert phases.variant(text, name) != text, name
 
 
 def test_phases_smoke_times_variants_shapes_and_splits_in_one_series(native_runtime, capsys):
-    phases = _phases()
+    phases = _script("decode_phases")
     args = ["--smoke", "--shapes", "64x4", "--variants", "no exps", "--splits", "2", "--rounds", "5", "--warm", "0"]
     assert phases.main(args) == 0
     table = capsys.readouterr().out.split("% of the WGSL copy")[-1]
