@@ -42,8 +42,9 @@ LOADS_ONLY = """  for (var t0 = start; t0 < end; t0 += BC) {
       o[0].a += kk.a;
       o[0].b += kk.b;
     }
-    k_rows = key_rows(t0 + BC, end, b, g, z);
+    k_rows = key_rows(blk_next, t0 + BC, g, z);
     kn = fetch(false, k_rows, lane);
+    blk_next = key_blocks(t0 + 2u * BC, end, b, z);
     BARRIER
     for (var i = 0u; i < min(KPG, MAX_KPG); i++) {
       let vv = widen(vn[i]);

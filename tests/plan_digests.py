@@ -20,11 +20,11 @@ adapter's flash_fwd.blocked and blocked_f16 plans, which take tiles that compile
 the time (docs/performance.md, "On a software adapter the compile..."), and the paged_decode
 kernels' grid and live plans (all three digests), whose kernel was rebuilt to read the cache into
 registers in 16-byte loads (new knobs and WGSL; docs/performance.md, "Decode over a paged
-cache"), then again for its measured tile shape (4 keys a key group), its combine's split lanes
-and its key groups' interleaved keys, and the varlen_bwd plans' plan digests, whose Params gained `max_seqlen` (the
-longest sequence, for kernels whose grid has a block per sequence, as flash_fwd's has) in place
-of its padding word. A kernel or interface
-registered since adds its plans as it joins (paged_decode; flash_fwd.smx and varlen_bwd.smx,
+cache"), then again for its measured tile shape (4 keys a key group), its combine's split lanes,
+its key groups' interleaved keys and its block-table entries read a tile ahead, and the
+varlen_bwd plans' plan digests, whose Params gained `max_seqlen` (the longest sequence, for
+kernels whose grid has a block per sequence, as flash_fwd's has) in place of its padding word.
+A kernel or interface registered since adds its plans as it joins (paged_decode; flash_fwd.smx and varlen_bwd.smx,
 which no adapter here can run: their plans record why; the benchmark's list of backward kernels
 grew by varlen_bwd.smx)."""
 

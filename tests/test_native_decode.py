@@ -220,6 +220,12 @@ def test_split_count_rule():
     assert split_count(100, 1, gpu) == 1
     assert split_count(32768, 4096, gpu) == 1
     assert split_count(10**6, 1, gpu) == MAX_SPLITS
+    # one 128k-token sequence, 8 kv heads: 64 splits of 2048 keys (512 workgroups), not 128 of 1024
+    assert split_count(131072, 8, gpu) == 64
+    # a shorter one still fills half of the GPU's target: 32 splits of 256 keys, not 4 of 2048
+    assert split_count(8192, 8, gpu) == 32
+    # a software adapter's splits stay as short as MIN_SPLIT_KEYS allows
+    assert split_count(131072, 8, cpu) == 4
     assert split_count(16421, 2, cpu) == 16
 
 
