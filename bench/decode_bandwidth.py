@@ -8,13 +8,15 @@ the same device and against PyTorch's SDPA on the same tensors, in one interleav
 For each case (`cases()`), one series timed by wgattn.protocol.measure (warm-up by time until the
 rounds agree, interleaved rounds, median with its interquartile spread): the decode kernel in each
 mode (trusted: no runtime bounds checks; checked), at the split rule's count and, for the first
-case, at other split counts (`--sweep`: is the rule's choice the best?); a WGSL vec4 copy of the
-case's K and V bytes through the same wgpu device; and, with PyTorch on CUDA, torch's copy_ of
-those bytes and scaled_dot_product_attention on the same values unpaged ([B, H, S, D], the cache's
-dtype), each SDPA backend that runs the case. Bandwidth = the bytes of K and V the step must read
-(`bytes_touched`: each visible key of each kv head once) over the median; the copy counts its
-read and written bytes. Every output is checked against wgattn.reference.decode_attention
-(float64) before it is timed.
+case, at other split counts (`--sweep`: is the rule's choice the best?); a WGSL copy of the case's
+K and V bytes through the same wgpu device (wgattn.interfaces.paged_decode_bench) and the read of
+them alone (a decode step only reads: the read is its ceiling); and, with PyTorch on CUDA, torch's
+copy_ of those bytes and scaled_dot_product_attention on the same values unpaged ([B, H, S, D],
+the cache's dtype): as a user calls it (DEFAULT, with the backend it picks) and each backend that
+runs the case, each called eagerly and replayed from a CUDA graph (`.graph`: no host launch cost).
+Bandwidth = the bytes of K and V the step must read (`bytes_touched`: each visible key of each kv
+head once) over the median; the copy counts its read and written bytes. Every output is checked
+against wgattn.reference.decode_attention (float64) before it is timed.
 
 Target: B=8, Hq=32, Hkv=8, D=128, 32k tokens, f16 cache, Sq_new=1 at >= 70% of the copy bandwidth
 natively (trusted) and faster than SDPA.
@@ -144,8 +146,9 @@ class TorchTimed(protocol.Timed):
 
 
 def torch_sdpa(torch, case: DecodeCase, x: Dict[str, np.ndarray]):
-    """[(backend, its function, out [B, Sq_new, Hq, D] as float32)] for SDPA as a user calls it
-    (DEFAULT: PyTorch picks the backend) and each SDPA backend that runs the case: q, k, v on CUDA
+    """[(backend, its function, out [B, Sq_new, Hq, D] as float32, the backend PyTorch picks for
+    DEFAULT or "")] for SDPA as a user calls it (DEFAULT) and each SDPA backend that runs the case
+    (its pick is not the same in every run: record it): q, k, v on CUDA
     in the cache's dtype, [B, H, S, D], GQA through enable_gqa, the new tokens causal
     bottom-right, sinks (no SDPA argument) left out: such a case has no anchor."""
     import torch.nn.functional as F
@@ -179,7 +182,51 @@ def torch_sdpa(torch, case: DecodeCase, x: Dict[str, np.ndarray]):
         except (RuntimeError, TypeError, NotImplementedError) as exc:
             print(f"  torch {name}: does not run this case ({str(exc).splitlines()[0][:120]})")
             continue
-        found.append((name, fn, out.float().cpu().numpy().transpose(0, 2, 1, 3)))
+        found.append(
+            (name, fn, out.float().cpu().numpy().transpose(0, 2, 1, 3), picked(torch, q, k, v, mask) if backend is None else "")
+        )
+    return found
+
+
+def picked(torch, q, k, v, mask) -> str:
+    """The backend F.scaled_dot_product_attention picks for these inputs (PyTorch's own choice
+    function; "unknown" where this PyTorch has none)."""
+    from torch.nn.attention import SDPBackend
+
+    try:
+        return SDPBackend(torch._fused_sdp_choice(q, k, v, attn_mask=mask, enable_gqa=True)).name
+    except (AttributeError, TypeError, ValueError, RuntimeError):
+        return "unknown"
+
+
+def graphed(torch, fn: Callable[[], object]) -> Optional[Callable[[], object]]:
+    """`fn` captured in a CUDA graph, its replay: no host launch cost between steps, as an engine
+    serving decode runs it (vLLM captures its decode steps); None where the capture fails."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()  # lazy initialisation happens outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            fn()
+    except RuntimeError as exc:
+        print(f"  not captured in a CUDA graph ({str(exc).splitlines()[0][:120]})")
+        return None
+    return graph.replay
+
+
+def anchors(torch, case: DecodeCase, x: Dict[str, np.ndarray]):
+    """[(label, function, out, config)]: each of torch_sdpa's backends called eagerly, and
+    replayed from a CUDA graph (MATH, many times slower, eagerly only)."""
+    found = []
+    for backend, fn, out, pick in torch_sdpa(torch, case, x):
+        config = f"picks {pick}" if pick else ""
+        found.append((f"torch.{backend}", fn, out, config))
+        replay = graphed(torch, fn) if backend != "MATH" else None
+        if replay is not None:
+            found.append((f"torch.{backend}.graph", replay, out, config))
     return found
 
 
@@ -258,13 +305,14 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         cp = copy_plan(rt, nbytes)
         copied = cp.buffers[0].size
         entries.append(Entry("wgsl.copy", rt.timing([cp]), 2 * copied, kind="copy"))
+        entries.append(Entry("wgsl.read", rt.timing([bandwidth.stream_plan(copied, write=False)]), copied, kind="read"))
         if torch is not None:
             src = torch.empty(copied, dtype=torch.uint8, device="cuda")
             dst = torch.empty_like(src)
             entries.append(Entry("torch.copy_", TorchTimed(torch, lambda: dst.copy_(src)), 2 * copied, kind="copy"))
-            for backend, fn, out in torch_sdpa(torch, case, x):
-                check(f"torch {backend}", out, want_out, 5e-2 if case.cache == "f16" else 1e-4)
-                entries.append(Entry(f"torch.{backend}", TorchTimed(torch, fn), nbytes))
+            for label, fn, out, config in anchors(torch, case, x):
+                check(label, out, want_out, 5e-2 if case.cache == "f16" else 1e-4)
+                entries.append(Entry(label, TorchTimed(torch, fn), nbytes, config=config))
         del x
         measured = protocol.measure([e.timed for e in entries], proto, log=print)
         copy_gbps = None

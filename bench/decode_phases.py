@@ -215,12 +215,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     cp = db.copy_plan(rt, nbytes)
     labels.append("wgsl.copy")
     entries.append((rt.timing([cp]), 2 * cp.buffers[0].size))
+    labels.append("wgsl.read")
+    entries.append((rt.timing([db.bandwidth.stream_plan(cp.buffers[0].size, write=False)]), cp.buffers[0].size))
     if bench.torch_cuda():
         import torch
 
-        for backend, fn, out in db.torch_sdpa(torch, case, x):
-            db.check(f"torch {backend}", out, want, 5e-2)
-            labels.append(f"torch.{backend}")
+        for label, fn, out, config in db.anchors(torch, case, x):
+            db.check(label, out, want, 5e-2)
+            labels.append(label + (f" ({config})" if config else ""))
             entries.append((db.TorchTimed(torch, fn), nbytes))
     measured = protocol.measure([t for t, _ in entries], proto, log=print)
     stats = [protocol.summarize(proto, m.samples) for m in measured]

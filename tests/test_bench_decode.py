@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from wgattn.interfaces.paged_decode import bytes_touched
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,3 +65,23 @@ def test_phases_smoke_times_variants_shapes_and_splits_in_one_series(native_runt
     rows = [line.split()[0:3] for line in table.splitlines() if "ms" in line]
     assert [r[0] for r in rows][:4] == ["kernel", "no", "kernel", "wgsl.copy"], table
     assert "splits=2" in table and "NS 2]" in table and "KPG 4" in table
+
+
+def test_the_stream_kernel_copies_every_byte_and_the_read_writes_nothing(native_runtime):
+    """The copy a decode kernel is compared with moves exactly its bytes, a ragged tail included
+    (not a whole step of 8 vec4s an invocation); the read-only stream leaves dst as it was."""
+    from dataclasses import replace
+
+    from wgattn.interfaces.paged_decode_bench import stream_plan
+    from wgattn.plan import Output
+
+    nbytes = 16 * (256 * 8 * 3 + 37)
+    src = np.random.default_rng(1).integers(0, 2**32, nbytes // 4, dtype=np.uint32)
+    for write in (True, False):
+        plan = stream_plan(nbytes, write=write)
+        plan.buffers[0].data = src.tobytes()
+        dst = plan.buffers[1]
+        plan.buffers[1] = replace(dst, read=True)
+        plan.outputs = [Output("dst", "dst", 0, (dst.size // 4,), "uint32")]
+        got = native_runtime.run(plan).outputs["dst"]
+        np.testing.assert_array_equal(got, src if write else np.zeros(4, np.uint32))
