@@ -46,8 +46,8 @@ __all__ = [
 
 # The copy a decode kernel is compared with, and the read-only stream beside it: each invocation
 # moves PER vec4s (16 bytes each), strided by the workgroup so that every load is coalesced. On the
-# H100 8 a invocation copy 1.07 GB at 2917 GB/s where one a invocation copies at 2746 (CUDA's
-# copy_: 3016); the read alone streams at 3122 (bench/read_ceiling.py).
+# H100, with 8 vec4s an invocation, 1.07 GB copy at 2918 GB/s, with one at 2742 (CUDA's copy_:
+# 3018); the read alone streams at 3124 (bench/read_ceiling.py, docs/performance.md).
 STREAM_WGSL = """
 override PER: u32 = 8u;        // vec4s per invocation
 override WRITE: bool = true;   // copy src to dst (else read only: dst is written only if the
