@@ -19,18 +19,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
-from wgattn import bench, protocol
-from wgattn.interfaces.paged_decode_bench import stream_plan
+sys.path[:0] = [str(Path(__file__).resolve().parent)]
+
+from decode_bandwidth import TorchTimed  # noqa: E402
+
+from wgattn import bench, protocol  # noqa: E402
+from wgattn.interfaces.paged_decode_bench import stream_plan  # noqa: E402
 
 PER = (1, 2, 4, 8, 16)  # vec4s an invocation
 
 
 def entries(rt, nbytes: int, torch=None) -> List[Tuple[str, protocol.Timed, int]]:
     """(name, timed, bytes counted) of every entry of the series."""
-    from decode_bandwidth import TorchTimed
-
     out = []
     for per in PER:
         out.append((f"wgsl.copy PER={per}", rt.timing([stream_plan(nbytes, per, True)]), 2 * nbytes))

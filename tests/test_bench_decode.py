@@ -85,3 +85,12 @@ def test_the_stream_kernel_copies_every_byte_and_the_read_writes_nothing(native_
         plan.outputs = [Output("dst", "dst", 0, (dst.size // 4,), "uint32")]
         got = native_runtime.run(plan).outputs["dst"]
         np.testing.assert_array_equal(got, src if write else np.zeros(4, np.uint32))
+
+
+def test_read_ceiling_smoke_records_every_stream(native_runtime, tmp_path):
+    out = tmp_path / "read.jsonl"
+    assert _script("read_ceiling").main(["--mb", "1", "--rounds", "5", "--warm", "0", "--json", str(out)]) == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    names = [r["impl"] for r in records if r["impl"].startswith("wgsl.")]
+    assert names == [f"wgsl.{kind} PER={p}" for kind in ("copy", "read") for p in (1, 2, 4, 8, 16)]
+    assert all(r["gbps"] > 0 and r["rounds"] == 5 for r in records)
