@@ -81,7 +81,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 "impl": name,
                 "bytes": counted,
                 "gbps": gbps,
-                **protocol_fields(st, m),
+                **m.record_fields(proto),
                 "adapter": torch_name if name.startswith("torch") else rt.name,
                 "timer": timed.timer,
                 "time": info.time,
@@ -90,12 +90,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             with open(args.json, "a") as f:
                 f.write(json.dumps(record) + "\n")
     return 0
-
-
-def protocol_fields(st, m) -> dict:
-    from dataclasses import asdict
-
-    return {**asdict(st), "rounds": len(m.samples), "reps": m.reps, "warmup_s": round(m.warmup_s, 3), "warmed": m.warmed}
 
 
 if __name__ == "__main__":

@@ -129,6 +129,17 @@ class Measured:
     warmed: bool  # the warm-up settled (False: it hit warmup_cap_s)
     resolution_ns: float  # its timer's resolution, as seen (0: unknown)
 
+    def record_fields(self, protocol: "Protocol") -> Dict[str, object]:
+        """What a benchmark record says of this measurement: its summary (Spread's fields), the
+        rounds, reps, warm-up and whether it settled."""
+        return {
+            **asdict(summarize(protocol, self.samples)),
+            "rounds": len(self.samples),
+            "reps": int(self.reps),
+            "warmup_s": round(float(self.warmup_s), 3),
+            "warmed": bool(self.warmed),
+        }
+
 
 def schedule(n_entries: int, rounds: int) -> List[List[int]]:
     """The order of every round: round r times entries r, r+1, ... (mod n), each once."""

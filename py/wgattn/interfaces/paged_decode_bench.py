@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -296,11 +295,7 @@ def record(
         "bytes": int(nbytes),
         "gbps": nbytes / st.median_ms / 1e6,
         "pct_of_copy": 0.0,
-        **asdict(st),
-        "rounds": len(measured.samples),
-        "reps": int(measured.reps),
-        "warmup_s": round(float(measured.warmup_s), 3),
-        "warmed": bool(measured.warmed),
+        **measured.record_fields(proto),
         "timer": timer,
         "timer_resolution_ns": float(measured.resolution_ns),
         "repeat": int(repeat),
