@@ -6,7 +6,7 @@ decode_bandwidth.py timed by the measurement protocol (wgattn.protocol) in one i
     purpose, only the times count; each variant keeps every load of the cache alive); "a+b"
     applies both;
   - another copy of the kernel under trial (`--template FILE`, repeatable; "FILE+variant" edits it,
-    "FILE@NRG=4" sets an override constant of its own);
+    "FILE@NRG=4" sets an override constant of its own, "FILE@NS=32" the split count);
   - the kernel at other split counts (`--splits`);
   - the anchors: the WGSL copy of the case's K and V bytes and, with PyTorch on CUDA, torch's
     copy_ and each SDPA backend on the same values unpaged (decode_bandwidth.py's).
@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "py"), str(ROOT / "bench")]
@@ -160,6 +162,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--splits", default="", help="split counts to time the first shape at (default: the rule's only)")
     ap.add_argument("--rounds", type=int, default=12, help="the protocol's interleaved rounds")
     ap.add_argument("--warm", type=float, default=2.0, help="the protocol's warm-up, seconds")
+    ap.add_argument(
+        "--sequential", action="store_true", help="each sequence's blocks in order in the cache (what a shuffled table costs)"
+    )
     ap.add_argument("--smoke", action="store_true", help="the case shrunk (decode_bandwidth.smoke): does the script run?")
     args = ap.parse_args(argv)
     proto = protocol.Protocol.of(args.rounds, args.warm)
@@ -169,6 +174,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     rt = native.runtime()
     rt.trusted = True
     x = db.inputs(case)
+    if args.sequential:
+        x["block_table"] = np.sort(x["block_table"], axis=None).reshape(x["block_table"].shape)
     dcase = db.decode_case(case, x)
     nbytes = db.bytes_touched(case)
     kernel_id = "paged_decode.split_f16" if case.cache == "f16" else "paged_decode.split"
@@ -182,7 +189,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         spec, *sets = t.split("@")
         path, _, more = spec.partition("+")
         knobs = {k: int(v) for k, v in (s.split("=") for s in sets)}
-        jobs.append((Path(t).name, variant(Path(path).read_text(), more), shapes[0], None, knobs))
+        jobs.append((Path(t).name, variant(Path(path).read_text(), more), shapes[0], knobs.pop("NS", None), knobs))
     splits = [int(n) for n in args.splits.split(",") if n]
     print(f"adapter: {rt.name}; {case}; {nbytes / 1e9:.3f} GB of K and V a step; {proto}", flush=True)
 

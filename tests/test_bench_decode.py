@@ -23,6 +23,19 @@ def _script(name: str = "decode_bandwidth"):
     return mod
 
 
+def _dst_after(runtime, plan, src: np.ndarray) -> np.ndarray:
+    """A stream plan run with `src` in its first buffer: its "dst" buffer as u32 words."""
+    from dataclasses import replace
+
+    from wgattn.plan import Output
+
+    plan.buffers[0].data = src.tobytes()
+    i = next(i for i, b in enumerate(plan.buffers) if b.name == "dst")
+    plan.buffers[i] = replace(plan.buffers[i], read=True)
+    plan.outputs = [Output("dst", "dst", 0, (plan.buffers[i].size // 4,), "uint32")]
+    return runtime.run(plan).outputs["dst"]
+
+
 def test_cases_start_with_the_target_and_count_their_bytes():
     bench = _script()
     target = bench.cases()[0]
@@ -70,20 +83,12 @@ def test_phases_smoke_times_variants_shapes_and_splits_in_one_series(native_runt
 def test_the_stream_kernel_copies_every_byte_and_the_read_writes_nothing(native_runtime):
     """The copy a decode kernel is compared with moves exactly its bytes, a ragged tail included
     (not a whole step of 8 vec4s an invocation); the read-only stream leaves dst as it was."""
-    from dataclasses import replace
-
     from wgattn.interfaces.paged_decode_bench import stream_plan
-    from wgattn.plan import Output
 
     nbytes = 16 * (256 * 8 * 3 + 37)
     src = np.random.default_rng(1).integers(0, 2**32, nbytes // 4, dtype=np.uint32)
     for write in (True, False):
-        plan = stream_plan(nbytes, write=write)
-        plan.buffers[0].data = src.tobytes()
-        dst = plan.buffers[1]
-        plan.buffers[1] = replace(dst, read=True)
-        plan.outputs = [Output("dst", "dst", 0, (dst.size // 4,), "uint32")]
-        got = native_runtime.run(plan).outputs["dst"]
+        got = _dst_after(native_runtime, stream_plan(nbytes, write=write), src)
         np.testing.assert_array_equal(got, src if write else np.zeros(4, np.uint32))
 
 
@@ -92,5 +97,30 @@ def test_read_ceiling_smoke_records_every_stream(native_runtime, tmp_path):
     assert _script("read_ceiling").main(["--mb", "1", "--rounds", "5", "--warm", "0", "--json", str(out)]) == 0
     records = [json.loads(line) for line in out.read_text().splitlines()]
     names = [r["impl"] for r in records if r["impl"].startswith("wgsl.")]
-    assert names == [f"wgsl.{kind} PER={p}" for kind in ("copy", "read") for p in (1, 2, 4, 8, 16)]
+    streams = [f"wgsl.{kind} PER={p}" for kind in ("copy", "read") for p in (1, 2, 4, 8, 16)]
+    paged = [f"wgsl.read paged, {order} PER={p}" for order in ("shuffled", "in order") for p in (4, 8)]
+    assert names == streams + paged
     assert all(r["gbps"] > 0 and r["rounds"] == 5 for r in records)
+
+
+def test_the_paged_read_takes_whole_blocks_in_the_tables_order(native_runtime):
+    """The paged read ceiling reads every byte of K's and V's blocks once, each block through the
+    table: gathered (WRITE), block e of each half is block table[e] of the source; the read alone
+    writes nothing."""
+    read_ceiling = _script("read_ceiling")
+    block_bytes, table = 16 * 256 * 2, np.array([3, 0, 4, 1, 2])
+    src = np.random.default_rng(2).integers(0, 2**32, 2 * len(table) * block_bytes // 4, dtype=np.uint32)
+    want = src.reshape(2, len(table), -1)[:, table].ravel()
+    for write in (True, False):
+        got = _dst_after(native_runtime, read_ceiling.paged_plan(table, block_bytes, per=2, write=write), src)
+        np.testing.assert_array_equal(got, want if write else np.zeros(4, np.uint32))
+
+
+def test_phases_times_a_template_at_its_own_split_count_on_blocks_in_order(native_runtime, capsys):
+    phases = _script("decode_phases")
+    template = f"{ROOT / 'shaders' / phases.SHADER}+no exps@NS=3"
+    args = ["--smoke", "--sequential", "--shapes", "64x4", "--variants", "", "--template", template]
+    args += ["--rounds", "5", "--warm", "0"]
+    assert phases.main(args) == 0
+    table = capsys.readouterr().out.split("% of the WGSL copy")[-1]
+    assert "no exps@NS=3 [WG 64 KPG 4 RB 4 NS 3]" in table, table
