@@ -357,6 +357,7 @@ interface BenchProtocol {
   settle_tol: number;
   min_sample_ms: number;
   resolutions_per_sample: number;
+  max_sample_ms: number;
   wide: number;
   max_reps: number;
 }

@@ -93,7 +93,7 @@ def test_interleaving_lets_a_drift_hit_identical_entries_alike():
     timed one after the other they would differ by the drift."""
     clock, log = Clock(), []
     drift = lambda t: 1.0 + 0.05 * t  # noqa: E731  a steady 5% per second
-    p = protocol.Protocol(rounds=30, warmup_s=0.0, warmup_cap_s=0.0, min_sample_ms=0.0)
+    p = protocol.Protocol(rounds=30, warmup_s=0.0, warmup_cap_s=0.0, min_sample_ms=10.0)  # 10 runs a sample
     a, b = protocol.measure([Entry("a", clock, drift, log), Entry("b", clock, drift, log)], p, clock=clock)
     med = lambda m: protocol.summarize(p, m.samples).median_ms  # noqa: E731
     assert abs(med(a) / med(b) - 1) < 0.002
@@ -110,16 +110,77 @@ def test_reps_make_a_sample_long_against_the_timer_tick():
     assert protocol.reps_for(p, 1.0, quantum) == 14
     assert protocol.reps_for(p, 1e-6, 1.0) == p.max_reps  # bounded ...
     assert protocol.reps_for(p, 1e-6, 1.0, passes=5) == protocol.MOST_QUERIES // 10  # ... and by the query set
+    assert protocol.reps_for(p, 0.5, 0.0) == 4  # an unknown tick: 2 ms
 
 
-def test_the_resolution_is_read_off_the_timestamps():
-    assert protocol.timer_resolution_ns([1000, 1003, 1010, 2001]) == 1
-    quantized = [65536 * k for k in (17, 18, 20, 25)]
+def test_a_sample_lasts_at_most_max_sample_ms_or_one_run_whatever_the_tick_is_believed_to_be():
+    p = protocol.Protocol(max_sample_ms=100.0)
+    for per_run in (1e-4, 0.05, 0.7, 3.0, 40.0, 51.0, 99.0, 101.0, 1000.0, 60e3):
+        for tick in (0.0, 1.0, 500.0, 65536.0, 1e5, 1e6, 1e9, 6e10):
+            reps = protocol.reps_for(p, per_run, tick)
+            assert reps >= 1 and reps * per_run <= max(p.max_sample_ms, per_run), (per_run, tick, reps)
+    assert protocol.reps_for(p, 1000.0, 1e9) == 1  # a second-long run on a "1-second clock"
+    assert protocol.reps_for(p, 1.0, 1e6) == 100  # 200 ticks of 1 ms would take 200 ms: 100 fit
+    assert protocol.reps_for(p, 40.0, 1e6) == 2  # floor, not ceil: 80 ms, not 120
+
+
+def test_the_resolution_is_read_off_enough_readings():
+    ns = [1000, 1003, 1010, 2001, 2950, 4007, 5012, 6000, 7019]  # 8 offsets from the first
+    assert protocol.timer_resolution_ns(ns) == 1
+    quantized = [65536 * k for k in (17, 18, 20, 25, 26, 31, 32, 40, 41)]
     assert protocol.timer_resolution_ns(quantized) == 65536
-    assert protocol.timer_resolution_ns([5]) == 0  # unknown
+    # A fast kernel on that clock, as the page sends it (each sample's offsets from its first):
+    # a few values, repeated, are readings all the same.
+    page = [x for d in (65536, 0, 65536, 131072, 0, 65536, 65536, 0, 65536, 131072, 65536) for x in (0, d)]
+    assert protocol.timer_resolution_ns(page) == 65536
+    # Fewer only bound the tick from above (it divides each): unknown, not a multiple of it.
+    assert protocol.timer_resolution_ns([2_000_000_000, 3_052_348_238]) == 0  # one warm-up run of a slow kernel
+    assert protocol.timer_resolution_ns(ns[: protocol.MIN_OFFSETS]) == 0
+    assert protocol.timer_resolution_ns(page[:14]) == 0  # 5 readings off the first (and zeros)
+    assert protocol.timer_resolution_ns([5]) == protocol.timer_resolution_ns([]) == 0
+
+
+def test_min_offsets_of_a_nanosecond_clock_show_its_tick():
+    """MIN_OFFSETS readings of a 1-ns clock at random: the inferred tick is 1 but for a fraction
+    of a percent of the time, and then a small factor, never a run's length."""
+    rs = np.random.RandomState(3)
+    got = [protocol.timer_resolution_ns(rs.randint(0, 10**9, size=protocol.MIN_OFFSETS + 1)) for _ in range(2000)]
+    assert sum(g == 1 for g in got) >= 0.99 * len(got) and max(got) <= 4
+
+
+def test_a_quantized_clock_is_seen_in_the_warm_up():
     clock, log = Clock(), []
     (m,) = protocol.measure([Entry("a", clock, lambda t: 0.7, log, stamp_tick=65536)], FAST, clock=clock)
     assert m.resolution_ns == 65536 and m.reps * 0.7 >= 200 * 65536e-6
+
+
+def test_a_slow_kernel_on_a_nanosecond_timer_gets_one_run_per_sample():
+    """Runs of about a second on a timer that ticks at 1 ns, warmed for 0.3 s (capped at 0.9):
+    one warm-up round gives each entry two readings, whose only offset is the run itself, not the
+    timer's tick. Taking it for the tick asked for 200 ticks of a "1-second clock" per sample:
+    200 runs a sample, half an hour a series. Reps stay 1, and the series lasts seconds."""
+    clock, log = Clock(), []
+    jitter = np.random.RandomState(2)
+    second = lambda t: round(jitter.uniform(800.0, 1060.0), 6)  # noqa: E731  ms, to the ns
+    quick = lambda t: round(jitter.uniform(30.0, 45.0), 6)  # noqa: E731  a faster kernel beside it
+    p = protocol.Protocol.of(5, 0.3)
+    slow, fast = protocol.measure([Entry("slow", clock, second, log), Entry("fast", clock, quick, log)], p, clock=clock)
+    assert not slow.warmed and slow.warmup_s < 2.0  # one warm-up round: the cap, not the rule
+    assert (slow.reps, fast.reps) == (1, 1)
+    assert log.count("slow") == 1 + 1 + p.rounds  # priming, the warm-up round, the rounds
+    assert clock.t < (2 + p.rounds) * 1.2  # seconds of (made-up) time, all runs included
+
+
+def test_a_timer_believed_coarse_costs_at_most_max_sample_ms_a_sample():
+    """An entry whose timer is said to tick once a second: 200 ticks would be 200 s a sample; it
+    gets what fits in max_sample_ms, and its series lasts about a second of (made-up) time."""
+    clock, log = Clock(), []
+    entry = Entry("a", clock, lambda t: 40.0, log)
+    entry.resolution_ns = 1e9
+    p = protocol.Protocol.of(5, 0.3)
+    (m,) = protocol.measure([entry], p, clock=clock)
+    assert m.resolution_ns == 1e9 and m.reps == 2  # 80 ms: floor(100 / 40)
+    assert clock.t < 0.04 + p.warmup_cap_s + 0.04 + p.rounds * p.max_sample_ms / 1e3
 
 
 def test_summarize_is_numpys_median_and_quartiles():
@@ -140,6 +201,8 @@ def test_bad_knobs_are_refused_naming_the_range():
         protocol.Protocol(rounds=2)
     with pytest.raises(ValueError, match=r"warmup_cap_s \(1.0\) must be at least warmup_s \(2.0\)"):
         protocol.Protocol(warmup_s=2.0, warmup_cap_s=1.0)
+    with pytest.raises(ValueError, match=r"max_sample_ms \(5.0\) must be at least min_sample_ms \(10.0\)"):
+        protocol.Protocol(min_sample_ms=10.0, max_sample_ms=5.0)
     with pytest.raises(ValueError, match="unknown protocol field"):
         protocol.Protocol.from_json({"runs": 3})
 
@@ -150,7 +213,8 @@ def test_the_page_and_cpython_write_the_same_record_from_the_same_samples():
     request["user_agent"] = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/156.0.0.0"
     job, reply = bench_jobs.start(json.dumps(request), TARGET, bench_id=1)
     samples = [1.2, 1.0, 1.1, 1.4, 1.05]
-    payload = {"samples": samples, "stamps": [0, 1024, 4096], "reps": 3, "warmup_s": 2.5, "warmed": True, "timer": "gpu"}
+    stamps = [1024 * k for k in (0, 1, 4, 5, 9, 11, 14, 17, 22)]
+    payload = {"samples": samples, "stamps": stamps, "reps": 3, "warmup_s": 2.5, "warmed": True, "timer": "gpu"}
     page, last = bench_jobs.record(job, 0, json.dumps(dict(payload, adapter="a (browser WebGPU)")))
     assert last
     m = protocol.Measured(samples, 3, 2.5, True, 1024.0)

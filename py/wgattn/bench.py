@@ -90,7 +90,7 @@ class Record:
     warmup_s: float  # seconds the series was warmed before its rounds
     warmed: bool  # the warm-up settled (consecutive rounds agreed) before its cap
     timer: str  # "gpu" (timestamp queries), "cuda" (CUDA events) or "wall" (host clock)
-    timer_resolution_ns: float  # the timer's tick as its readings showed it (0: unknown)
+    timer_resolution_ns: float  # the timer's tick as known or as its readings showed it (0: unknown, too few)
     repeat: int  # 0, 1, ...: back-to-back repeats of the series in one run
     time: str  # when the run started (ISO 8601, UTC)
     commit: str  # the git commit that ran, "+dirty" with uncommitted changes; "" when unknown

@@ -16,7 +16,13 @@ at one (op, shape, causal), like this:
    warm-up did not settle (`warmed`).
 2. Calibration. Each entry gets `reps` dispatches per sample, enough for a sample to last
    `min_sample_ms` and `resolutions_per_sample` ticks of its timer (a quantized timer, such as a
-   browser's coarsened timestamps, then costs under 1/`resolutions_per_sample` of a sample).
+   browser's coarsened timestamps, then costs under 1/`resolutions_per_sample` of a sample), but
+   never more than fit in `max_sample_ms` (one, where one run is longer): whatever is believed of
+   the timer, a round lasts at most about `max_sample_ms` or one run per entry. The tick is what
+   is known of the timer beforehand (a host clock's, CUDA events'), else the greatest common
+   divisor of its timestamps' offsets, inferred from `MIN_OFFSETS` offsets at least: the tick
+   divides every offset, so a few of them only bound it from above (one warm-up round of a slow
+   kernel gives two readings, and their one offset is the run itself).
 3. Rounds, interleaved. Round r times every entry once, in `schedule`'s order (rotated by r, so no
    entry always goes first): a drift of the clock hits every entry alike.
 4. Statistics (`summarize`): the median of an entry's per-round samples, with the minimum, the
@@ -47,6 +53,11 @@ __all__ = [
 
 MOST_QUERIES = 4096  # WebGPU's (and wgpu's) largest timestamp query set: 2 per pass per rep
 STAMPS_KEPT = 64  # timestamps per sample kept to find the timer's resolution
+# Readings besides the first (nonzero offsets from it) a timer's tick is inferred from, at least.
+# k offsets that are random multiples of the tick share a further factor p with probability
+# p**-k: from 8, the inferred tick is the true one but for 0.4% of the time (then mostly twice
+# it). Equal offsets count: on a quantized clock a fast kernel's readings repeat a few values.
+MIN_OFFSETS = 8
 
 
 @dataclass(frozen=True)
@@ -60,7 +71,8 @@ class Protocol:
     settle_rounds: int = 3  # ... and at least this many rounds ...
     settle_tol: float = 0.03  # ... agree within this (max/min - 1)
     min_sample_ms: float = 2.0  # a sample lasts at least this long ...
-    resolutions_per_sample: int = 200  # ... and this many timer ticks
+    resolutions_per_sample: int = 200  # ... and this many timer ticks ...
+    max_sample_ms: float = 100.0  # ... but at most this long (or one run, where a run is longer)
     wide: float = 0.05  # a spread (IQR / median) above this is flagged
     max_reps: int = 512  # dispatches per sample, at most
 
@@ -73,6 +85,7 @@ class Protocol:
         "settle_tol": (0.001, 1.0),
         "min_sample_ms": (0.0, 10000.0),
         "resolutions_per_sample": (1, 100000),
+        "max_sample_ms": (1.0, 10000.0),
         "wide": (0.0, 10.0),
         "max_reps": (1, 2048),
     }
@@ -88,6 +101,8 @@ class Protocol:
                 raise ValueError(f"{f.name} must be an integer in {lo}..{hi}, got {value!r}")
         if self.warmup_cap_s < self.warmup_s:
             raise ValueError(f"warmup_cap_s ({self.warmup_cap_s}) must be at least warmup_s ({self.warmup_s})")
+        if self.max_sample_ms < self.min_sample_ms:
+            raise ValueError(f"max_sample_ms ({self.max_sample_ms}) must be at least min_sample_ms ({self.min_sample_ms})")
 
     @classmethod
     def of(cls, rounds: int, warmup_s: float) -> "Protocol":
@@ -169,21 +184,30 @@ def warm_verdict(protocol: Protocol, elapsed_s: float, round_ms: Sequence[float]
 
 def reps_for(protocol: Protocol, per_run_ms: float, resolution_ns: float, passes: int = 1) -> int:
     """Dispatches per sample for an entry whose one run takes `per_run_ms` (from its warm-up),
-    timed by a clock of `resolution_ns`, with `passes` timestamped passes per run."""
+    timed by a clock of `resolution_ns` (0: unknown), with `passes` timestamped passes per run:
+    enough for `min_sample_ms` and `resolutions_per_sample` ticks, as many as fit in
+    `max_sample_ms` at most, and 1 at least."""
     want_ms = max(protocol.min_sample_ms, protocol.resolutions_per_sample * resolution_ns * 1e-6)
-    reps = math.ceil(want_ms / per_run_ms) if per_run_ms > 0 else protocol.max_reps
+    if per_run_ms > 0:
+        reps = min(math.ceil(want_ms / per_run_ms), math.floor(protocol.max_sample_ms / per_run_ms))
+    else:  # a run its timer could not see: as many as may be
+        reps = protocol.max_reps
     most = max(1, min(protocol.max_reps, MOST_QUERIES // (2 * max(1, passes))))
     return int(min(max(reps, 1), most))
 
 
 def timer_resolution_ns(stamps: Sequence[int]) -> int:
     """The tick of a clock as its readings show it: the greatest common divisor of their offsets
-    from the first (1 for a nanosecond clock; 65536 for Dawn's quantized timestamps). 0 when
-    there are fewer than two distinct readings."""
-    g = 0
+    from the first (1 for a nanosecond clock; 65536 for Dawn's quantized timestamps). 0 (unknown)
+    when fewer than `MIN_OFFSETS` readings differ from the first: the tick divides each offset,
+    so a few only bound it from above."""
     first = int(stamps[0]) if len(stamps) else 0
-    for s in stamps:
-        g = math.gcd(g, abs(int(s) - first))
+    offsets = [abs(int(s) - first) for s in stamps if int(s) != first]
+    if len(offsets) < MIN_OFFSETS:
+        return 0
+    g = 0
+    for d in offsets:
+        g = math.gcd(g, d)
     return g
 
 
