@@ -2,7 +2,7 @@
 each send a slow run (sdpa_arena.seed at 1x16x1024x1024x64 by default) and hang up after
 `--after` seconds; then a small valid run is timed against its unloaded time.
 
-    .venv/bin/python bench/abandoned_runs.py --runs 100 --after 0.05 [--root ../main]
+    .venv/bin/python -m lab.server_load.abandoned_runs --runs 100 --after 0.05 [--root ../main]
 
 Prints a JSON summary: the small run's unloaded and after-abandonment times, how the server says
 the abandoned runs ended (GET /api/health's runs: dropped, stopped, finished) and its 499 lines,
@@ -20,8 +20,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from real_server import SLOW_RUN, abandon, get, log_folder, server_arguments, start, timed_small_run  # noqa: E402
+from bench.demo import start
+from lab.server_load.options import log_folder, server_arguments
+from tests.real_server import SLOW_RUN, abandon, get, timed_small_run
 
 SLOW = {
     "kernel": "sdpa_arena.seed",

@@ -2,8 +2,8 @@
 the measurement protocol (wgattn.protocol): the ceiling a decode kernel, which only reads its
 cache, is held to.
 
-    python3 bench/read_ceiling.py [--mb 1074] [--json read.jsonl]
-    (on the lent H100: python3 bench/devcarry.py run -- python3 bench/read_ceiling.py --json $OUT/read.jsonl)
+    python3 -m lab.read_ceiling.read_ceiling [--mb 1074] [--json read.jsonl]
+    (on the lent H100: python3 -m bench.devcarry run -- python3 -m lab.read_ceiling.read_ceiling --json $OUT/read.jsonl)
 
 Each entry moves the same bytes (by default the decode target's K and V, 1.07 GB) through
 wgattn.interfaces.paged_decode_bench.STREAM_WGSL, the decode benchmark's copy:
@@ -23,19 +23,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
-sys.path[:0] = [str(Path(__file__).resolve().parent)]
+import numpy as np
 
-import numpy as np  # noqa: E402
-from decode_bandwidth import TorchTimed  # noqa: E402
-
-from wgattn import bench, protocol  # noqa: E402
-from wgattn.interfaces.paged_decode_bench import stream_plan  # noqa: E402
-from wgattn.plan import Buffer, Dispatch, Plan  # noqa: E402
-from wgattn.registry import Pass  # noqa: E402
+from bench.decode_bandwidth import TorchTimed
+from wgattn import bench, protocol
+from wgattn.interfaces.paged_decode_bench import stream_plan
+from wgattn.plan import Buffer, Dispatch, Plan
+from wgattn.registry import Pass
 
 PER = (1, 2, 4, 8, 16)  # vec4s an invocation
 PAGED_PER = (4, 8)

@@ -1,7 +1,7 @@
 """Schemathesis against `uvicorn app:main` (as `make demo` starts it), every operation, positive
 and negative cases: the counts by status, 5xx and hangs, and the share answered 200.
 
-    .venv/bin/python bench/schema_fuzz.py --examples 2500 [--root ../main]
+    .venv/bin/python -m lab.server_load.schema_fuzz --examples 2500 [--root ../main]
 
 `--examples` is per operation and mode: POST /api/run takes nearly all of the cases (the GET
 operations have no parameters, so each is one case per mode). Prints a JSON summary. A
@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from real_server import log_folder, server_arguments, start, timed_small_run  # noqa: E402
-from schema_fuzz import fuzz  # noqa: E402
+from bench.demo import start
+from lab.server_load.options import log_folder, server_arguments
+from tests.real_server import timed_small_run
+from tests.schema_fuzz import fuzz
 
 
 def main() -> None:

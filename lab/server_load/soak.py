@@ -2,11 +2,11 @@
 it) answers POST /api/run for each kernel in turn, from a few clients at once, for `--minutes`;
 the server's resident memory is sampled every `--every` seconds. A measurement, not a test.
 
-    .venv/bin/python bench/soak.py --minutes 30 --warmup 3 [--clients 2] [--json soak.json]
+    .venv/bin/python -m lab.server_load.soak --minutes 30 --warmup 3 [--clients 2] [--json soak.json]
 
 Each kernel runs a small seeded configuration of its interface, a new seed per request, at one of
 `--shapes` head_dims in turn (kernels specialised per head_dim compile a pipeline for each; all of
-them fit the pipeline cache, so after warm-up nothing new is compiled: bench/pipeline_shapes.py
+them fit the pipeline cache, so after warm-up nothing new is compiled: pipeline_shapes.py
 covers more shapes than the cache holds). Prints one line per sample and a summary: RSS after
 warm-up, at the end, the difference, the slope after warm-up (least squares, MiB/min), requests
 by status, and the server's pipeline cache (GET /api/health).
@@ -24,8 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from real_server import get, log_folder, post, server_arguments, start  # noqa: E402
+from bench.demo import start
+from lab.server_load.options import log_folder, server_arguments
+from tests.real_server import get, post
 
 # A small configuration per interface: every kernel runs in milliseconds on lavapipe.
 SMALL = {

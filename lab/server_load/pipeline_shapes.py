@@ -2,8 +2,8 @@
 POST /api/run, each a shape not seen before (kernels in turn; head_dim, seq_q and seq_k varied),
 so that kernels specialised per shape compile pipelines the cache has not seen.
 
-    .venv/bin/python bench/pipeline_shapes.py --shapes 1000 [--every 100] [--root ../main]
-    .venv/bin/python bench/pipeline_shapes.py --shapes 1000 --kernels flash_fwd.tiled --cache 4
+    .venv/bin/python -m lab.server_load.pipeline_shapes --shapes 1000 [--every 100] [--root ../main]
+    .venv/bin/python -m lab.server_load.pipeline_shapes --shapes 1000 --kernels flash_fwd.tiled --cache 4
 
 The second keeps fewer pipelines than the shapes need, so that most requests evict one and
 compile another: the server's memory must level off all the same.
@@ -22,10 +22,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from soak import SMALL
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from real_server import get, log_folder, post, server_arguments, start  # noqa: E402
+from bench.demo import start
+from lab.server_load.options import log_folder, server_arguments
+from lab.server_load.soak import SMALL
+from tests.real_server import get, post
 
 
 def shape(i: int, kernels: list) -> dict:

@@ -2,7 +2,7 @@
 opened as fast as the client can (by `--procs` processes, each under its own file-descriptor
 limit), held without a byte sent, and meanwhile a small valid run is timed again and again.
 
-    .venv/bin/python bench/idle_sockets.py --sockets 20000 [--procs 2] [--hold 15] [--root ../main]
+    .venv/bin/python -m lab.server_load.idle_sockets --sockets 20000 [--procs 2] [--hold 15] [--root ../main]
 
 Prints a JSON summary: sockets opened, how many the server closed (and when), the server's open
 descriptors at most, the small run's latencies while the sockets were held, and how many lines
@@ -23,8 +23,9 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from real_server import log_folder, open_fds, server_arguments, start, timed_small_run  # noqa: E402
+from bench.demo import ROOT, start
+from lab.server_load.options import log_folder, server_arguments
+from tests.real_server import open_fds, timed_small_run
 
 
 def child(port: int, count: int, hold: float) -> None:
@@ -59,7 +60,16 @@ def measure(sockets: int, procs: int, hold: float, log_dir: Path, root=None) -> 
         base = [timed_small_run(server.url)[1] for _ in range(5)]
         kids = [
             subprocess.Popen(
-                [sys.executable, __file__, "--child", str(server.port), str(sockets // procs), str(hold)],
+                [
+                    sys.executable,
+                    "-m",
+                    "lab.server_load.idle_sockets",
+                    "--child",
+                    str(server.port),
+                    str(sockets // procs),
+                    str(hold),
+                ],
+                cwd=ROOT,
                 stdout=subprocess.PIPE,
                 text=True,
             )

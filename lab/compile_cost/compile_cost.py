@@ -3,7 +3,8 @@ KERNEL on the conformance case whose name starts with PREFIX (tile OVERRIDES opt
 seconds of the first run minus the fastest of three warm ones, and that warm run's time. Run it
 with the driver's shader cache off, or the first run is a cache hit:
 
-    MESA_SHADER_CACHE_DISABLE=true .venv/bin/python bench/compile_cost.py flash_fwd.blocked softcap-d64 '{"BR":32,"BC":8,"WG":32}'
+    export MESA_SHADER_CACHE_DISABLE=true
+    .venv/bin/python -m lab.compile_cost.compile_cost flash_fwd.blocked softcap-d64 '{"BR":32,"BC":8,"WG":32}'
 
 On a software adapter (lavapipe) the compile is what a fresh machine waits for: Mesa's shader
 cache is empty there (docs/performance.md, "On a software adapter the compile...")."""

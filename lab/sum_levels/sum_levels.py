@@ -2,7 +2,7 @@
 as shipped and with its block sums never flushed (every term added into one running sum), on the
 1023 x 1024 causal grid case, where the earliest keys' dV sums about 2000 terms.
 
-    .venv/bin/python bench/sum_levels.py
+    .venv/bin/python -m lab.sum_levels.sum_levels
 
 Prints each output's error over its allowance. This is a measurement, not a test: the one-level
 sum's margin depends on how the driver rounds (lavapipe's JIT differs per host CPU: 1.13x the

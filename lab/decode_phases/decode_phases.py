@@ -13,8 +13,8 @@ decode_bandwidth.py timed by the measurement protocol (wgattn.protocol) in one i
 Each WGSL entry is registered from a copy of shaders/ with its text, compiled trusted as the
 kernel is benchmarked. Only the baseline's output is checked (against the float64 reference).
 
-    python3 bench/decode_phases.py [--case target] [--shapes 128x8,128x4] [--variants all]
-    (on the lent H100: python3 bench/devcarry.py run -- python3 bench/decode_phases.py ...)
+    python3 -m lab.decode_phases.decode_phases [--case target] [--shapes 128x8,128x4] [--variants all]
+    (on the lent H100: python3 -m bench.devcarry run -- python3 -m lab.decode_phases.decode_phases ...)
 """
 
 from __future__ import annotations
@@ -28,13 +28,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "py"), str(ROOT / "bench")]
-
-import decode_bandwidth as db  # noqa: E402
-
-from wgattn import bench, native, protocol, reference, registry  # noqa: E402
-from wgattn.interfaces import paged_decode  # noqa: E402
+from bench import decode_bandwidth as db
+from bench.demo import ROOT
+from wgattn import bench, native, protocol, reference, registry
+from wgattn.interfaces import paged_decode
 
 SHADER = "paged_decode.split.wgsl"
 TILE_LOOP = ("  for (var t0 = start; t0 < end; t0 += BC) {\n", "looked up for its K\n  }\n")
