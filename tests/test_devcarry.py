@@ -113,7 +113,15 @@ def test_pack_stash_unpack_and_run_the_suite(tmp_path):
             for repeat in (0, 1):
                 assert (runtime, mode, impl, repeat) in got, (runtime, mode, impl, repeat)
     assert report["torch"] == "skipped: no PyTorch with CUDA here"
-    assert report["chromium_checked"]["version"] and all(r["pass"] for r in report["chromium_checked"]["live_check"]["results"])
+    assert report["chromium_checked"]["version"]
+    # The live check: every kernel that two runtimes ran passes; a kernel that needs what neither
+    # adapter here has (subgroup matrices) is not checked, and says so, rather than failing.
+    live = report["chromium_checked"]["live_check"]["results"]
+    ran = [r for r in live if sum(v == "ok" for v in r["runtimes"].values()) >= 2]
+    assert ran and all(r["pass"] for r in ran), [r for r in ran if not r["pass"]]
+    for r in live:
+        if r not in ran:
+            assert not r["failed"] and all(v == "ok" or "lacks" in v for v in r["runtimes"].values()), r
     trusted = [r for r in records if r["runtime"] == "chromium" and r["mode"] == "trusted"]
     assert all("--enable-dawn-features=disable_robustness" in r["flags"] for r in trusted)
     assert all(r["commit"] == manifest["commit"] and r["browser"].startswith("Chromium 1") for r in trusted)
