@@ -23,8 +23,8 @@ test: setup check
 # The developer gate, run first by make test (so by CI): ruff's lint rules and its formatting, mypy on
 # py/wgattn (all three configured in pyproject.toml) and TypeScript on the page's JavaScript.
 check: setup typecheck-js
-	.venv/bin/ruff check py app tests e2e bench
-	.venv/bin/ruff format --check py app tests e2e bench
+	.venv/bin/ruff check py app tests e2e bench lab
+	.venv/bin/ruff format --check py app tests e2e bench lab
 	.venv/bin/mypy
 
 # The page's JavaScript, type-checked by TypeScript from its JSDoc (tsconfig.json; static/types.d.ts
@@ -39,6 +39,6 @@ test-fast: setup
 
 # The benchmark suite on this machine's GPU, one run: wgpu-py (trusted, checked), PyTorch's SDPA and
 # Chromium's WebGPU (robustness on and off), by one protocol; records in .cache/bench/ (bench/suite.py,
-# ARGS="--kernels ... --shapes ..." to choose). A lent machine with no registry: bench/devcarry.py.
+# ARGS="--kernels ... --shapes ..." to choose). A lent machine with no registry: python -m bench.devcarry.
 bench-gpu: setup
-	PYTHONUNBUFFERED=1 $(PY) bench/suite.py $(ARGS)
+	PYTHONUNBUFFERED=1 $(PY) -m bench.suite $(ARGS)

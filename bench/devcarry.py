@@ -1,11 +1,15 @@
 """Carry what the benchmark suite needs to a lent GPU machine that reaches no package registry,
-and run it there: bench/suite.py with Chromium on the GPU beside wgpu-py and PyTorch.
+and run it there: the suite (bench/suite.py) with Chromium on the GPU beside wgpu-py and PyTorch.
+Every command runs from the repository root.
 
-    here:   .venv/bin/python bench/devcarry.py pack   # fetch what is missing, pack .devcarry/p1..p3, print the calls
-    here:   .venv/bin/python bench/devcarry.py calls  # print them again
-    there:  python3 bench/devcarry.py stash .devcarry/p1                     (calls 1, 2: a part each)
-    there:  python3 bench/devcarry.py run .devcarry/p3 -- python3 bench/suite.py <small>   (call 3: unpack, check)
-    there:  python3 bench/devcarry.py run -- python3 bench/suite.py --out $OUT             (call 4: the run)
+    here:   .venv/bin/python -m bench.devcarry pack   # fetch what is missing, pack .devcarry/p1..p3, print the calls
+    here:   .venv/bin/python -m bench.devcarry calls  # print them again
+    there:  python3 -m bench.devcarry stash .devcarry/p1                     (calls 1, 2: a part each)
+    there:  python3 -m bench.devcarry run .devcarry/p3 -- python3 -m bench.suite <small>   (call 3: unpack, check)
+    there:  python3 -m bench.devcarry run -- python3 -m bench.suite --out $OUT             (call 4: the run)
+
+`run` runs any command in that environment: `-- python3 -m bench.decode_bandwidth --json
+$OUT/decode.jsonl` (the decode benchmark), `-- python3 -m wgattn.cli probe --json`, a lab script.
 
 What travels (one tar, zstd-compressed, split into parts of at most --part-mib): Debian's Chromium
 with the libraries `ldd` finds for it, three fonts (Skia aborts without one), the libvulkan1 .deb
@@ -177,7 +181,9 @@ def collect_wheels(extra: Sequence[str], dest: Path) -> List[Path]:
     for name, version in pins.items():
         hits = _cached(name, version)
         if not hits:
-            raise SystemExit(f"devcarry: no wheel of {name}=={version} for Python {PYTHON_THERE}: run `bench/devcarry.py fetch`")
+            raise SystemExit(
+                f"devcarry: no wheel of {name}=={version} for Python {PYTHON_THERE}: run `python -m bench.devcarry fetch`"
+            )
         out.append(hits[0])
     if extra:
         have = {_canon(p.name.split("-")[0]) for p in out}
@@ -192,7 +198,7 @@ def libvulkan_deb() -> Path:
     """libvulkan1's .deb, fetched."""
     debs = sorted(CACHE.glob("libvulkan1_*.deb"))
     if not debs:
-        raise SystemExit("devcarry: no libvulkan1 .deb in .cache/devcarry: run `bench/devcarry.py fetch`")
+        raise SystemExit("devcarry: no libvulkan1 .deb in .cache/devcarry: run `python -m bench.devcarry fetch`")
     return debs[-1]
 
 
@@ -318,10 +324,10 @@ def calls(parts: Sequence[Path], suite_args: str = "") -> str:
     """The device calls, in order, to make back to back on one warm machine, and the command that
     takes the results in here."""
     rel = [_rel(p) for p in parts]
-    stash_calls = [(f"python3 bench/devcarry.py stash {part}", [part], 120) for part in rel[:-1]]
-    runner = "PYTHONUNBUFFERED=1 python3 bench/devcarry.py run"
-    check = f"{runner} {rel[-1]} -- python3 bench/suite.py --out $OUT {SMOKE}"
-    full = f"{runner} -- python3 bench/suite.py --out $OUT {suite_args}".strip()
+    stash_calls = [(f"python3 -m bench.devcarry stash {part}", [part], 120) for part in rel[:-1]]
+    runner = "PYTHONUNBUFFERED=1 python3 -m bench.devcarry run"
+    check = f"{runner} {rel[-1]} -- python3 -m bench.suite --out $OUT {SMOKE}"
+    full = f"{runner} -- python3 -m bench.suite --out $OUT {suite_args}".strip()
     made = [*stash_calls, (check, [rel[-1]], 300), (full, [], 600)]
     lines = [
         "The device calls, from this checkout (the device gets its working tree), to one warm machine, each made",
@@ -336,7 +342,7 @@ def calls(parts: Sequence[Path], suite_args: str = "") -> str:
         f"Call {len(made) - 1} unpacks and runs every kernel small in every runtime (about a minute): read its output",
         f"before call {len(made)}, the suite itself (native, PyTorch, Chromium robustness on and off, two repeats).",
         "Then, here, with the folder its files landed in (files_at):",
-        "  .venv/bin/python bench/history.py add FILES_AT          # history file, docs tables, comparison",
+        "  .venv/bin/python -m bench.history add FILES_AT          # history file, docs tables, comparison",
     ]
     return "\n".join(lines)
 
@@ -481,7 +487,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--part-mib", type=float, default=55.0, help="a part's size (a call carries at most 64 MiB with the repo)")
     p.add_argument("--level", type=int, default=12, help="zstd's level (12: about 150 MiB in 3 parts, 2 minutes)")
     p.add_argument("--extra", default="", help="more wheels, with what they need (e.g. numpy,aiohttp)")
-    p.add_argument("--suite-args", default="", help="arguments of bench/suite.py in the printed last call")
+    p.add_argument("--suite-args", default="", help="arguments of the suite (bench.suite) in the printed last call")
     p.add_argument("--offline", action="store_true", help="pack only what was fetched (default: fetch what is missing first)")
     c = sub.add_parser("calls", help="print the device calls of the last pack again")
     c.add_argument("--dest", default=str(ROOT / ".devcarry"))
@@ -505,14 +511,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.verb == "calls":
         parts = sorted(Path(args.dest).glob("p[0-9]*"), key=lambda p: int(p.name[1:]))
         if not parts or not (parts[-1] / "manifest.json").exists():
-            raise SystemExit(f"devcarry: no pack in {args.dest}: .venv/bin/python bench/devcarry.py pack")
+            raise SystemExit(f"devcarry: no pack in {args.dest}: .venv/bin/python -m bench.devcarry pack")
         print(calls(parts, str(json.loads((parts[-1] / "manifest.json").read_text()).get("suite_args", ""))))
         return 0
     if args.verb == "stash":
         stash(Path(args.part), Path(args.root))
         return 0
     if not command:
-        ap.error("run needs a command after --, e.g. -- python3 bench/suite.py --out $OUT")
+        ap.error("run needs a command after --, e.g. -- python3 -m bench.suite --out $OUT")
     return run(Path(args.part) if args.part else None, Path(args.root), command, Path(args.repo))
 
 

@@ -1,7 +1,7 @@
 """The benchmark suite: every runtime of this machine timed in one run, from one command.
 
-    make bench-gpu                                   (= .venv/bin/python bench/suite.py)
-    .venv/bin/python bench/suite.py --kernels flash_fwd.blocked --shapes 1,4,256,64 --rounds 5
+    make bench-gpu                                   (= .venv/bin/python -m bench.suite)
+    .venv/bin/python -m bench.suite --kernels flash_fwd.blocked --shapes 1,4,256,64 --rounds 5
 
 In one run, every series by the measurement protocol (wgattn.protocol: warmed by time, rounds
 interleaved, the median with its spread), each repeated back to back (--repeat):
@@ -41,15 +41,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "py"), str(ROOT / "e2e"), str(ROOT / "bench")]
-
-import decode_bandwidth  # noqa: E402  (bench/decode_bandwidth.py: the decode cases, the native side)
-import history  # noqa: E402  (bench/history.py)
-
-from pagetools import CHROMIUM_ARGS, serve  # noqa: E402  (the e2e tests' browser and server)
-from wgattn import bench, protocol  # noqa: E402
-from wgattn.interfaces import paged_decode_bench as bandwidth  # noqa: E402
+from bench import decode_bandwidth, history
+from bench.demo import CHROMIUM_ARGS, ROOT, serve  # the demo and Chromium's flags, as the e2e tests have them
+from wgattn import bench, protocol
+from wgattn.interfaces import paged_decode_bench as bandwidth
 
 KERNELS = [
     "flash_fwd.tiled",
@@ -119,7 +114,7 @@ class CdpBrowser:
     """Chromium through bench/cdp.py (the DevTools protocol over aiohttp)."""
 
     def __init__(self, executable: str, args: Sequence[str], env: Dict[str, str], log_path: Path):
-        import cdp
+        from bench import cdp  # aiohttp: imported only where the DevTools protocol drives Chromium
 
         self.chromium = cdp.Chromium(executable, args, env, log_path)
 
@@ -525,7 +520,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     report: Dict[str, Any] = {
         "time": info.time,
         "commit": info.commit,
-        "command": " ".join(sys.argv),
+        "command": " ".join(["python -m bench.suite", *sys.argv[1:]]),
         "protocol": proto.to_json(),
         "kernels": kernels,
         "shapes": [list(s) for s in shapes],
@@ -588,7 +583,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             report[f"chromium_{p.name}"] = p.report
         if Path(args.chromium).with_name("libvulkan.so.1.chromium").exists():  # an earlier run put the fallback there
             report["vulkan_loader"] = os.environ.get("WGATTN_VULKAN_FALLBACK", "the fallback")
-        with serve(out / "server.log", env) as base:
+        with serve(out, env, name="suite") as base:
             grids = [g.strip() for g in args.grid.split(",") if g.strip()]
             asyncio.run(run_browsers(passes, base, requests, args.live, t_start + args.budget_s, report, save, grids))
         write(out, records, report)

@@ -5,7 +5,8 @@ import os
 
 import pytest
 
-from pagetools import CHROMIUM, CHROMIUM_ARGS, ROOT, serve
+from bench.demo import CHROMIUM, CHROMIUM_ARGS, ROOT, serve
+from pagetools import needs_pyodide
 
 
 def pytest_collection_modifyitems(items):
@@ -23,8 +24,9 @@ def browser_type_launch_args(browser_type_launch_args):
 
 @pytest.fixture(scope="session")
 def server():
-    """The demo server on a free port; yields its base URL."""
-    with serve(ROOT / ".cache" / "e2e-server.log") as url:
+    """The demo server on a free port (its log: .cache/e2e-server.log); yields its base URL."""
+    needs_pyodide()
+    with serve(ROOT / ".cache", name="e2e") as url:
         yield url
 
 

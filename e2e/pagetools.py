@@ -1,75 +1,19 @@
-"""What the end-to-end tests share besides fixtures: the Chromium they drive, the demo server as
-`make demo` starts it, and waits on the page's state. The fixtures (conftest.py) build on these;
-tests and bench/suite.py import them from here, never from a conftest (the suite runs where
-pytest may be missing: it is imported only to skip a test)."""
+"""What the end-to-end tests share besides fixtures: waits on the page's state, and the check
+that the page can be served here. The fixtures (conftest.py) build on these and on bench/demo.py
+(the demo server and Chromium's flags, shared with the benchmark suite); tests import them from
+here, never from a conftest."""
 
-import contextlib
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = os.environ.get("WGATTN_CHROMIUM", "/usr/bin/chromium")
-# WebGPU needs --enable-unsafe-webgpu on Linux; no GPU here, so Chromium uses SwiftShader.
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--enable-unsafe-webgpu",
-    "--disable-gpu-watchdog",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+import pytest
+
+from bench.demo import ROOT
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def serve(log_path: Path, env=None):
-    """The demo server exactly as `make demo` starts it (with `env` if given), on a free port;
-    yields its base URL and stops it afterwards."""
+def needs_pyodide() -> None:
+    """Skip, saying why, where the page cannot load: it needs Pyodide in .cache/pyodide."""
     if not (ROOT / ".cache" / "pyodide").is_dir():
-        import pytest
-
         pytest.skip("Pyodide is not installed (.cache/pyodide): run make setup")
-    # The page installs the wgattn wheel: build it from these sources (a no-op when up to date).
-    subprocess.run(
-        ["bash", str(ROOT / "scripts" / "build_wheel.sh")], cwd=ROOT, check=True, env={**os.environ, "PYTHON": sys.executable}
-    )
-    port = _free_port()
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "app:main", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 60
-        while True:
-            try:
-                urllib.request.urlopen(url + "/api/kernels", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    proc.kill()
-                    raise RuntimeError(f"server did not start; see {log.name}") from None
-                time.sleep(0.2)
-        try:
-            yield url
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
 
 
 def wait_for_status(page, timeout_s: float = 180) -> str:

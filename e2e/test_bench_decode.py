@@ -1,4 +1,4 @@
-"""bench/suite.py --decode on this machine's software adapter (SwiftShader in headless Chromium):
+"""The suite's --decode (bench/suite.py) on this machine's software adapter (SwiftShader in headless Chromium):
 the page fills a shrunk decode case's cache on the GPU, checks the kernel's output against the
 float64 reference, then times it with the WGSL copy in one series, in both browser passes
 (robustness on and off). The records' shape is checked, never their timings."""
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from pagetools import CHROMIUM, ROOT
+from bench.demo import CHROMIUM, ROOT
 from wgattn.interfaces import paged_decode_bench as bandwidth
 
 CASES = ["target", "target-f32-cache"]  # paged_decode.split_f16 and paged_decode.split, shrunk
@@ -28,9 +28,7 @@ def run(tmp_path_factory):
     argv += ["--rounds=5", "--warmup-s=0.1", "--repeat=1", "--gpu=software", f"--out={out}", f"--history={history}"]
     # In its own process: the suite drives Chromium with asyncio.run(), which cannot start inside
     # the event loop Playwright's sync API leaves in this one.
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "suite.py"), *argv], cwd=ROOT, capture_output=True, text=True, timeout=600
-    )
+    done = subprocess.run([sys.executable, "-m", "bench.suite", *argv], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     report = json.loads((out / "report.json").read_text())
     records = [json.loads(line) for line in (out / "decode.jsonl").read_text().splitlines()]

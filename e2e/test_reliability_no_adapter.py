@@ -1,17 +1,17 @@
 """The page against a server with no Vulkan driver at all: it still loads, runs the browser and
 Pyodide parts, and says why there is no native run (docs/reliability.md)."""
 
-import os
-
 import pytest
 
-from pagetools import serve, wait_for_status
+from bench.demo import serve
+from pagetools import needs_pyodide, wait_for_status
 
 
 @pytest.fixture(scope="module")
 def server_without_adapter(tmp_path_factory):
-    env = {**os.environ, "VK_ICD_FILENAMES": "/nonexistent/icd.json", "WGPU_BACKEND_TYPE": "Vulkan"}
-    with serve(tmp_path_factory.mktemp("no-adapter") / "server.log", env=env) as url:
+    needs_pyodide()
+    env = {"VK_ICD_FILENAMES": "/nonexistent/icd.json", "WGPU_BACKEND_TYPE": "Vulkan"}
+    with serve(tmp_path_factory.mktemp("no-adapter"), env=env) as url:
         yield url
 
 

@@ -1,6 +1,6 @@
 """Schemathesis over a running server's OpenAPI document: every operation, cases drawn from the
 schema (positive: what it says is valid; negative: what it says is not), each sent as real HTTP.
-Shared by the slow-tier test (tests/test_schema_fuzz.py) and bench/schema_fuzz.py (the full count).
+Shared by the slow-tier test (tests/test_schema_fuzz.py) and lab/server_load/schema_fuzz.py (the full count).
 
 A case is a hang when no answer comes within `timeout` seconds. `fuzz` returns the counts by
 mode and status, the 5xx answers and hangs (the first few, with their bodies), the slowest

@@ -6,13 +6,8 @@ only. A clock that the fake page advances stands in for time (no test waits)."""
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
-
-import suite  # noqa: E402  (bench/suite.py)
+from bench import suite
 
 
 class Clock:

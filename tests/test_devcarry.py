@@ -1,6 +1,6 @@
 """The lent-GPU-machine path of the benchmark suite, end to end on this machine: pack what travels
 into parts (bench/devcarry.py), "stash" them into a folder standing in for the device's /tmp from
-a copy of the working tree (what a device call sees), unpack and run bench/suite.py with a bare
+a copy of the working tree (what a device call sees), unpack and run the suite (bench/suite.py) with a bare
 Python 3.12 (the device's version), the carried wheels, the carried Chromium on SwiftShader and
 lavapipe, tiny shapes and few rounds. Records come back for every runtime; PyTorch is skipped with
 its reason (no CUDA here)."""
@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
+from bench import devcarry
 
-import devcarry  # noqa: E402  (bench/devcarry.py)
+ROOT = devcarry.ROOT
 
 PY312 = Path.home() / ".pyenv" / "versions" / "3.12.1" / "bin" / "python3"
 KERNELS = ["flash_fwd.tiled", "flash_fwd.blocked", "varlen_bwd.tiled"]
@@ -28,7 +27,7 @@ EXTRA = ["numpy", "aiohttp"]  # on the device's image, not in a bare Python 3.12
 
 def _skip_unless_it_can_run_here():
     """Skip, saying why, where this machine cannot run the carried path (no test downloads:
-    `bench/devcarry.py fetch` does, once)."""
+    `python -m bench.devcarry fetch` does, once)."""
     if not PY312.exists():
         pytest.skip(f"no bare Python 3.12 at {PY312} (the device's version) to run the carried path with")
     for tool in ("zstd", "dpkg"):
@@ -38,7 +37,7 @@ def _skip_unless_it_can_run_here():
         pytest.skip("Debian's chromium is not installed (make setup)")
     left = devcarry.missing(EXTRA)
     if left:
-        fetch = f"python bench/devcarry.py fetch --extra {','.join(EXTRA)}"
+        fetch = f"python -m bench.devcarry fetch --extra {','.join(EXTRA)}"
         pytest.skip(f"the wheels and .deb that travel are not fetched ({left[:3]}...): {fetch}")
 
 
@@ -54,7 +53,8 @@ def test_pack_stash_unpack_and_run_the_suite(tmp_path):
     parts_dir, repo, device_tmp, out = tmp_path / "devcarry", tmp_path / "repo", tmp_path / "device-tmp", tmp_path / "out"
     pack = [
         sys.executable,
-        "bench/devcarry.py",
+        "-m",
+        "bench.devcarry",
         "pack",
         "--offline",
         "--dest",
@@ -79,7 +79,7 @@ def test_pack_stash_unpack_and_run_the_suite(tmp_path):
     repo.mkdir()
     _working_tree_copy(repo)
     assert not (repo / ".cache").exists()  # the device gets no set-up: Pyodide and the wheel travel
-    device = [str(PY312), "bench/devcarry.py"]
+    device = [str(PY312), "-m", "bench.devcarry"]
     for part in parts[:-1]:
         stashed = subprocess.run(
             [*device, "stash", str(part), "--root", str(device_tmp)], cwd=repo, capture_output=True, text=True
@@ -89,7 +89,7 @@ def test_pack_stash_unpack_and_run_the_suite(tmp_path):
     check = [*device, "run", str(parts[-1]), "--root", str(device_tmp), "--repo", str(repo), "--"]
     missing = tmp_path / "device-tmp-missing"
     (missing / "parts").mkdir(parents=True)
-    refused = subprocess.run([*check[:4], "--root", str(missing), *check[6:], "true"], cwd=repo, capture_output=True, text=True)
+    refused = subprocess.run([*check[:5], "--root", str(missing), *check[7:], "true"], cwd=repo, capture_output=True, text=True)
     assert refused.returncode != 0 and f"1 of {len(parts)} parts" in refused.stderr + refused.stdout
     # With every part it unpacks, and what it runs finds the carried wheels.
     imports = [str(PY312), "-c", "import wgpu, fastapi, uvicorn, aiohttp, numpy"]
@@ -98,7 +98,7 @@ def test_pack_stash_unpack_and_run_the_suite(tmp_path):
 
     # The last call carries no part: it runs in what the earlier calls unpacked (on another
     # machine it says to start again).
-    suite = [str(PY312), "bench/suite.py", "--kernels", ",".join(KERNELS), "--shapes", "1,2,64,16", "--rounds", "5"]
+    suite = [str(PY312), "-m", "bench.suite", "--kernels", ",".join(KERNELS), "--shapes", "1,2,64,16", "--rounds", "5"]
     suite += ["--warmup-s", "0.2", "--repeat", "2", "--out", str(out), "--driver", "cdp", "--history", str(tmp_path)]
     elsewhere = subprocess.run([*device, "run", "--root", str(missing), "--", "true"], cwd=repo, capture_output=True, text=True)
     assert elsewhere.returncode != 0 and "from the first" in elsewhere.stderr + elsewhere.stdout
@@ -113,7 +113,15 @@ def test_pack_stash_unpack_and_run_the_suite(tmp_path):
             for repeat in (0, 1):
                 assert (runtime, mode, impl, repeat) in got, (runtime, mode, impl, repeat)
     assert report["torch"] == "skipped: no PyTorch with CUDA here"
-    assert report["chromium_checked"]["version"] and all(r["pass"] for r in report["chromium_checked"]["live_check"]["results"])
+    assert report["chromium_checked"]["version"]
+    # The live check: every kernel that two runtimes ran passes; a kernel that needs what neither
+    # adapter here has (subgroup matrices) is not checked, and says so, rather than failing.
+    live = report["chromium_checked"]["live_check"]["results"]
+    ran = [r for r in live if sum(v == "ok" for v in r["runtimes"].values()) >= 2]
+    assert ran and all(r["pass"] for r in ran), [r for r in ran if not r["pass"]]
+    for r in live:
+        if r not in ran:
+            assert not r["failed"] and all(v == "ok" or "lacks" in v for v in r["runtimes"].values()), r
     trusted = [r for r in records if r["runtime"] == "chromium" and r["mode"] == "trusted"]
     assert all("--enable-dawn-features=disable_robustness" in r["flags"] for r in trusted)
     assert all(r["commit"] == manifest["commit"] and r["browser"].startswith("Chromium 1") for r in trusted)
@@ -131,11 +139,11 @@ def test_the_printed_calls_fit_the_device_tool():
     assert len(made) == 4
     for n, line in enumerate(made[:2], 1):
         assert f"stash .devcarry/p{n}'" in line and f"carry=['.devcarry/p{n}']" in line
-    assert "run .devcarry/p3 -- python3 bench/suite.py --out $OUT --shapes" in made[2] and "carry=['.devcarry/p3']" in made[2]
-    assert "run -- python3 bench/suite.py --out $OUT --rounds 30'" in made[3] and "carry=[]" in made[3]
+    assert "run .devcarry/p3 -- python3 -m bench.suite --out $OUT --shapes" in made[2] and "carry=['.devcarry/p3']" in made[2]
+    assert "run -- python3 -m bench.suite --out $OUT --rounds 30'" in made[3] and "carry=[]" in made[3]
     assert made[3].endswith("timeout_s=600)")
     for line in made:
         command = line.split("command=", 1)[1].rsplit(", carry=", 1)[0]
         assert len(ast.literal_eval(command)) <= 2000  # the printed repr of the command string
         assert int(line.rsplit("timeout_s=", 1)[1].rstrip(")")) <= 600
-    assert "bench/history.py add" in text
+    assert "-m bench.history add" in text

@@ -1,4 +1,4 @@
-"""The committed benchmark history (bench/history/) and the tables docs/performance.md shows from
+"""The committed benchmark history (bench/history/, JSON Lines) and the tables docs/performance.md shows from
 it: the docs agree with the history, every history file is a valid record file of its machine,
 and a comparison names the rows that moved more than their spread."""
 
@@ -6,15 +6,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
-
-import history  # noqa: E402  (bench/history.py)
+from bench import history
 
 
 def _rec(impl="flash_fwd.blocked", mode="trusted", median=2.0, iqr=0.02, repeat=0, runtime="native", adapter="gpu A"):
@@ -30,8 +25,8 @@ def _rec(impl="flash_fwd.blocked", mode="trusted", median=2.0, iqr=0.02, repeat=
 
 def test_the_docs_tables_are_generated_from_the_history():
     """docs/performance.md's measured tables are exactly what bench/history.py writes from the
-    committed records (after adding a history file: python bench/history.py docs)."""
-    assert history.docs(check=True), "docs/performance.md is out of date: run python bench/history.py docs"
+    committed records (after adding a history file: python -m bench.history docs)."""
+    assert history.docs(check=True), "docs/performance.md is out of date: run python -m bench.history docs"
 
 
 def test_a_stale_docs_table_is_caught(tmp_path):
@@ -40,19 +35,19 @@ def test_a_stale_docs_table_is_caught(tmp_path):
     hist = tmp_path / "history"
     shutil.copytree(history.HISTORY, hist)  # the records and their reports: the docs read both
     assert history.docs(check=True, history=hist, path=docs)
-    (hist / "2099-01-01-h100.json").write_text(json.dumps([_rec()]))  # new figures, docs not regenerated
+    (hist / "2099-01-01-h100.jsonl").write_text(history.lines([_rec()]))  # new figures, docs not regenerated
     assert not history.docs(check=True, history=hist, path=docs)
     history.docs(check=False, history=hist, path=docs)
     assert history.docs(check=True, history=hist, path=docs)
-    assert "2099-01-01-h100.json" in docs.read_text() and "h100: pending" not in docs.read_text()
+    assert "2099-01-01-h100.jsonl" in docs.read_text() and "h100: pending" not in docs.read_text()
 
 
 def test_every_history_file_is_a_dated_record_file_of_one_machine():
-    files = sorted(history.HISTORY.glob("*.json"))
+    files = sorted(history.HISTORY.glob("*.jsonl"))
     assert files, "no committed benchmark history"
     for p in files:
-        history.machine_of(p)  # named <date>-<machine>.json
-        recs = history.load(p)  # checked as the page checks a dropped file
+        history.machine_of(p)  # named <date>-<machine>.jsonl
+        recs = history.load(p)  # one record a line, checked as the page checks a dropped file
         assert recs and all(r["time"][:10] == p.name[:10] for r in recs), p.name
         assert all(r["rounds"] >= 5 for r in recs)
 
@@ -83,7 +78,7 @@ def test_repeats_must_agree_within_five_percent():
 def test_add_names_the_file_by_the_runs_date_and_machine(tmp_path):
     run = tmp_path / "records.json"
     run.write_text(json.dumps([_rec()]))
-    assert history.add(run, "h100", history=tmp_path).name == "2026-11-24-h100.json"
+    assert history.add(run, "h100", history=tmp_path).name == "2026-11-24-h100.jsonl"
     with pytest.raises(SystemExit, match="machine name"):
         history.add(run, "H100 box", history=tmp_path)
     with pytest.raises(SystemExit, match="name the machine"):  # "gpu A" names no expected machine
@@ -92,8 +87,9 @@ def test_add_names_the_file_by_the_runs_date_and_machine(tmp_path):
 
 def test_a_device_run_is_taken_in_from_its_read_only_folder(tmp_path):
     """What a device run sends back (the suite's --out folder, files read-only) becomes a history
-    file of the machine its adapters name, its report beside it, and docs tables that say how it
-    was measured and what Dawn's robustness cost against native trusted."""
+    file of the machine its adapters name, its report beside it, its decode records in decode/,
+    and docs tables that say how it was measured and what Dawn's robustness cost against native
+    trusted."""
     landed = tmp_path / "files_at"
     landed.mkdir()
     h100 = "NVIDIA H100 80GB HBM3"
@@ -106,18 +102,22 @@ def test_a_device_run_is_taken_in_from_its_read_only_folder(tmp_path):
     ]
     report = {"command": "bench/suite.py --out /tmp/out", "wall_s": 512.3, "gpu_state_before": "H100, 345 MHz"}
     report["chromium_checked"] = {"live_check": {"results": [{"pass": True}, {"pass": True}, {"pass": False}]}}
+    decode = [{"case": "target", "impl": "wgsl.copy", "kind": "copy", "adapter": h100, "time": "2026-11-24T10:00:00+00:00"}]
     (landed / "records.json").write_text(json.dumps(recs))
     (landed / "report.json").write_text(json.dumps(report))
+    (landed / "decode.jsonl").write_text(history.lines(decode))
     for f in landed.iterdir():
         f.chmod(0o444)
     landed.chmod(0o555)
     hist = tmp_path / "history"
     hist.mkdir()
     dest = history.add(landed, history=hist)
-    assert dest.name == "2026-11-24-h100.json" and history.load(dest) == history.load(landed / "records.json")
-    assert history.report_of(dest) == report
+    assert dest.name == "2026-11-24-h100.jsonl" and history.load(dest) == history.load(landed / "records.json")
+    assert len(dest.read_text().splitlines()) == len(recs)  # one record a line
+    assert history.report_of(dest) == report and len((hist / "reports" / "2026-11-24-h100.json").read_text().splitlines()) == 1
+    assert [json.loads(line) for line in (hist / "decode" / "2026-11-24-h100.jsonl").read_text().splitlines()] == decode
     text = history.generated(hist)
-    assert "### h100: `bench/history/2026-11-24-h100.json`" in text
+    assert "### h100: `bench/history/2026-11-24-h100.jsonl`" in text
     assert "Command: `bench/suite.py --out /tmp/out` (512.3 s)" in text and "2 of 3 kernels pass" in text
     row = next(line for line in text.splitlines() if line.startswith("| flash_fwd.blocked (f32)"))
     assert row.endswith("| 1.25x | 0.80x |")  # robustness off / on; Chromium (on) / native trusted

@@ -2,7 +2,8 @@
 imports included (cases.py <-> interfaces/sdpa_arena.py lived on one); no deferred import of a
 sibling module without a reason; LAYOUTS defined once (it was in cases.py and sdpa_arena.py); and
 nothing outside wgattn.interfaces names an interface or takes a private helper of the reference or
-the interfaces (bench.py, live.py and pictures.py branched on 26 names, localise.py took one)."""
+the interfaces (bench.py, live.py and pictures.py branched on 26 names, localise.py took one);
+and nothing of the product, its tests or bench/ imports the lab."""
 
 import ast
 from pathlib import Path
@@ -180,3 +181,22 @@ def test_the_boundary_check_sees_each_kind(tmp_path):
     )
     found = _interface_knowledge(planted, {"flash_fwd", "varlen_fwd", "attn_probs"})
     assert len(found) == 7, found
+
+
+def _imports_lab(path: Path) -> list:
+    """The lines of `path` that import the lab (lab/: experiments, never the product's)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+        names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        found += [f"{path}:{node.lineno} imports {n}" for n in names if n.split(".")[0] == "lab"]
+    return found
+
+
+def test_nothing_of_the_product_or_its_tests_imports_the_lab(tmp_path):
+    root = PKG.parent.parent
+    files = [p for folder in ("py", "app", "tests", "e2e", "bench") for p in (root / folder).rglob("*.py")]
+    assert [f for p in files for f in _imports_lab(p)] == []
+    planted = tmp_path / "planted.py"
+    planted.write_text("import lab.read_ceiling.read_ceiling\nfrom lab.server_load import soak\nfrom bench import suite\n")
+    assert len(_imports_lab(planted)) == 2

@@ -23,20 +23,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from real_server import (
-    ROOT,
-    SLOW_RUN,
-    abandon,
-    get,
-    open_fds,
-    parse_answer,
-    post,
-    read_answer,
-    start,
-    timed_small_run,
-)
+from real_server import SLOW_RUN, abandon, get, open_fds, parse_answer, post, read_answer, timed_small_run
 
 from app import connections, limits
+from bench.demo import ROOT, start
 from wgattn import tolerance, wire
 from wgattn.interfaces.sdpa_arena import SdpaCase
 
@@ -465,7 +455,6 @@ def test_a_socket_flood_under_a_small_descriptor_limit_is_served_and_logged_brie
 EMFILE_SERVER = textwrap.dedent(
     """
     import asyncio, logging, resource, sys
-    sys.path.insert(0, sys.argv[2])
     from app.connections import bound_logging
     logging.basicConfig(stream=sys.stdout, format="%(name)s %(message)s")
     if sys.argv[1] == "bounded":
@@ -488,7 +477,7 @@ def test_running_out_of_descriptors_is_logged_once_per_window(logging_):
     """asyncio's accept loop, out of descriptors, logs "out of system resource" with a traceback up
     to 2,048 times per event-loop turn. With the server's log filter (app/connections.py,
     installed at start-up) it is one line per 10 s; without it ("stock"), hundreds."""
-    proc = subprocess.Popen([sys.executable, "-c", EMFILE_SERVER, logging_, str(ROOT)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", EMFILE_SERVER, logging_], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     port = int(proc.stdout.readline().split()[1])
     socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(200)]
     out = proc.communicate(timeout=30)[0]

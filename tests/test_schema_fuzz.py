@@ -2,12 +2,14 @@
 and invalid, for every operation. None may be a 5xx or go unanswered, and since the schema says
 what the server accepts (one closed model per interface and kernel limits, every bound), a valid
 case is refused only for a rule JSON Schema cannot state (tests/schema_fuzz.py REFUSALS) and most
-valid cases that do not send tensors run a kernel. A few hundred cases here; bench/schema_fuzz.py
-runs thousands (figures in docs/reliability.md)."""
+valid cases that do not send tensors run a kernel. A few hundred cases here; lab/server_load/schema_fuzz.py
+ran thousands (figures in docs/reliability.md)."""
 
 import pytest
-from real_server import start, timed_small_run
+from real_server import timed_small_run
 from schema_fuzz import fuzz
+
+from bench.demo import start
 
 EXAMPLES = 250  # per operation and mode: about a minute on two cores
 

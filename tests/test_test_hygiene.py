@@ -1,5 +1,5 @@
 """The test suite's own hygiene: no test depends on running last, and no test module imports a
-conftest (shared helpers live in tests/helpers.py and e2e/pagetools.py)."""
+conftest (shared helpers live in tests/helpers.py, e2e/pagetools.py and bench/demo.py)."""
 
 import subprocess
 import sys
@@ -63,8 +63,10 @@ def test_no_order_dependent_names():
 
 def test_nothing_imports_a_conftest():
     """Three conftest.py files (root, tests/, e2e/) share one module name: `from conftest import`
-    gets whichever sys.path finds first. Shared code lives in tests/helpers.py and e2e/pagetools.py."""
-    files = [*TESTS.glob("*.py"), *(ROOT / "e2e").glob("*.py"), *(ROOT / "bench").glob("*.py"), ROOT / "conftest.py"]
+    gets whichever sys.path finds first. Shared code lives in tests/helpers.py, e2e/pagetools.py and
+    bench/demo.py."""
+    files = [*TESTS.glob("*.py"), *(ROOT / "e2e").glob("*.py"), *(ROOT / "bench").rglob("*.py"), *(ROOT / "lab").rglob("*.py")]
+    files.append(ROOT / "conftest.py")
     for path in files:
         if path.name == Path(__file__).name:
             continue

@@ -1,0 +1,1 @@
+"""The local conformance test bed for kernels on subgroup matrices: README.md."""
