@@ -48,8 +48,7 @@ import decode_bandwidth  # noqa: E402  (bench/decode_bandwidth.py: the decode ca
 import history  # noqa: E402  (bench/history.py)
 
 from pagetools import CHROMIUM_ARGS, serve  # noqa: E402  (the e2e tests' browser and server)
-from wgattn import bench, protocol  # noqa: E402
-from wgattn.interfaces import paged_decode_bench as bandwidth  # noqa: E402
+from wgattn import bandwidth, bench, protocol  # noqa: E402
 
 KERNELS = [
     "flash_fwd.tiled",
@@ -316,7 +315,7 @@ GRID_JS = """async (iface) => {
 
 def request_name(req: Dict[str, Any]) -> str:
     if req["op"] == "decode":
-        return f"decode {req['case']['name']}"
+        return f"decode {req['name']}"
     return f"{req['op']} {req['B']},{req['H']},{req['seq_lens']},{req['D']}"
 
 
@@ -438,18 +437,19 @@ def page_requests(kernels: Sequence[str], shapes, causal: bool, proto: protocol.
 
 def decode_requests(names: Sequence[str], smoke: bool, proto: protocol.Protocol, repeat: int) -> List[Dict]:
     """The page's decode requests: one per case of bench/decode_bandwidth.py's `cases()` named
-    (shrunk by its `smoke` with `smoke`); cases with sinks or a window are not offered to the page."""
-    known = {c.name: c for c in decode_bandwidth.cases()}
+    (shrunk by its `smoke` with `smoke`): its kernel on its configuration."""
+    known = decode_bandwidth.cases()
     unknown = [n for n in names if n not in known]
     if unknown:
         raise SystemExit(f"suite: --decode takes cases of bench/decode_bandwidth.py, {sorted(known)}; not {unknown}")
     reqs = []
     for n in names:
-        c = decode_bandwidth.smoke(known[n]) if smoke else known[n]
-        if c.sinks or c.window_left >= 0:
-            raise SystemExit(f"suite: --decode {n}: the page's decode benchmark takes no sinks nor window")
-        case = {"name": c.name, **{k: getattr(c, k) for k in bandwidth.CASE_FIELDS}}
-        reqs.append({"op": "decode", "case": case, "rounds": proto.rounds, "warmup_s": proto.warmup_s, "repeat": repeat})
+        kernel, config = known[n]
+        config = decode_bandwidth.smoke(config) if smoke else config
+        reqs.append(
+            {"op": "decode", "name": n, "impls": kernel, "config": config.to_dict(), "rounds": proto.rounds,
+             "warmup_s": proto.warmup_s, "repeat": repeat}
+        )  # fmt: skip
     return reqs
 
 

@@ -77,6 +77,13 @@ override CPT: u32;   // vec4 columns per combine invocation: ceil(D4 / NC), at m
 override BS: u32;    // tokens per cache block: a constant, so that j / BS and j % BS compile to
                      // multiplies and shifts instead of a division in every load (one pipeline per
                      // block size, which a model fixes)
+// The tile: the manifest's candidates give WG and KPG (best first, per kind of adapter), the other
+// knobs follow from them and head_dim, RB from the rows (wgattn.interfaces.paged_decode.tiles).
+// KPG sets the bytes each invocation has in flight, which the cache's latency needs; they are
+// registers, which set how many workgroups a GPU core holds: at most 256 bytes (2 * KPG chunks of
+// 16 bytes for f16, 32 for f32; the manifest's constraint). On the H100 128 invocations with 4 keys
+// a group beat every other shape on every benchmark case; on a CPU adapter invocations are SIMD
+// lanes and each barrier synchronises them all, so smaller workgroups win there.
 const MAX_KPG: u32 = 8u;
 // Rows a workgroup holds: every lane keeps the statistics and 8 columns of o of each row, so a
 // row costs every lane's registers; on the H100 two blocks of 4 rows beat one of 8, and five
