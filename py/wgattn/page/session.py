@@ -310,7 +310,7 @@ class PageSession:
         """Job `index`'s `check` buffer (a JS Uint8Array or bytes) against the float64 reference:
         JSON BenchCheck. Such a job is recorded only once its check passed."""
         raw = bytes(data.to_py()) if hasattr(data, "to_py") else bytes(data)
-        return json.dumps(bench_jobs.check(self._bench(bench_id), index, raw))
+        return json.dumps(wire.jsonable(bench_jobs.check(self._bench(bench_id), index, raw)))  # a NaN output: "inf"
 
     def bench_import(self, text: str) -> str:
         """A dropped `wgattn bench --json` file's records, checked, as JSON (ValueError saying
