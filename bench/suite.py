@@ -43,8 +43,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from bench import decode_bandwidth, history
 from bench.demo import CHROMIUM_ARGS, ROOT, serve  # the demo and Chromium's flags, as the e2e tests have them
-from wgattn import bench, protocol
-from wgattn.interfaces import paged_decode_bench as bandwidth
+from wgattn import bandwidth, bench, protocol
 
 KERNELS = [
     "flash_fwd.tiled",
@@ -311,7 +310,7 @@ GRID_JS = """async (iface) => {
 
 def request_name(req: Dict[str, Any]) -> str:
     if req["op"] == "decode":
-        return f"decode {req['case']['name']}"
+        return f"decode {req['name']}"
     return f"{req['op']} {req['B']},{req['H']},{req['seq_lens']},{req['D']}"
 
 
@@ -433,18 +432,19 @@ def page_requests(kernels: Sequence[str], shapes, causal: bool, proto: protocol.
 
 def decode_requests(names: Sequence[str], smoke: bool, proto: protocol.Protocol, repeat: int) -> List[Dict]:
     """The page's decode requests: one per case of bench/decode_bandwidth.py's `cases()` named
-    (shrunk by its `smoke` with `smoke`); cases with sinks or a window are not offered to the page."""
-    known = {c.name: c for c in decode_bandwidth.cases()}
+    (shrunk by its `smoke` with `smoke`): its kernel on its configuration."""
+    known = decode_bandwidth.cases()
     unknown = [n for n in names if n not in known]
     if unknown:
         raise SystemExit(f"suite: --decode takes cases of bench/decode_bandwidth.py, {sorted(known)}; not {unknown}")
     reqs = []
     for n in names:
-        c = decode_bandwidth.smoke(known[n]) if smoke else known[n]
-        if c.sinks or c.window_left >= 0:
-            raise SystemExit(f"suite: --decode {n}: the page's decode benchmark takes no sinks nor window")
-        case = {"name": c.name, **{k: getattr(c, k) for k in bandwidth.CASE_FIELDS}}
-        reqs.append({"op": "decode", "case": case, "rounds": proto.rounds, "warmup_s": proto.warmup_s, "repeat": repeat})
+        kernel, config = known[n]
+        config = decode_bandwidth.smoke(config) if smoke else config
+        reqs.append(
+            {"op": "decode", "name": n, "impls": kernel, "config": config.to_dict(), "rounds": proto.rounds,
+             "warmup_s": proto.warmup_s, "repeat": repeat}
+        )  # fmt: skip
     return reqs
 
 

@@ -1,7 +1,8 @@
 """The suite's --decode (bench/suite.py) on this machine's software adapter (SwiftShader in headless Chromium):
 the page fills a shrunk decode case's cache on the GPU, checks the kernel's output against the
 float64 reference, then times it with the WGSL copy in one series, in both browser passes
-(robustness on and off). The records' shape is checked, never their timings."""
+(robustness on and off), through the same benchmark jobs as every op (wgattn.page.bench_jobs).
+The records' shape is checked, never their timings."""
 
 import json
 import os
@@ -11,9 +12,10 @@ import sys
 import pytest
 
 from bench.demo import CHROMIUM, ROOT
-from wgattn.interfaces import paged_decode_bench as bandwidth
+from wgattn import bandwidth
+from wgattn.interfaces.paged_decode import DecodeConfig, bytes_touched
 
-CASES = ["target", "target-f32-cache"]  # paged_decode.split_f16 and paged_decode.split, shrunk
+CASES = {"target": "paged_decode.split_f16", "target-f32-cache": "paged_decode.split"}  # shrunk
 
 
 @pytest.fixture(scope="module")
@@ -44,11 +46,11 @@ def test_each_pass_times_the_kernels_it_can_run_and_the_copy(run):
         skipped = {s["impl"] for b in p["bench"] for s in b["skipped"]}
         for b in p["bench"]:
             assert not b["failed"], b
-        want = {(c, bandwidth.kernel_for("f16" if c == "target" else "f32")) for c in CASES}
+        want = set(CASES.items())
         timed = {(r["case"], r["impl"]) for r in mine if r["kind"] == "decode"}
         assert timed | {w for w in want if w[1] in skipped} == want, (timed, skipped)
         assert ("target-f32-cache", "paged_decode.split") in timed  # f32 runs on every adapter
-        assert {r["case"] for r in mine if r["impl"] == "wgsl.copy"} == set(CASES)
+        assert {r["case"] for r in mine if r["impl"] == bandwidth.COPY} == set(CASES)
 
 
 def test_records_carry_bandwidth_and_the_check_before_timing(run):
@@ -58,13 +60,16 @@ def test_records_carry_bandwidth_and_the_check_before_timing(run):
         assert r["rounds"] == 5 and r["reps"] >= 1 and r["timer"] in ("gpu", "wall")
         assert 0 < r["min_ms"] <= r["q1_ms"] <= r["median_ms"] <= r["q3_ms"] <= r["max_ms"]
         assert r["gbps"] > 0 and r["bytes"] > 0
-        assert r["shape"]["batch"] == 2 and r["shape"]["seq_len"] == 700  # decode_bandwidth.smoke
+        config = DecodeConfig(**r["shape"])  # the case's configuration, as a live check takes it
+        assert config.batch == 2 and config.seq_len == 700 and not config.ragged  # decode_bandwidth.smoke
+        item = 2 if r["dtype"] == "f16" else 4
+        read = bytes_touched([config.seq_len] * config.batch, -1, config.new_tokens, config.kv_heads, config.head_dim, item)
         if r["kind"] == "decode":
             v = r["verified"]
             assert v["ok"] and v["max_abs_err"] <= v["allowed"] and v["pairs"], v
-            assert r["bytes"] == bandwidth.bytes_touched(r["shape"]) and r["splits"] >= 1 and r["rule"]
+            assert r["bytes"] == read and r["splits"] >= 1 and r["rule"] and r["impl"] == CASES[r["case"]]
             assert r["pct_of_copy"] > 0  # its share of the same pass's copy
         else:
-            assert r["kind"] == "copy" and r["verified"] is None
+            assert r["kind"] == "copy" and r["verified"] is None and r["bytes"] == 2 * read
     table = (out / "table.txt").read_text()
     assert "decode target-f32-cache: GB/s" in table and "chromium checked" in table and "chromium trusted" in table

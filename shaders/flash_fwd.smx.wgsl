@@ -24,15 +24,17 @@
 // and 1/DS of its O accumulators (D/N/DS result matrices: head-dim chunks) in registers for the
 // whole kernel, and computes 1/DS of each tile's S fragments. DS = 2 halves the registers O
 // takes (64 of them at D = 128) and doubles the subgroups a workgroup has to hide latency with:
-// on the H100 at (2,16,4096,128), 54 -> 95 TFLOP/s (at D = 64, 88 -> 72: there DS = 1). The softmax is spread over all WG invocations
-// independently of the subgroup size: invocation t owns row t / TPR and the BC / TPR columns
+// measured faster on the H100 at D > 64, slower at D = 64, where the tiles keep DS = 1 (the
+// history holds the figures). The softmax is spread over all WG invocations independently of
+// the subgroup size: invocation t owns row t / TPR and the BC / TPR columns
 // (t % TPR) * BC / TPR .. of each key tile; the TPR invocations of a row are neighbouring lanes
 // of one subgroup and combine row maxima and sums with subgroupShuffleXor.
 // Subgroups are taken as WG / subgroup_size runs of consecutive local_invocation_index (every
 // Vulkan driver lays a 1-D workgroup out so); the conformance cases would fail loudly otherwise.
 //
 // Per key tile of BC keys (3 barriers + one uniform load):
-//   stage K and V (f32 -> f16) | S = Q Kᵀ, stored to workgroup memory | softmax: mask, scale,
+//   store the prefetched K and V (f32 -> f16), load the next tile's into registers (in flight
+//   while this one is computed) | S = Q Kᵀ, stored to workgroup memory | softmax: mask, scale,
 //   softcap, running max, P (f16) to workgroup memory | rescale O if needed (rare) | O += P V.
 // The rescale is lazy (FlashAttention-4): a row keeps its running max until a tile's max exceeds it
 // by more than TAU (natural-log units; p = exp(s - max) then stays <= exp(TAU), fine in f16), and
@@ -47,13 +49,6 @@
 // and a constant stride, so Dawn's robustness transform proves it in bounds and adds no
 // predicate to it; only the outer index gets a clamp (min), which keeps the address aligned.
 // Dawn zero-fills workgroup memory and wgpu does not: everything read is written first here.
-// Variants to measure (defines): KV_F16 reads K and V from f16 copies in storage (kh, vh:
-// [total_k + BC, heads_kv, DP], written by the entry point to_f16 in a pass before, zeros past
-// head_dim and past the last key): half the bytes of the f32 inputs each workgroup reads again.
-// KV_DIRECT (with KV_F16) loads the K and V fragments straight from those copies instead of
-// staging tiles in workgroup memory; keys past a row's band are masked in S, and their V rows
-// (another sequence's, or zeros) meet p = 0. PREFETCH (staged kinds) loads the next tile's K
-// and V into registers while this tile is computed (stored to workgroup memory at the next).
 // Reference: wgattn.reference.varlen_attention_fwd, keywords mapped in wgattn/interfaces/flash_fwd.py.
 #include "lib/subgroup_matrix.wgsl"
 
@@ -80,13 +75,14 @@ const KP4: u32 = (SK + PADH) / 4u;  // vec4 stride of a fragment row of K halves
 const NP4: u32 = (SN + PADH) / 4u;  // vec4 stride of a fragment row of N halves (V)
 const SP4: u32 = (SN + 4u) / 4u;    // vec4 stride of a fragment row of N floats (S, O)
 // Register arrays are sized exactly by the plan's defines (for this head_dim, subgroup size and
-// tile), not for the largest case: NVIDIA's compiler keeps an oversized one out of registers (on
-// the H100, the prefetch's arrays sized for 8 vec4 where 4 were used held D = 128 at 44 TFLOP/s;
-// exact, 54). Nor does it keep one indexed by anything but a loop counter with a constant bound
-// in a loop without a barrier: Q and O are moved to and from workgroup memory by loops over
-// every fragment that pick a chunk's (an index computed in the chunk loop, whose barriers keep it
-// rolled, put O in memory: D = 64 went from 48 to 88 TFLOP/s). MAX_DK, MAX_DN: DP / K and DP / N fragments; MAX_CPI4: vec4 columns of a tile one
-// invocation holds in the softmax (BC / TPR / 4); MAX_KVPI: vec4 of K (and of V) it prefetches.
+// tile), not for the largest case: NVIDIA's compiler keeps an oversized one out of registers
+// (the prefetch's arrays sized for 8 vec4 where 4 were used were measurably slower on the H100).
+// Nor does it keep one indexed by anything but a loop counter with a constant bound in a loop
+// without a barrier: Q and O are moved to and from workgroup memory by loops over every fragment
+// that pick a chunk's (an index computed in the chunk loop, whose barriers keep it rolled, put O
+// in local memory, a large loss at D = 64). MAX_DK, MAX_DN: DP / K and DP / N fragments;
+// MAX_CPI4: vec4 columns of a tile one invocation holds in the softmax (BC / TPR / 4); MAX_KVPI:
+// vec4 of K (and of V) it prefetches.
 #const MAX_DK
 #const MAX_DN
 #const MAX_CPI4
@@ -115,25 +111,17 @@ override CPI: u32 = BC / TPR;             // tile columns per invocation in the 
 override KVPI: u32 = (BC * DP / 4u + WG - 1u) / WG;  // vec4 of K (and of V) each invocation stages
 override QPI: u32 = (BR * BC / 4u + WG - 1u) / WG;   // vec4 of a Q chunk each invocation stages
 
-// The interface: Params and bindings 0-7; the f16 copies of K and V (KV_F16) are this kernel's own.
+// The interface: Params and bindings.
 #include "interfaces/flash_fwd.wgsl"
-#if KV_F16
-@group(0) @binding(8) var<storage, read_write> kh: array<vec4<f16>>;  // [total_k + BC, heads_kv, DP / 4]
-@group(0) @binding(9) var<storage, read_write> vh: array<vec4<f16>>;  // [total_k + BC, heads_kv, DP / 4]
-#endif
 
 // Fragment arrays: [fragment][row * stride + vec4 column]. Key tile fragment (n, c) holds keys
 // n*N.. and dims c*K.. (column-major Kᵀ: one key a row); V fragment (kk, c) keys kk*K.., dims
 // c*N..; S/P/Q fragment (s, n) the rows of row block s. Q is staged once through kf.
 // Kᵀ is read only before the barrier that publishes S, and P is written only after it, so P takes
 // Kᵀ's place: kf holds Kᵀ, then P (and Q's chunks before the first tile). That leaves room for 32
-// keys a tile at D = 128 in 48 KiB (16 keys: 47 -> 54 TFLOP/s on the H100).
-#if KV_DIRECT
-override KPF: u32 = RB * PB;  // fragments of kf: P
-#else
+// keys a tile at D = 128 in 48 KiB (measured faster on the H100 than 16).
 override KPF: u32 = max(SB * DK, RB * PB);  // fragments of kf: Kᵀ or P
 var<workgroup> vf: array<array<vec4<f16>, SK * NP4>, PB * DN>;  // V of the tile
-#endif
 var<workgroup> kf: array<array<vec4<f16>, max(SM, SN) * KP4>, KPF>;  // Kᵀ of the tile, then P
 var<workgroup> sf: array<array<vec4<f32>, SM * SP4>, RB * SB>;  // S of the tile; O on its way out
 // [0] = 1: some row's max grew by more than TAU in this tile. Four words, not one: NVIDIA's driver
@@ -170,16 +158,10 @@ fn frag_at(row: u32, col: u32, h: u32, w: u32, p4: u32, per_row_block: u32) -> v
   return vec2<u32>((row / h) * per_row_block + col / w, (row % h) * p4 + (col % w) / 4u);
 }
 
-#if KV_DIRECT
-#else
 // This invocation's share of the K and V tile of BC keys from t0 (vec4 lid + WG * f of the tile
-// is key (lid + WG * f) / (DP / 4)): f16 (or, from the f32 inputs, f32 converted when stored, so
-// that a prefetch does not wait for its loads), zeros past `hi` and past head_dim.
-#if KV_F16
-alias KVT = vec4<f16>;
-#else
+// is key (lid + WG * f) / (DP / 4)): f32, converted to f16 when stored (so that the prefetch does
+// not wait for its loads), zeros past `hi` and past head_dim.
 alias KVT = vec4<f32>;
-#endif
 fn fetch_one(t0: i32, hi: i32, k_start: i32, hkv: u32, kvh: u32, dim: u32, e: u32, from_v: bool) -> KVT {
   let j = e / (DP / 4u);
   let c = e % (DP / 4u);
@@ -187,14 +169,7 @@ fn fetch_one(t0: i32, hi: i32, k_start: i32, hkv: u32, kvh: u32, dim: u32, e: u3
     return KVT(0.0);
   }
   let row = u32(k_start + t0 + i32(j)) * hkv + kvh;
-#if KV_F16
-  if (from_v) {
-    return vh[row * (DP / 4u) + c];
-  }
-  return kh[row * (DP / 4u) + c];
-#else
   return load_kv(from_v, row, c, dim);
-#endif
 }
 
 // Stores vec4 e of the tile (fetched by fetch_one) into the fragments of kf or vf.
@@ -212,7 +187,6 @@ fn store_one(e: u32, x: KVT, to_v: bool) {
   }
 }
 
-#if PREFETCH
 // The next tile's share, held in registers while this tile is computed.
 #const MAX_KVPI
 struct KVShare {
@@ -235,16 +209,6 @@ fn store_tile(r: KVShare, lid: u32) {
     store_one(lid + WG * f, r.v[f], true);
   }
 }
-#else
-// Stages the tile (loads and stores one vec4 at a time: nothing held).
-fn stage_tile(t0: i32, hi: i32, k_start: i32, hkv: u32, kvh: u32, dim: u32, lid: u32) {
-  for (var f = 0u; f < KVPI; f++) {
-    store_one(lid + WG * f, fetch_one(t0, hi, k_start, hkv, kvh, dim, lid + WG * f, false), false);
-    store_one(lid + WG * f, fetch_one(t0, hi, k_start, hkv, kvh, dim, lid + WG * f, true), true);
-  }
-}
-#endif
-#endif
 
 @compute @workgroup_size(WG)
 fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -316,24 +280,11 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     o[c] = AF();
   }
 
-#if KV_F16
-  let kv_stride = hkv * (DP / 4u);  // vec4 from one key to the next in kh, vh
-#endif
-#if PREFETCH
   var next = fetch_tile(band.x, band.y, k_start, hkv, kvh, dim, lid);
-#endif
   for (var t0 = band.x; t0 < band.y; t0 += i32(BC)) {
-#if KV_DIRECT
-    let kv0 = (u32(k_start + t0) * hkv + kvh) * (DP / 4u);  // the tile's first key in kh, vh
-#else
-#if PREFETCH
     store_tile(next, lid);
     next = fetch_tile(t0 + i32(BC), band.y, k_start, hkv, kvh, dim, lid);  // in flight until the next tile
-#else
-    stage_tile(t0, band.y, k_start, hkv, kvh, dim, lid);
-#endif
     workgroupBarrier();  // K and V staged
-#endif
 
     // S = Q Kᵀ for row block fb, this subgroup's SB / DS fragments, to workgroup memory.
     if (mx) {
@@ -341,11 +292,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         let n = part * (SB / DS) + nl;
         var acc = AF();
         for (var c = 0u; c < MAX_DK; c++) {
-#if KV_DIRECT
-          let kt = subgroupMatrixLoad<RF, col_major>(&kh, kv0 + n * SN * kv_stride + c * (SK / 4u), kv_stride);
-#else
           let kt = subgroupMatrixLoad<RF, col_major>(&kf[n * DK + c], 0u, KP4);
-#endif
           acc = subgroupMatrixMultiplyAccumulate(qf[c], kt, acc);
         }
         subgroupMatrixStore<row_major>(&sf[fb * SB + n], 0u, acc, SP4);
@@ -433,11 +380,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         let p = subgroupMatrixLoad<LF, row_major>(&kf[fb * PB + kk], 0u, KP4);
         for (var cl = 0u; cl < DNS; cl++) {
           let c = part * DNS + cl;
-#if KV_DIRECT
-          let vt = subgroupMatrixLoad<RF, row_major>(&vh, kv0 + kk * SK * kv_stride + c * (SN / 4u), kv_stride);
-#else
           let vt = subgroupMatrixLoad<RF, row_major>(&vf[kk * DN + c], 0u, NP4);
-#endif
           o[cl] = subgroupMatrixMultiplyAccumulate(p, vt, o[cl]);
         }
       }
@@ -492,18 +435,3 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   }
 }
 
-#if KV_F16
-// kh, vh = f16(k), f16(v) with rows padded to DP (zeros): one vec4 an invocation, over
-// [total_k, heads_kv, DP / 4]. The rows past total_k stay as the buffer was created (zeros).
-@compute @workgroup_size(64)
-fn to_f16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  let e = gid.x + gid.y * nwg.x * 64u;
-  if (e >= params.total_k * params.heads_kv * (DP / 4u)) {
-    return;
-  }
-  let row = e / (DP / 4u);
-  let c = e % (DP / 4u);
-  kh[e] = vec4<f16>(load_kv(false, row, c, params.head_dim));
-  vh[e] = vec4<f16>(load_kv(true, row, c, params.head_dim));
-}
-#endif

@@ -45,8 +45,8 @@
 //   maxima, each rescaled, summed through workgroup memory) into the split's slot: (m, l) and o.
 // Pass 2, decode_combine: NRG rows per workgroup, each NSL split lanes of NC invocations over its
 // vec4 columns, split lane k taking splits k, k + NSL, ...; the lanes merged through workgroup
-// memory (a row's splits walked by one invocation each were latency-bound: with them the step of
-// a 128k-token sequence, 128 splits, took 15% longer):
+// memory (a row's splits walked by one invocation each were latency-bound, measurably slower on a
+// long sequence of many splits):
 //     M = max(max_s m_s, sink);  L = sum_s l_s exp(m_s - M) + exp(sink - M);
 //     out = sum_s exp(m_s - M) o_s / L;  lse = M + log L.
 // Exponentials are exp2 of differences times log2(e) (flash_fwd.blocked says why), each
@@ -77,10 +77,17 @@ override CPT: u32;   // vec4 columns per combine invocation: ceil(D4 / NC), at m
 override BS: u32;    // tokens per cache block: a constant, so that j / BS and j % BS compile to
                      // multiplies and shifts instead of a division in every load (one pipeline per
                      // block size, which a model fixes)
+// The tile: the manifest's candidates give WG and KPG (best first, per kind of adapter), the other
+// knobs follow from them and head_dim, RB from the rows (wgattn.interfaces.paged_decode.tiles).
+// KPG sets the bytes each invocation has in flight, which the cache's latency needs; they are
+// registers, which set how many workgroups a GPU core holds: at most 256 bytes (2 * KPG chunks of
+// 16 bytes for f16, 32 for f32; the manifest's constraint). On the H100 128 invocations with 4 keys
+// a group beat every other shape on every benchmark case; on a CPU adapter invocations are SIMD
+// lanes and each barrier synchronises them all, so smaller workgroups win there.
 const MAX_KPG: u32 = 8u;
 // Rows a workgroup holds: every lane keeps the statistics and 8 columns of o of each row, so a
-// row costs every lane; on the H100 two blocks of 4 rows beat one of 8 (50% of the copy bandwidth
-// against 41%), and 5 blocks of 4 one of 16 (22% against 12%), re-reading the split from L2.
+// row costs every lane's registers; on the H100 two blocks of 4 rows beat one of 8, and five
+// blocks of 4 one of 16, though each row block re-reads the split (from L2).
 const MAX_RB: u32 = 4u;
 const MAX_CPT: u32 = 2u;
 const NONE: u32 = 0xffffffffu;  // a key with no row in the cache: masked, or its block invalid
@@ -313,7 +320,7 @@ fn decode_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
   var kn = fetch(false, k_rows, lane);
   var vn = fetch(true, k_rows, lane);
   // The next tile's block-table entries, read a tile before its loads need them: an address that
-  // waits on the table stalls its loads (on the H100 1% at the target, 8% with 8 rows a block).
+  // waits on the table stalls its loads (measured on the H100, more so with more rows a block).
   var blk_next = key_blocks(start + BC, end, b, z);
   workgroupBarrier();  // q and the rows' ranges are staged
 

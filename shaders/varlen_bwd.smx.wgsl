@@ -34,10 +34,10 @@
 //                   dP = dout Vᵀ | dS | dQ += dS K.
 // Row block f of a workgroup has DS subgroups (f * DS + part): each holds the block's two operand
 // fragments in registers, computes the tile's result fragments n with n % DS == part and keeps
-// the accumulators of 1/DS of the head-dim chunks (DS = 2 halves the registers they take, as
-// flash_fwd.smx's forward measured on the H100). Tiles: 8 row blocks of 16 rows against tiles of
-// 16 on the H100 (Chromium, robustness on, TFLOP/s at D = 64 / 128: 19.5 / 27.1; 4 row blocks
-// 18.5 / 18.1; 2 row blocks against 32-row tiles 4.2 / 8.8).
+// the accumulators of 1/DS of the head-dim chunks (DS = 2 halves the registers they take, as in
+// flash_fwd.smx's forward). Tiles: 8 row blocks of 16 rows against tiles of 16, measured fastest
+// on the H100 in Chromium at D = 64 and 128 (fewer, larger row blocks were slower; the history
+// holds the figures).
 // Register arrays are indexed only by counters of loops with constant bounds (NVIDIA's compiler
 // puts an array with any other index in local memory: flash_fwd.smx says what that cost), and
 // stay in the entry point that declares them: the two passes write their matrix loops out each

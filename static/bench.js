@@ -100,13 +100,43 @@ function stopIfCancelled() {
 }
 
 /** Upload one job's plans (Python builds them and says whether this device can run them, the executor uploads them; Python
- * forgets them once they are on the GPU).
+ * forgets them once they are on the GPU). A job with a `check` buffer (a kernel timed as bandwidth) then has its inputs
+ * filled on the GPU by Python's fill plans (a GB never crosses Pyodide), runs once, and its output is judged by Python
+ * against the float64 reference: a job whose check fails comes back `failed`, not timed.
+ * @param {import("./main.js").ReadyContext} ctx
+ * @param {Executor} executor
+ * @param {{ bench: number }} start
+ * @param {BenchJob} job
+ * @returns {Promise<{ skipped: string, timed?: undefined, failed?: undefined, check?: undefined }
+ *   | { failed: string, check: BenchCheck, timed?: undefined, skipped?: undefined }
+ *   | { timed: import("./webgpu.js").TimedPlans, check?: BenchCheck, skipped?: undefined, failed?: undefined }>} */
+async function uploadJob(ctx, executor, start, job) {
+  const up = await uploadPlans(ctx, executor, start, job);
+  if (!up.timed || !job.check) return up;
+  const page = ctx.page;
+  try {
+    /** @type {Plan[]} */
+    const fills = JSON.parse(page.bench_fills(start.bench, job.index));
+    for (const f of fills) await executor.runOnTimed(up.timed, f);
+    await executor.sample(up.timed, 1, "wall");  // one run on the filled inputs, then its output judged
+    /** @type {BenchCheck} */
+    const check = JSON.parse(page.bench_check(start.bench, job.index, await executor.readTimed(up.timed, job.check)));
+    if (check.ok) return { timed: up.timed, check };
+    Executor.releaseTiming(up.timed);
+    return { failed: `${job.impl}: max |${job.check} - reference| ${check.max_abs_err} > ${check.allowed}: not timed`, check };
+  } catch (e) {
+    Executor.releaseTiming(up.timed);
+    throw e;
+  }
+}
+
+/** Upload one job's plans.
  * @param {import("./main.js").ReadyContext} ctx
  * @param {Executor} executor
  * @param {{ bench: number }} start
  * @param {BenchJob} job
  * @returns {Promise<{ skipped: string, timed?: undefined } | { timed: import("./webgpu.js").TimedPlans, skipped?: undefined }>} */
-async function uploadJob(ctx, executor, start, job) {
+async function uploadPlans(ctx, executor, start, job) {
   const page = ctx.page;
   /** @type {number[]} */
   const runs = [];
@@ -275,7 +305,8 @@ export async function runBench(ctx, request) {
             continue;
           }
           if (up.timed) entries.push({ job, timed: up.timed, timer: executor.timed ? "gpu" : "wall" });
-          else skip(job.impl, job.shape, up.skipped);
+          else if (up.skipped !== undefined) skip(job.impl, job.shape, up.skipped);
+          else fail(up.failed);
         }
         /** @param {BenchRecord[]} records */
         const keep = (records) => {
@@ -307,21 +338,19 @@ export async function runBench(ctx, request) {
   return benchState.records;
 }
 
-/** @typedef {{ status: BenchStatus, records: Array<Record<string, any>>, checks: Array<DecodeCheck & { impl: string }>,
+/** @typedef {{ status: BenchStatus, records: Array<Record<string, any>>, checks: Array<BenchCheck & { impl: string }>,
  *   skipped: BenchSkip[], failed: string[], error: string | null }} DecodeState */
 
 /** The decode benchmark's state (window.wgattn.decode), as benchState is the benchmark view's.
  * @type {DecodeState} */
 export const decodeState = { status: "idle", records: [], checks: [], skipped: [], failed: [], error: null };
 
-/** Decode as bandwidth (wgattn.interfaces.paged_decode_bench): the case's decode kernel and the WGSL copy of the
- * bytes a step reads, timed in one series by the protocol above (timeSeries). The kernel's K/V
- * cache is filled on the GPU (Python's fill plans: a GB never crosses Pyodide), it runs once and
- * its output is checked against the float64 reference (Python) before it is timed; a job whose
- * check fails is not timed. Records of bench/decode_bandwidth.py's shape, GB/s and the share of
- * this browser's own copy bandwidth.
+/** Decode as bandwidth (wgattn.bandwidth): a decode configuration's kernels and the WGSL copy of the bytes a step reads,
+ * timed in one series per cache precision by the protocol above (timeSeries), each kernel checked before it is timed
+ * (uploadJob). Records of bench/decode_bandwidth.py's shape, GB/s and the share of this browser's own copy bandwidth.
  * @param {import("./main.js").ReadyContext} ctx
- * @param {{ case: Record<string, number | string>, rounds?: number, warmup_s?: number, repeat?: number }} request
+ * @param {{ op?: string, name?: string, config: Record<string, number | boolean>, impls?: string, rounds?: number,
+ *   warmup_s?: number, repeat?: number }} request the benchmark request of an op timed as bandwidth (Python checks it)
  * @returns {Promise<Array<Record<string, any>>>} */
 export async function runDecodeBench(ctx, request) {
   const page = ctx.page;
@@ -331,44 +360,39 @@ export async function runDecodeBench(ctx, request) {
     Object.assign(decodeState, { status: "error", error: "The decode benchmark needs WebGPU, which this browser does not offer." });
     return decodeState.records;
   }
-  /** @type {DecodeStart} */
-  const start = JSON.parse(page.decode_start(JSON.stringify({ ...request, user_agent: navigator.userAgent })));
+  /** @type {BenchStart} */
+  let start;
+  try {
+    start = JSON.parse(page.bench_start(JSON.stringify({ op: "decode", ...request, user_agent: navigator.userAgent })));
+  } catch (e) {
+    Object.assign(decodeState, { status: "error", error: `Decode benchmark not started: ${pyError(e)}` });
+    return decodeState.records;
+  }
   decodeState.skipped.push(...start.skipped);
   const adapter = `${adapterWords(executor.info).join(" ") || "unknown adapter"} (browser WebGPU)`;
-  /** @type {Entry[]} */
-  const entries = [];
   try {
-    for (const job of start.jobs) {
-      if (start.skipped.some((s) => s.impl === job.impl)) continue;
-      const up = await uploadJob(ctx, executor, start, job);
-      if (!up.timed) {
-        decodeState.skipped.push({ impl: job.impl, reason: up.skipped });
-        continue;
-      }
-      const entry = { job, timed: up.timed, timer: /** @type {"gpu" | "wall"} */ (executor.timed ? "gpu" : "wall") };
-      /** @type {Plan[]} */
-      const fills = JSON.parse(page.decode_fill(start.bench, job.index));
-      if (fills.length) {
-        for (const f of fills) await executor.runOnTimed(up.timed, f);
-        await executor.sample(up.timed, 1, "wall");  // one run on the filled cache, then its output judged
-        /** @type {DecodeCheck} */
-        const check = JSON.parse(page.decode_check(start.bench, job.index, await executor.readTimed(up.timed, "out")));
-        decodeState.checks.push({ impl: job.impl, ...check });
-        if (!check.ok) {
-          decodeState.failed.push(`${job.impl}: max |out - reference| ${check.max_abs_err} > ${check.allowed}: not timed`);
-          Executor.releaseTiming(up.timed);
-          continue;
+    for (const series of start.series) {
+      /** @type {Entry[]} */
+      const entries = [];
+      try {
+        for (const index of series.jobs) {
+          const job = start.jobs[index];
+          const up = await uploadJob(ctx, executor, start, job);
+          if (up.check) decodeState.checks.push({ impl: job.impl, ...up.check });
+          if (up.timed) entries.push({ job, timed: up.timed, timer: executor.timed ? "gpu" : "wall" });
+          else if (up.skipped !== undefined) decodeState.skipped.push({ impl: job.impl, reason: up.skipped });
+          else decodeState.failed.push(up.failed);
         }
+        /** @param {Array<Record<string, any>>} records */
+        const keep = (records) => { decodeState.records.push(...records); };
+        if (entries.length) await timeSeries(ctx, executor, start, entries, adapter, () => {}, keep);
+      } finally {
+        entries.forEach((e) => Executor.releaseTiming(e.timed));
       }
-      entries.push(entry);
     }
-    /** @param {Array<Record<string, any>>} records */
-    const keep = (records) => { decodeState.records.push(...records); };
-    if (entries.length) await timeSeries(ctx, executor, start, entries, adapter, () => {}, keep);
   } catch (e) {
     decodeState.failed.push(pyError(e));
   } finally {
-    entries.forEach((e) => Executor.releaseTiming(e.timed));
     executor.releaseQueries();
     page.release(start.bench);
   }

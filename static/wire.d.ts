@@ -339,6 +339,7 @@ interface BenchJob {
   flops: number;
   dtype: string;
   plans: number;
+  check: string;
 }
 
 /** BenchSkip (Python: wgattn.page.replies.BenchSkip) */
@@ -410,21 +411,8 @@ interface BenchSkipped {
   skipped: string;
 }
 
-/** PageSession.decode_start: the decode kernel and the WGSL copy of one decode case (jobs 0 and 1, one series), timed by the benchmark's protocol (bench_schedule, bench_warm, bench_calibrate, bench_record); each filled on the GPU (decode_fill) and checked (decode_check) first. (Python: wgattn.page.replies.DecodeStart) */
-interface DecodeStart {
-  bench: number;
-  protocol: BenchProtocol;
-  repeat: number;
-  jobs: BenchJob[];
-  series: BenchSeries[];
-  stamps_kept: number;
-  skipped: BenchSkip[];
-  case: Record<string, unknown>;
-  bytes: number;
-}
-
-/** PageSession.decode_check: a decode output against the float64 reference, on the (sequence, kv head) pairs named. (Python: wgattn.page.replies.DecodeCheck) */
-interface DecodeCheck {
+/** An output of a case on inputs the GPU filled, against the float64 reference on the parts named (`Interface.check_filled`): a benchmark times a kernel only once it is `ok`. (Python: wgattn.interfaces.base.FilledCheck) */
+interface BenchCheck {
   ok: boolean;
   max_abs_err: JsonFloat;
   allowed: number;
@@ -439,6 +427,10 @@ interface WgattnPage {
   availability(): string;
   /** After the warm-up: JSON {"reps", "resolution_ns"} per entry (bench_jobs.calibrate). */
   bench_calibrate(bench_id: number, state_json: string): string;
+  /** Job `index`'s `check` buffer (a JS Uint8Array or bytes) against the float64 reference: JSON BenchCheck. Such a job is recorded only once its check passed. */
+  bench_check(bench_id: number, index: number, data: Uint8Array): string;
+  /** JSON [plan]: the plans that fill job `index`'s inputs on the GPU, each binding the timed plan's buffer of its name (the page runs them on those buffers, then the job once, then sends its `check` buffer to bench_check, before anything is timed); [] for a job with no `check`. */
+  bench_fills(bench_id: number, index: number): string;
   /** A dropped `wgattn bench --json` file's records, checked, as JSON (ValueError saying what is wrong). */
   bench_import(text: string): string;
   /** Plan `plan_index` of job `index`: JSON {"run", "plan", "count"} (bytes via plan_bytes, freed by bench_release), or {"skipped": why} when the kernel cannot build this job's plan. */
@@ -449,16 +441,10 @@ interface WgattnPage {
   bench_release(run: number): void;
   /** JSON: the order of every round of a series of `n_entries` (wgattn.protocol.schedule). */
   bench_schedule(bench_id: number, n_entries: number): string;
-  /** The request checked and its jobs listed (wgattn.page.bench_jobs.start): JSON {"bench", "op", "baseline", "impls", "seq_lens", "protocol", "repeat", "jobs", "series", "stamps_kept", "skipped", "limits"} (BenchStart). One benchmark at a time: the previous one, and its plans, are freed. */
+  /** The request checked and its jobs listed (wgattn.page.bench_jobs.start; a dense op's, or one timed as bandwidth, decode): JSON {"bench", "op", "baseline", "impls", "seq_lens", "protocol", "repeat", "jobs", "series", "stamps_kept", "skipped", "limits"} (BenchStart). One benchmark at a time: the previous one, and its plans, are freed. */
   bench_start(request_json: string): string;
   /** After a warm-up round: JSON {"done", "warmed"} (wgattn.page.bench_jobs.warm). */
   bench_warm(bench_id: number, state_json: string): string;
-  /** Job `index`'s out buffer (a JS Uint8Array or bytes) against the float64 reference: JSON DecodeCheck. A job is recorded only once its check passed. */
-  decode_check(bench_id: number, index: number, data: Uint8Array): string;
-  /** JSON [plan]: the fills of job `index`'s cache buffers, each binding the timed plan's buffer of its name (the page runs them on those buffers before anything is timed). */
-  decode_fill(bench_id: number, index: number): string;
-  /** A decode benchmark (wgattn.page.bench_jobs.decode_start): JSON DecodeStart. Its jobs' plans come from bench_plan, their caches are filled by decode_fill's plans and checked by decode_check, then timed like any benchmark's. Replaces the previous benchmark. */
-  decode_start(request_json: string): string;
   /** JSON picture of |a - b| for one output and query head of a finished run. */
   error_map(run: number, output: string, a: string, b: string, head?: number): string;
   /** Compare every pair of runtimes on every output (wgattn.page.compare); JSON {kernel, config, pairs, runtimes, ...}. The run is kept, for its pictures, among the last KEEP_FINISHED finished ones. */

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from helpers import TARGET
-from wgattn import interfaces, live, registry
+from wgattn import bench, interfaces, live, registry
 from wgattn.errors import InterfaceMismatch
 from wgattn.interfaces import Interface, LiveConfig
 from wgattn.interfaces.base import Layout
@@ -122,12 +122,29 @@ def test_pictures_are_the_reference_s(iface):
         np.testing.assert_allclose(out, want, rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("iface", [i for i in IFACES if i.bench_op], ids=lambda i: i.name)
+@pytest.mark.parametrize("iface", [i for i in IFACES if i.bench_op in bench.OPS], ids=lambda i: i.name)
 def test_benchmark_cases_plan(iface):
-    from wgattn import bench
-
     dense = bench.dense_inputs(iface.bench_op, (2, 2, 32, 8))
     cases = iface.bench_cases(dense, causal=True)
     assert len(cases) == iface.bench_plans((2, 2, 32, 8))
     for kernel in iface.kernels():  # each plans, or says why the adapter cannot run it at all
         assert all(iface.plan(kernel, c, TARGET).unavailable == TARGET.lacks(kernel) for c in cases)
+
+
+@pytest.mark.parametrize("iface", [i for i in IFACES if i.bench_op in bench.BANDWIDTH_OPS], ids=lambda i: i.name)
+def test_bandwidth_cases_plan(iface):
+    """An op timed as bandwidth times one configuration (the interface's Config, its defaults
+    here): its case leaves its large inputs for the GPU to fill, each kernel plans it (their
+    buffers get no bytes) and counts the bytes it must read."""
+    from wgattn import bandwidth
+
+    case = iface.bench_case(iface.Config(), "defaults")
+    filled = [n for n, a in case.inputs.items() if bandwidth.is_device_filled(a)]
+    assert filled
+    for kernel in iface.kernels():
+        plan = iface.plan(kernel, case, TARGET)
+        assert plan.unavailable == TARGET.lacks(kernel)
+        if not plan.unavailable:
+            assert all(b.data is None for b in plan.buffers if b.name in filled)
+            assert [p.buffers[0].name for p in bandwidth.fill_plans(plan, case.inputs)] == filled
+        assert iface.bench_bytes(kernel, case) > 0

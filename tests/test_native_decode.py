@@ -12,8 +12,9 @@ import pytest
 
 from helpers import WIDE, failures, needs_features, ratio
 from wgattn import conformance, live, native, reference, registry, tolerance, wgsl
-from wgattn.interfaces.paged_decode import IN_FLIGHT_BYTES, MAX_SPLITS, bytes_touched, split_count, tiles
+from wgattn.expr import evaluate
 from wgattn.interfaces.paged_decode import INTERFACE as decode
+from wgattn.interfaces.paged_decode import MAX_SPLITS, bytes_touched, split_count, tiles
 from wgattn.target import WEBGPU_LIMITS, Target
 
 REG = registry.load()
@@ -190,8 +191,14 @@ def test_tiles_fit_the_adapter_and_the_private_arrays(kernel, dim, rows, target)
     # every 8 columns of a key row have a lane, every key of a tile a group, every vec4 a combine lane
     assert t["NL"] >= t["DC"] and 8 * t["DC"] >= dim and t["BC"] == t["KG"] * t["KPG"] and t["NC"] * t["CPT"] >= t["D4"]
     assert t["RB"] * row_blocks >= rows and t["QS"] == 2 * t["NL"] and t["PS"] % 2 == 1 and t["PS"] >= t["NL"]
-    # the next tile's K and V in flight stay within the registers allowed an invocation
-    assert 2 * t["KPG"] * (16 if kernel.defines.get("F16") else 32) <= IN_FLIGHT_BYTES
+    assert t["NL"] & (t["NL"] - 1) == 0 and t["NC"] & (t["NC"] - 1) == 0  # powers of two
+    # the shape is one of the manifest's candidates for this kind of adapter, its constraints hold
+    # (the next tile's K and V in flight within the registers allowed an invocation among them)
+    kind = "cpu" if target.software else "gpu"
+    assert {"adapter": kind, "WG": t["WG"], "KPG": t["KPG"]} in [dict(c) for c in kernel.tiles]
+    assert (
+        all(evaluate(c, t) == 0 for c in kernel.constraints) and 2 * t["KPG"] * (16 if kernel.precision == "f16" else 32) <= 256
+    )
 
 
 def test_a_kv_group_is_read_once_where_it_fits():
@@ -206,6 +213,8 @@ def test_a_kv_group_is_read_once_where_it_fits():
     assert (row_blocks, t["WG"], t["KPG"], t["BC"], t["NL"]) == (1, 128, 4, 32, 16)
     # an f32 chunk is 32 bytes: 4 keys' K and V are all the bytes in flight an invocation may have
     assert tiles(SPLIT, 128, 4, h100)[0]["KPG"] == 4
+    cpu = TARGETS[1]  # a software adapter: smaller workgroups (SIMD lanes, barriers across all)
+    assert (tiles(f16, 128, 4, cpu)[0]["WG"], tiles(f16, 128, 4, cpu)[1]) == (64, 1)
     assert tiles(f16, 128, 16, h100)[1] == 4
     assert tiles(f16, 128, 40, h100)[1] == 10
     assert tiles(SPLIT, 64, 160, h100)[1] == 40

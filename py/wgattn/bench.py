@@ -11,6 +11,11 @@ as its own cases, Interface.bench_cases):
 FLOPs follow FlashAttention: forward 4*B*H*S*S*D, halved when causal; backward 2.5x the forward;
 probs 2*B*H*S*D (the scores; every entry of every row is written).
 
+An op of BANDWIDTH_OPS (decode) is timed instead on one configuration of its interface (its
+Config, Interface.bench_case) as bandwidth, beside a copy of the bytes it reads
+(wgattn.bandwidth): in the page through wgattn.page.bench_jobs, natively by
+bench/decode_bandwidth.py.
+
 Plans are pure Python (Pyodide builds them too); only `run` and the anchors touch a GPU or a
 CPU clock. Inputs are standard normal; the backward's out and lse are stand-ins of the right
 magnitude (timing does not depend on their values; correctness is the harness's job), and a
@@ -40,6 +45,8 @@ from .target import DEFAULT, Target
 
 __all__ = [
     "OPS",
+    "BANDWIDTH_OPS",
+    "config_of",
     "DEFAULT_SHAPES",
     "Record",
     "RunInfo",
@@ -55,6 +62,7 @@ __all__ = [
 ]
 
 OPS = ("fwd", "bwd", "probs")
+BANDWIDTH_OPS = ("decode",)
 MODES = ("trusted", "checked")
 DEFAULT_SHAPES = {"fwd": [(1, 8, 1024, 64)], "bwd": [(1, 8, 1024, 64)], "probs": [(16, 8, 4096, 64)]}
 ANCHORS = ("torch", "numpy")
@@ -223,16 +231,16 @@ def kernel_impls(op: str) -> List[str]:
 def serving(op: str) -> List[Interface]:
     """The interfaces whose kernels time `op`, in the manifest's order (the first's first kernel
     is the baseline)."""
-    if op not in OPS:
-        raise ValueError(f"unknown op {op!r}; ops: {list(OPS)}")
+    if op not in OPS + BANDWIDTH_OPS:
+        raise ValueError(f"unknown op {op!r}; ops: {list(OPS + BANDWIDTH_OPS)}")
     return [i for i in interfaces.every() if i.bench_op == op]
 
 
 def op_of(impl: str) -> str:
     """The op a registered kernel is benchmarked as (its interface's bench_op)."""
     iface = interfaces.of(registry.load().kernel(impl))
-    if iface.bench_op not in OPS:
-        raise ValueError(f"kernel {impl!r} (interface {iface.name}) has no benchmark op; ops: {list(OPS)}")
+    if iface.bench_op not in OPS + BANDWIDTH_OPS:
+        raise ValueError(f"kernel {impl!r} (interface {iface.name}) has no benchmark op; ops: {list(OPS + BANDWIDTH_OPS)}")
     return iface.bench_op
 
 
@@ -281,6 +289,19 @@ def dense_inputs(op: str, shape: Sequence[int], seed: int = 0) -> Dict[str, np.n
 def forget_inputs() -> None:
     """Drop the kept tensors of `dense_inputs`."""
     _INPUTS.clear()
+
+
+def config_of(plans: Sequence[Plan]) -> Dict[str, float]:
+    """What ran, as a record names it: what the interface chose for the target (the plan's
+    meta["config"]), else the first dispatch's override constants."""
+    chosen = plans[0].meta.get("config") if plans else None
+    if isinstance(chosen, dict):
+        return dict(chosen)
+    return dict(plans[0].dispatches[0].constants) if plans and plans[0].dispatches else {}
+
+
+def config_text(config: Dict[str, float]) -> str:
+    return " ".join(f"{k}={v}" for k, v in config.items())
 
 
 def plans(
@@ -399,6 +420,11 @@ def run(
     again, back to back (records numbered by `repeat`)."""
     from . import native  # imports wgpu: CPython with the native extra only
 
+    dense = [op for op in ops if op not in OPS]
+    if dense:
+        raise ValueError(
+            f"op {dense[0]!r} is not timed here; ops: {list(OPS)} (decode is timed as bandwidth: bench/decode_bandwidth.py)"
+        )
     bad = [m for m in modes if m not in MODES] or ([] if modes else ["(none)"])
     if bad:
         raise ValueError(f"unknown mode {bad[0]!r}; modes: {list(MODES)}")
@@ -443,7 +469,7 @@ def run(
                 if why:
                     log(f"skip {label}: {why}")
                     continue
-                config = " ".join(f"{k}={v}" for k, v in job[0].dispatches[0].constants.items())
+                config = config_text(config_of(job))
                 kernel_modes = [m for m in modes if m == "checked" or kernel.trusted]
                 if not kernel_modes:
                     log(f"skip {label}: not registered as trusted, and only trusted mode was asked for")

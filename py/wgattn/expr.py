@@ -1,7 +1,8 @@
 """Integer expressions of sizes and knobs: the manifest's (grids, override constants, tile
 constraints) and the WGSL's own (a workgroup array's length, a @workgroup_size), evaluated the
-same way: + - * / // %, ceil_div(a, b), min and max, parentheses, integer literals (WGSL's `64u`
-included), names. Division is integer division: every quantity is a count."""
+same way: + - * / // %, ceil_div(a, b), min and max, next_pow2(a) (the least power of two >= a),
+parentheses, integer literals (WGSL's `64u` included), names. Division is integer division: every
+quantity is a count."""
 
 from __future__ import annotations
 
@@ -40,6 +41,8 @@ def evaluate(expr: str, names: Mapping[str, int]) -> int:
                 return a // b
             if isinstance(node.op, ast.Mod):
                 return a % b
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "next_pow2" and len(node.args) == 1:
+            return 1 << max(ev(node.args[0]) - 1, 0).bit_length()
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 2:
             a, b = ev(node.args[0]), ev(node.args[1])
             if node.func.id == "ceil_div":

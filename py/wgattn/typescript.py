@@ -18,7 +18,7 @@ import sys
 import typing
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import bench, conformance, live, localise, pictures, plan, precision, protocol, target
+from . import bench, conformance, interfaces, live, localise, pictures, plan, precision, protocol, target
 from .interfaces import config
 from .page import PageSession, grid, replies
 
@@ -65,8 +65,7 @@ WIRE: List[Tuple[str, Any]] = [
     ("BenchPlan", replies.BenchPlan),
     ("BenchPlanned", replies.BenchPlanned),
     ("BenchSkipped", replies.BenchSkipped),
-    ("DecodeStart", replies.DecodeStart),
-    ("DecodeCheck", replies.DecodeCheck),
+    ("BenchCheck", interfaces.FilledCheck),
 ]
 
 # Floats that may be infinite or NaN on the wire (wgattn.wire.jsonable writes them as strings):

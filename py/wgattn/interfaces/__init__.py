@@ -16,10 +16,22 @@ from typing import Dict, List
 
 from ..errors import InterfaceMismatch
 from ..registry import Kernel, load
-from .base import MAX_ELEMENTS, MAX_SCORES, Case, Interface, Layout, Option
+from .base import MAX_ELEMENTS, MAX_SCORES, Case, FilledCheck, Interface, Layout, Option
 from .config import LiveConfig
 
-__all__ = ["Case", "Option", "Layout", "Interface", "LiveConfig", "get", "of", "every", "MAX_ELEMENTS", "MAX_SCORES"]
+__all__ = [
+    "Case",
+    "Option",
+    "Layout",
+    "Interface",
+    "LiveConfig",
+    "FilledCheck",
+    "get",
+    "of",
+    "every",
+    "MAX_ELEMENTS",
+    "MAX_SCORES",
+]
 
 _LOADED: Dict[str, Interface] = {}
 

@@ -14,7 +14,10 @@ manifest entry, and this object, which owns what Python knows of it:
     its grid           `GRID`, rows of keywords of `grid_case`: `conformance_cases(seed)`
     live checks        `Config`, its seeded configuration (a dataclass whose fields carry their
                        bounds: wgattn.interfaces.config), and `live_case(config, tensors)`
-    the benchmark      `bench_op` and `bench_cases(shape, causal)`
+    the benchmark      `bench_op` and `bench_cases(dense, causal)` for a dense op (fwd, bwd,
+                       probs); for an op timed as bandwidth (decode: wgattn.bandwidth) the case
+                       of a configuration, `bench_case(config, name)`, with `bench_shape`,
+                       `bench_bytes` and `check_filled` (its output on GPU-filled inputs judged)
     its pictures       `probabilities(case, head)` and `head_view(...)` (wgattn.pictures draws)
     localisation       `geometry(case, output, shape)` (wgattn.localise reads it)
 
@@ -70,7 +73,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Type, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Type, TypedDict, Union
 
 import numpy as np
 
@@ -90,6 +93,7 @@ __all__ = [
     "Layout",
     "Interface",
     "Geometry",
+    "FilledCheck",
     "MAX_ELEMENTS",
     "MAX_SCORES",
     "data_buffer",
@@ -129,6 +133,20 @@ class Layout:
     # Params depend on them (decode's split count follows its tile); held to the kernel's caps,
     # constraints and the target's limits like a registered tile candidate. Empty: the kernel's own.
     knobs: Dict[str, int] = field(default_factory=dict)
+    # What the interface chose for the target, as a benchmark record names what ran (decode: its
+    # tile, row blocks and split count); `Interface.plan` keeps it in the plan's meta["config"].
+    # Empty: a record names the override constants.
+    config: Dict[str, int] = field(default_factory=dict)
+
+
+class FilledCheck(TypedDict):
+    """An output of a case on inputs the GPU filled, against the float64 reference on the parts
+    named (`Interface.check_filled`): a benchmark times a kernel only once it is `ok`."""
+
+    ok: bool
+    max_abs_err: float
+    allowed: float  # the tolerance rule's allowance (wgattn.tolerance)
+    pairs: List[List[int]]  # the parts checked (decode: (sequence, kv head))
 
 
 # Where one element of a packed output sits (wgattn.localise): per token of its first axis, the
@@ -216,6 +234,8 @@ class Interface(abc.ABC):
         except DoesNotFit as exc:
             return Plan.unrunnable(str(exc))
         plan = Plan(buffers=ordered, dispatches=dispatches, outputs=lay.outputs)
+        if lay.config:
+            plan.meta["config"] = dict(lay.config)
         plan.unavailable = target.why_not(plan)
         return plan
 
@@ -265,6 +285,27 @@ class Interface(abc.ABC):
     def bench_plans(self, shape: Sequence[int]) -> int:
         """How many plans one timed run takes (without building them)."""
         return 1
+
+    def bench_case(self, config: Any, name: str) -> Case:
+        """The case an op timed as bandwidth dispatches for a configuration (an instance of
+        `Config`), its large inputs left for the GPU to fill (wgattn.bandwidth.device_filled);
+        ValueError where the interface serves no such op."""
+        raise ValueError(f"{self.name} serves no benchmark op timed as bandwidth")
+
+    def bench_shape(self, config: Any) -> List[int]:
+        """(B, H, S, D) of such a configuration, as its benchmark's jobs are labelled."""
+        raise ValueError(f"{self.name} serves no benchmark op timed as bandwidth")
+
+    def bench_bytes(self, kernel: Kernel, case: Case) -> int:
+        """The bytes one run of `kernel` on `bench_case`'s case must read at least: its
+        bandwidth's measure."""
+        raise ValueError(f"{self.name} serves no benchmark op timed as bandwidth")
+
+    def check_filled(self, case: Case, outputs: Mapping[str, np.ndarray]) -> FilledCheck:
+        """`outputs` of a run on `bench_case`'s case, once the GPU filled its inputs
+        (wgattn.bandwidth.fill_values gives their values), against the float64 reference on a
+        part small enough to compute."""
+        raise ValueError(f"{self.name} serves no benchmark op timed as bandwidth")
 
     # --- Pictures and localisation --------------------------------------------------------
 

@@ -11,8 +11,13 @@ reference's keywords; and num_splits (None: `split_count`'s choice), which force
 
 The tile shape and the split count depend on the adapter, and the Params on them (how many row
 blocks a kv head's rows are cut into, how many splits), so this interface lays a case out per
-target (`layout_on`): `tiles` picks the shape whose workgroup storage, read from the kernel's
-WGSL, fits; `split_count` keeps the adapter busy without splits too short to pay for themselves.
+target (`layout_on`): `tiles` picks, of the manifest's candidates, the shape that fits with the
+fewest row blocks; `split_count` keeps the adapter busy without splits too short to pay for
+themselves.
+
+A decode case is a `DecodeConfig`: the live checks draw it on the host, the benchmark (the op
+"decode", timed as bandwidth: wgattn.bandwidth) with its cache left for the GPU to fill
+(`bench_case`), checked on a part of its output before it is timed (`check_filled`).
 """
 
 from __future__ import annotations
@@ -23,12 +28,14 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 import numpy as np
 
 from .. import reference as _reference
-from .. import registry, wgsl
+from .. import registry, tolerance, wgsl
+from ..bandwidth import device_filled, fill_values, is_device_filled
 from ..errors import DoesNotFit
+from ..expr import evaluate
 from ..plan import Buffer, Output
 from ..registry import Kernel
 from ..target import DEFAULT, Target
-from .base import MAX_ELEMENTS, Case, Interface, Layout, Option, data_buffer, out_buffer
+from .base import MAX_ELEMENTS, Case, FilledCheck, Interface, Layout, Option, data_buffer, out_buffer
 from .config import LiveConfig, knob
 
 if TYPE_CHECKING:  # numpy.typing is newer than the page's numpy 1.17: for annotations only
@@ -41,33 +48,24 @@ __all__ = [
     "tiles",
     "split_count",
     "bytes_touched",
+    "cache_dtype",
     "paged_cache",
-    "device_filled",
     "MAX_SPLITS",
-    "IN_FLIGHT_BYTES",
+    "MAX_SEQ_LEN",
 ]
 
-# (invocations, keys per key group and tile) candidates, best first. The kernel reads the cache
-# into registers, each invocation 2 * KPG chunks of 8 columns ahead (K and V of the next tile): T
-# sets the bytes in flight, which the cache's latency needs, and the registers, which set how many
-# workgroups a GPU core holds. On the H100 128 x 4 beat every other shape on every benchmark case
-# (8 keys: 10-28% slower; docs/performance.md). On a CPU adapter invocations are SIMD lanes and
-# each barrier synchronises them all: smaller workgroups win there.
-_CANDIDATES = {"gpu": ((128, 4), (64, 4), (64, 2), (64, 1)), "cpu": ((64, 4), (32, 4), (32, 2), (32, 1))}
-# At most this many bytes of the next tile in flight per invocation (2 * KPG chunks of 16 bytes for
-# an f16 cache, of 32 for f32): they are registers, 64 of them, and registers set occupancy.
-IN_FLIGHT_BYTES = 256
 # The split count: enough workgroups to keep the adapter busy (an H100 has 132 SMs, several
 # workgroups each; a software adapter a handful of threads), but each split at least
 # MIN_SPLIT_KEYS keys, so that its fixed costs (q staging, a partial state written and merged)
 # stay small against the keys it reads. On a GPU a split is cut shorter than LONG_SPLIT_KEYS only
-# as far as half of TARGET_WORKGROUPS needs: on the H100 one 128k-token sequence (8 kv heads) read
-# 7% faster in 64 splits of 2048 keys than in 128 of 1024, the target's 32k tokens 2% faster in 16
-# than in 32, GQA 8:1 at 16k 7% faster in 8 than in 32 (docs/performance.md).
+# as far as half of TARGET_WORKGROUPS needs: on the H100 longer splits read faster wherever half
+# the workgroups were already there (a 128k-token sequence, the 32k target, GQA 8:1 at 16k; the
+# history holds the figures).
 TARGET_WORKGROUPS = {"gpu": 1024, "cpu": 32}
 MIN_SPLIT_KEYS = 256
 LONG_SPLIT_KEYS = {"gpu": 2048, "cpu": MIN_SPLIT_KEYS}
 MAX_SPLITS = 256
+MAX_SEQ_LEN = 1 << 20  # tokens a sequence of a decode case may hold (a million: a long context)
 _U32 = 2**32 - 1
 _I32 = 2**31 - 1
 OPTIONAL = ("alibi_slopes", "sinks")
@@ -83,67 +81,40 @@ def _rows_per_block(rows: int, row_blocks: int, cap: int) -> int:
     return min(rb, cap)
 
 
-def _shape(wg: int, t: int, rb: int, head_dim: int) -> Dict[str, int]:
-    """The override constants of one shape (the kernel's WGSL says what each is)."""
-    dc = -(-head_dim // 8)
-    nl = 1 << (dc - 1).bit_length()
-    d4 = -(-head_dim // 4)
-    nc = min(wg, 1 << (d4 - 1).bit_length())
-    return dict(
-        WG=wg,
-        NL=nl,
-        DC=dc,
-        KG=wg // nl,
-        KPG=t,
-        BC=(wg // nl) * t,
-        RB=rb,
-        QS=2 * nl,
-        PS=nl | 1,  # odd
-        D4=d4,
-        NC=nc,
-        NRG=1,
-        NSL=wg // nc,
-        CPT=-(-d4 // nc),
-    )
-
-
 def tiles(kernel: Kernel, head_dim: int, rows: int, target: Target) -> Tuple[Dict[str, int], int]:
     """(override constants, row blocks) for `rows` query rows of a kv head (G * Sq_new): of the
-    (invocations, keys per group) candidates whose private arrays (the WGSL's MAX_ constants) hold
-    the keys and rows, whose bytes in flight stay within IN_FLIGHT_BYTES an invocation and whose
-    workgroup storage (read from the WGSL) fits `target`, the one with the fewest row blocks
-    (each row block reads the cache again), the earlier candidate on a tie. DoesNotFit lists
-    what was tried."""
-    src = kernel.source({"head_dim": head_dim})
-    cap_of = {name[4:]: n for name, n in wgsl.consts(src).items() if name.startswith("MAX_")}
-    max_storage = target.limit("max-compute-workgroup-storage-size")
-    max_invocations = target.limit("max-compute-invocations-per-workgroup")
-    chunk_bytes = 16 if kernel.defines.get("F16") else 32
+    kernel's tile candidates for the adapter's kind (the manifest's `tiles`: WG and KPG, the other
+    knobs following from them and head_dim), each with the most rows a block (RB) that passes the
+    registry's checks on `target` (the WGSL's caps, the manifest's constraints, workgroup storage,
+    invocations), the one with the fewest row blocks (each row block reads the cache again), the
+    earlier candidate on a tie. DoesNotFit lists what was tried."""
+    sizes = {"head_dim": head_dim}
+    src = kernel.source(sizes)
+    cap = wgsl.consts(src)["MAX_RB"]
+    kind = "cpu" if target.software else "gpu"
+    steps = [r for r in range(cap, 0, -1) if r in (1, 2, 4) or r % 8 == 0]  # the values RB takes
     tried: List[str] = []
     best: Optional[Tuple[Dict[str, int], int]] = None
-    for wg, t in _CANDIDATES["cpu" if target.software else "gpu"]:
-        knobs = _shape(wg, t, 1, head_dim)
-        if wg > max_invocations or knobs["NL"] > wg or knobs["CPT"] > cap_of["CPT"] or t > cap_of["KPG"]:
+    for tile in kernel.tiles:
+        if tile.get("adapter", kind) != kind:
             continue
-        if 2 * t * chunk_bytes > IN_FLIGHT_BYTES:
-            continue
-        cap = cap_of["RB"]
-        row_blocks = -(-max(rows, 1) // cap)
-        while True:
-            knobs = _shape(wg, t, _rows_per_block(rows, row_blocks, cap), head_dim)
-            storage = max(wgsl.workgroup_storage(src, e, knobs) for e in ("decode_split", "decode_combine"))
-            if storage <= max_storage:
-                if best is None or row_blocks < best[1]:
-                    best = (knobs, row_blocks)
-                break
-            if knobs["RB"] == 1:
-                tried.append(f"WG={wg} KPG={t}: {storage} bytes")
-                break
-            row_blocks += 1
+        shape = {k: evaluate(v, sizes) if isinstance(v, str) else int(v) for k, v in tile.items() if k != "adapter"}
+        for r in steps:
+            row_blocks = -(-max(rows, 1) // r)
+            try:
+                fit = kernel.fit(sizes, target, source=src, chosen={**shape, "RB": _rows_per_block(rows, row_blocks, cap)})
+            except DoesNotFit:
+                continue
+            if best is None or row_blocks < best[1]:
+                best = (fit.knobs, row_blocks)
+            break
+        else:
+            tried.append(" ".join(f"{k}={v}" for k, v in shape.items()))
     if best is None:
         raise DoesNotFit(
-            f"{kernel.id}: no tile shape fits an adapter with {max_storage} bytes of workgroup storage and "
-            f"{max_invocations} invocations at head_dim {head_dim} ({'; '.join(tried) or 'none tried'})"
+            f"{kernel.id}: no tile shape fits an adapter with {target.limit('max-compute-workgroup-storage-size')} bytes of "
+            f"workgroup storage and {target.limit('max-compute-invocations-per-workgroup')} invocations at head_dim "
+            f"{head_dim}, even one row a block (tried {'; '.join(tried) or 'none'})"
         )
     return best
 
@@ -176,10 +147,25 @@ def bytes_touched(seq_lens, window_left: int, new_tokens: int, heads_kv: int, he
     return 2 * sum(_spans(seq_lens, window_left, new_tokens)) * heads_kv * head_dim * cache_itemsize
 
 
-def paged_cache(rs: np.random.RandomState, lens: Sequence[int], new_tokens: int, hq: int, hkv: int, d: int, block_size: int):
+def cache_dtype(kernel: Kernel) -> "DTypeLike":
+    """The cache as `kernel` reads it: float16 for the F16 variant, else float32."""
+    return np.float16 if kernel.defines.get("F16") else np.float32
+
+
+def paged_cache(
+    rs: np.random.RandomState,
+    lens: Sequence[int],
+    new_tokens: int,
+    hq: int,
+    hkv: int,
+    d: int,
+    block_size: int,
+    filled: bool = False,
+):
     """Random float32 q and a paged cache for sequences of `lens` tokens (the inputs of the grid,
     the live runs and the benchmark): each sequence's blocks scattered over the cache in a
-    shuffled order, one spare block, unused block-table entries -1. (q, k_cache, v_cache,
+    shuffled order, one spare block, unused block-table entries -1; with `filled`, a cache left
+    for the GPU to fill (wgattn.bandwidth.device_filled: no bytes). (q, k_cache, v_cache,
     block_table, seq_lens)."""
     need = [-(-int(n) // block_size) for n in lens]
     num_blocks = sum(need) + 1
@@ -190,21 +176,13 @@ def paged_cache(rs: np.random.RandomState, lens: Sequence[int], new_tokens: int,
         table[b, :k] = order[at : at + k]
         at += k
     q = rs.standard_normal((len(lens), new_tokens, hq, d)).astype(np.float32)
-    k_cache = rs.standard_normal((num_blocks, block_size, hkv, d)).astype(np.float32)
-    v_cache = rs.standard_normal((num_blocks, block_size, hkv, d)).astype(np.float32)
+    shape = (num_blocks, block_size, hkv, d)
+    if filled:
+        k_cache, v_cache = device_filled(shape), device_filled(shape)
+    else:
+        k_cache = rs.standard_normal(shape).astype(np.float32)
+        v_cache = rs.standard_normal(shape).astype(np.float32)
     return q, k_cache, v_cache, table, np.array(lens, dtype=np.int32)
-
-
-def device_filled(shape: Sequence[int], dtype: "DTypeLike") -> np.ndarray:
-    """A cache of `shape` that is zeros by construction and holds no memory (a zero-strided
-    view of one zero): its buffer gets no bytes, only its size, and starts zeroed. For a cache
-    the GPU fills itself (wgattn.interfaces.paged_decode_bench: the benchmark's GB-sized caches never cross Pyodide)."""
-    return np.broadcast_to(np.zeros((), dtype=dtype), tuple(int(n) for n in shape))
-
-
-def _no_bytes(a: np.ndarray) -> bool:
-    """`a` is all zeros without holding them (device_filled's view)."""
-    return a.size > 1 and all(s == 0 for s in a.strides) and not a.flat[0]
 
 
 def _checked(case: Case) -> _reference.DecodeArgs:
@@ -233,18 +211,21 @@ def _num_splits(value: Any) -> Optional[int]:
 
 @dataclass
 class DecodeConfig(LiveConfig):
-    """`batch` sequences of up to `seq_len` tokens in a paged cache of `block_size`-token blocks,
+    """A decode step, the one description of a decode case (its bounds stated here): `batch`
+    sequences of up to `seq_len` tokens in a paged cache of `block_size`-token blocks,
     `new_tokens` new ones each (the first sequence holds seq_len; with `ragged`, the others a
-    random length, idle slots (0) included)."""
+    random length, idle slots (0) included). A live check draws it on the host (`tensors`, within
+    MAX_ELEMENTS), the benchmark with its cache left for the GPU to fill (`tensors(filled=True)`:
+    a benchmark's cache is GB-sized)."""
 
     batch: int = knob(4, 1, 64)
     new_tokens: int = knob(1, 1, _reference.MAX_NEW_TOKENS, hint="speculative decoding verifies several at once")
     heads: int = knob(8, 1, 128)
     heads_kv: int = knob(2, 0, 128, sentinels={0: "as many as heads"}, hint="key/value heads (GQA)", divides="heads")
-    seq_len: int = knob(1000, 1, 65536, hint="tokens in the cache of the first sequence, the new ones included")
+    seq_len: int = knob(1000, 1, MAX_SEQ_LEN, hint="tokens in the cache of the first sequence, the new ones included")
     head_dim: int = knob(64, 1, 256)
     block_size: int = knob(16, 1, 256, hint="tokens per cache block")
-    window_left: int = knob(-1, -1, 65536, sentinels={-1: "unbounded"}, hint="keys pos - left .. pos visible")
+    window_left: int = knob(-1, -1, MAX_SEQ_LEN, sentinels={-1: "unbounded"}, hint="keys pos - left .. pos visible")
     softcap: float = knob(0.0, f32="softcap", sentinels={0: "off"}, hint="scores become softcap * tanh(s / softcap)")
     alibi: bool = knob(False, hint="ALiBi's geometric slopes per query head")
     sinks: bool = knob(False, hint="a logit per query head in the softmax's denominator (gpt-oss)")
@@ -258,11 +239,6 @@ class DecodeConfig(LiveConfig):
     def check(self) -> None:
         if self.seq_len < self.new_tokens:
             raise ValueError(f"seq_len ({self.seq_len}) must hold the {self.new_tokens} new tokens")
-        cache = 2 * (self.batch * self.seq_len + self.block_size) * self.kv_heads * self.head_dim
-        if cache > MAX_ELEMENTS:
-            raise ValueError(
-                f"the cache (2 * batch * seq_len * heads_kv * head_dim = {cache}) must stay within {MAX_ELEMENTS} elements"
-            )
 
     def lengths(self, rs: np.random.RandomState) -> List[int]:
         if not self.ragged:
@@ -270,11 +246,19 @@ class DecodeConfig(LiveConfig):
         rest = [int(n) if n >= self.new_tokens else 0 for n in rs.randint(0, self.seq_len + 1, self.batch - 1)]
         return [self.seq_len] + rest
 
-    def tensors(self) -> Dict[str, np.ndarray]:
+    def tensors(self, filled: bool = False) -> Dict[str, np.ndarray]:
+        """q, the paged cache, block_table, seq_lens, and the ALiBi slopes and sinks asked for,
+        drawn from the seed. The cache is drawn on the host within MAX_ELEMENTS, or (`filled`)
+        left for the GPU to fill, of any size (wgattn.bandwidth.device_filled)."""
+        cache = 2 * (self.batch * self.seq_len + self.block_size) * self.kv_heads * self.head_dim
+        if not filled and cache > MAX_ELEMENTS:
+            raise ValueError(
+                f"the cache (2 * batch * seq_len * heads_kv * head_dim = {cache}) must stay within {MAX_ELEMENTS} elements"
+            )
         rs = np.random.RandomState(self.seed)
         lens = self.lengths(rs)
         q, k, v, table, seq_lens = paged_cache(
-            rs, lens, self.new_tokens, self.heads, self.kv_heads, self.head_dim, self.block_size
+            rs, lens, self.new_tokens, self.heads, self.kv_heads, self.head_dim, self.block_size, filled=filled
         )
         out = {"q": q, "k_cache": k, "v_cache": v, "block_table": table, "seq_lens": seq_lens}
         if self.alibi:
@@ -304,6 +288,7 @@ class Decode(Interface):
     name = "paged_decode"
     OUTPUTS = ("out", "lse")
     Config = DecodeConfig
+    bench_op = "decode"
 
     def layout(self, case: Case) -> Layout:
         """The case laid out for the f32-cache kernel on the default target (wgattn.target)."""
@@ -352,7 +337,7 @@ class Decode(Interface):
             "num_splits": ns,
             "row_blocks": row_blocks,
         }
-        cache = np.float16 if kernel.defines.get("F16") else np.float32
+        cache = cache_dtype(kernel)
         zeros = np.zeros(hq, dtype=np.float32)
         data: Dict[str, np.ndarray] = {
             "q": np.ascontiguousarray(a.q, dtype=np.float32),
@@ -364,7 +349,7 @@ class Decode(Interface):
         buffers = {name: data_buffer(name, arr) for name, arr in data.items()}
         for name in ("k_cache", "v_cache"):
             given = getattr(a, name)
-            if _no_bytes(given):  # zeros by construction: the size only, the buffer starts zeroed
+            if is_device_filled(given):  # the GPU fills it: the size only, the buffer starts zeroed
                 buffers[name] = Buffer(name, given.size * np.dtype(cache).itemsize, "storage")
             else:
                 buffers[name] = data_buffer(name, np.ascontiguousarray(given, dtype=cache))
@@ -373,7 +358,9 @@ class Decode(Interface):
         buffers["out"] = out_buffer("out", 4 * rows * d)
         buffers["lse"] = out_buffer("lse", 4 * rows)
         outputs = [Output("out", "out", 0, (bsz, sq, hq, d)), Output("lse", "lse", 0, (bsz, sq, hq))]
-        return Layout(values, buffers, outputs, knobs={**knobs, "BS": block_size})
+        chosen = {"WG": knobs["WG"], "KPG": knobs["KPG"], "BC": knobs["BC"], "RB": knobs["RB"]}
+        config = {**chosen, "row_blocks": row_blocks, "num_splits": ns}
+        return Layout(values, buffers, outputs, knobs={**knobs, "BS": block_size}, config=config)
 
     def reference(self, case: Case, dtype: "DTypeLike" = np.float64) -> Dict[str, np.ndarray]:
         """wgattn.reference.decode_attention on the case. dtype float32: the naive float32 run;
@@ -494,6 +481,62 @@ class Decode(Interface):
             sinks=t.get("sinks"),
             name=name,
         )
+
+    # --- The benchmark: decode timed as bandwidth (wgattn.bandwidth) -------------------------
+
+    def bench_case(self, config: DecodeConfig, name: str) -> Case:
+        """The live case of `config` with its cache left for the GPU to fill."""
+        return self.live_case(config, config.tensors(filled=True), name)
+
+    def bench_shape(self, config: DecodeConfig) -> List[int]:
+        return [config.batch, config.heads, config.seq_len, config.head_dim]
+
+    def bench_bytes(self, kernel: Kernel, case: Case) -> int:
+        """Each visible key of each kv head read once, in the cache's precision for `kernel`."""
+        a = _checked(case)
+        _, sq, _, d = a.q.shape
+        hkv = a.k_cache.shape[2]
+        return bytes_touched(a.seq_lens, a.window_left, sq, hkv, d, np.dtype(cache_dtype(kernel)).itemsize)
+
+    # Every (sequence, kv head) is checked while B * Hkv * S * D is at most this; past it, the
+    # first and the last (each costs S * D regenerated values per tensor, and a reference run).
+    CHECK_ELEMENTS = 1 << 22
+
+    def check_filled(self, case: Case, outputs: Mapping[str, np.ndarray]) -> FilledCheck:
+        """`out` of a case whose cache the GPU filled (wgattn.bandwidth.fill_values) against the
+        float64 reference by the tolerance rule (the naive float32 run on the same values), on
+        the (sequence, kv head) pairs CHECK_ELEMENTS allows."""
+        a = _checked(case)
+        bsz, sq, hq, d = a.q.shape
+        _, bs, hkv, _ = a.k_cache.shape
+        g_size = hq // hkv
+        if bsz * hkv * max(a.seq_lens) * d <= self.CHECK_ELEMENTS:
+            pairs = [(b, g) for b in range(bsz) for g in range(hkv)]
+        else:
+            pairs = sorted({(0, 0), (bsz - 1, hkv - 1)})
+        got, want, naive = [], [], []
+        for b, g in pairs:
+            n = a.seq_lens[b]
+            blocks = a.block_table[b, : max(1, -(-n // bs))] if n else np.zeros(1, np.int64)  # an idle slot reads nothing
+            idx = ((blocks[:, None, None] * bs + np.arange(bs)[None, :, None]) * hkv + g) * d + np.arange(d)[None, None, :]
+            k = fill_values("k_cache", idx)[:, :, None, :]
+            v = fill_values("v_cache", idx)[:, :, None, :]
+            heads = slice(g * g_size, (g + 1) * g_size)
+            args = (a.q[b : b + 1, :, heads], k, v, np.arange(len(blocks), dtype=np.int32)[None], np.array([n], np.int32))
+            kw = dict(
+                scale=a.scale,
+                window_left=a.window_left,
+                softcap=a.softcap,
+                alibi_slopes=None if a.alibi_slopes is None else a.alibi_slopes[heads],
+                sinks=None if a.sinks is None else a.sinks[heads],
+            )
+            want.append(_reference.decode_attention(*args, **kw)[0].ravel())
+            naive.append(_reference.decode_attention(*args, dtype=np.float32, **kw)[0].ravel())
+            got.append(np.asarray(outputs["out"])[b : b + 1, :, heads].ravel())
+        ref = np.concatenate(want)
+        err = tolerance.max_abs_err(np.concatenate(got), ref)
+        allowed = tolerance.allowance(tolerance.max_abs_err(np.concatenate(naive), ref), ref)
+        return {"ok": bool(err <= allowed), "max_abs_err": err, "allowed": allowed, "pairs": [list(p) for p in pairs]}
 
     def probabilities(self, case: Case, head: int, max_cells: int) -> Tuple[np.ndarray, np.ndarray, str]:
         """Query head `head`'s probabilities over the cache positions: a row per (sequence, new

@@ -1,12 +1,17 @@
 """The benchmark view: `wgattn bench`'s jobs timed by the browser's WebGPU, by the same
 protocol (wgattn.protocol) and into the same records.
 
-`start` validates the request and lists the jobs (one per (seq_len, impl), baseline first within
-a seq_len) grouped in series (one per seq_len: the jobs timed together, interleaved); `job_plans`
-builds the plans of one job (their bytes go through plan_bytes, as for a live run). The page
+`start` validates the request and lists the jobs grouped in series (the jobs timed together,
+interleaved): for a dense op (fwd, bwd, probs) one job per (seq_len, impl), baseline first within
+a seq_len, a series per seq_len; for an op timed as bandwidth (decode: wgattn.bandwidth) one
+configuration of its interface (its Config, as a live check takes it), a job per kernel and the
+copy of the bytes they read, a series per cache precision. `job_plans` builds the plans of one
+job (their bytes go through plan_bytes, as for a live run). A job with a `check` buffer has its
+inputs filled on the GPU (`fills`) and its output judged (`check`) before it is timed. The page
 uploads a series' plans, then follows the protocol step by step, asking here: `schedule` (the
 order of each round), `warm` (after each warm-up round: warm yet?), `calibrate` (dispatches per
-sample) and `record` (a record of exactly `wgattn bench --json`'s shape from its samples).
+sample) and `record` (a record of exactly `wgattn bench --json`'s shape, or of
+bench/decode_bandwidth.py's for a bandwidth op, from its samples).
 """
 
 from __future__ import annotations
@@ -15,12 +20,12 @@ import json
 import math
 from typing import Any, Dict, List, Optional, Tuple
 
-from .. import bench, interfaces, protocol, registry
-from ..interfaces import paged_decode_bench as bandwidth
+from .. import bandwidth, bench, interfaces, live, protocol, registry
+from ..interfaces import FilledCheck
 from ..plan import Plan
 from ..target import Target
-from .replies import BenchCalibration, BenchItem, BenchSeries, BenchSkip, BenchStart, BenchWarm, DecodeCheck, DecodeStart
-from .tables import BenchJob, DecodeBench
+from .replies import BenchCalibration, BenchItem, BenchSeries, BenchSkip, BenchStart, BenchWarm
+from .tables import BenchJob
 
 # What one request may ask for: (lowest, highest) per knob, ...
 RANGES: Dict[str, Tuple[int, int]] = {
@@ -105,23 +110,22 @@ def _impls(value: object, op: str, known: List[str]) -> List[str]:
 
 def start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, BenchStart]:
     """{"op", "impls"?, "B", "H", "D", "seq_lens", "causal", "rounds"?, "warmup_s"?, "repeat"?,
-    "user_agent"?} -> the job and the page's reply (BenchStart: {"bench", "op", "baseline",
-    "impls", "seq_lens", "protocol", "repeat", "jobs", "series", "stamps_kept", "skipped",
-    "limits"}); ValueError says what is wrong and what is allowed. Kernels that `target`, the
-    browser's device, cannot run are skipped with the reason (wgattn.target); a kernel that
-    cannot take a job's sizes says so when its plans are asked for. `user_agent` names the
-    runtime."""
-    try:
-        request = json.loads(request_json)
-    except ValueError:
-        raise ValueError("the benchmark request must be a JSON object") from None
-    if not isinstance(request, dict):
-        raise ValueError("the benchmark request must be a JSON object")
+    "user_agent"?}, or for an op timed as bandwidth {"op", "impls"?, "name"?, "config",
+    "rounds"?, "warmup_s"?, "repeat"?, "user_agent"?} -> the job and the page's reply
+    (BenchStart: {"bench", "op", "baseline", "impls", "seq_lens", "protocol", "repeat", "jobs",
+    "series", "stamps_kept", "skipped", "limits"}); ValueError says what is wrong and what is
+    allowed. Kernels that `target`, the browser's device, cannot run are skipped with the reason
+    (wgattn.target); a kernel that cannot take a job's sizes says so when its plans are asked
+    for. `user_agent` names the runtime."""
+    request = _json_object(request_json, "the benchmark request")
     op = request.get("op", "fwd")
-    if op not in bench.OPS:
-        raise ValueError(f"op must be one of {list(bench.OPS)}, got {op!r}")
+    ops = bench.OPS + bench.BANDWIDTH_OPS
+    if op not in ops:
+        raise ValueError(f"op must be one of {list(ops)}, got {op!r}")
     known = bench.kernel_impls(op)
     impls = _impls(request.get("impls"), op, known)
+    if op in bench.BANDWIDTH_OPS:
+        return _bandwidth_start(request, op, known, impls, target, bench_id)
     b, h, d = _int_in(request, "B"), _int_in(request, "H"), _int_in(request, "D")
     seq_lens = _seq_lens(request.get("seq_lens", "128,256,512,1024"))
     rounds = _int_in(request, "rounds", default=10)
@@ -131,9 +135,7 @@ def start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, B
     causal = request.get("causal", False)
     if not isinstance(causal, bool):
         raise ValueError(f"causal must be true or false, got {causal!r}")
-    user_agent = request.get("user_agent", "")
-    if not isinstance(user_agent, str):
-        raise ValueError(f"user_agent must be a string, got {user_agent!r}")
+    info = _run_info(request)
     for s in seq_lens:
         if b * h * s * d > MOST_ELEMENTS:
             got = f"{b}*{h}*{s}*{d} = {b * h * s * d} at S={s}"
@@ -144,14 +146,7 @@ def start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, B
             )
 
     reg = registry.load()
-    skipped: List[BenchSkip] = []
-    runnable: List[str] = []
-    for impl in impls:
-        why = target.lacks(reg.kernel(impl))
-        if why:
-            skipped.append({"impl": impl, "reason": why})
-        else:
-            runnable.append(impl)
+    skipped, runnable = _runnable(impls, target)
     items: List[BenchItem] = []
     series: List[BenchSeries] = []
     for s in seq_lens:
@@ -159,24 +154,9 @@ def start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, B
         first = len(items)
         for impl in runnable:
             plans = interfaces.of(reg.kernel(impl)).bench_plans(shape)  # the count bench_plan returns
-            flops = bench.flops(op, shape, causal)
-            dtype = bench.dtype_of(impl)
-            items.append(
-                {
-                    "index": len(items),
-                    "op": op,
-                    "impl": impl,
-                    "shape": shape,
-                    "causal": causal,
-                    "flops": flops,
-                    "dtype": dtype,
-                    "plans": plans,
-                }
-            )
+            items.append(_item(len(items), op, impl, shape, bench.dtype_of(impl), causal, bench.flops(op, shape, causal), plans))
         if len(items) > first:
             series.append({"shape": shape, "jobs": list(range(first, len(items)))})
-    runtime, browser = bench.browser_of(user_agent)
-    info = bench.RunInfo.now(runtime=runtime, browser=browser)
     reply: BenchStart = {
         "bench": bench_id,
         "op": op,
@@ -194,6 +174,97 @@ def start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, B
     return BenchJob(items, proto, repeat, info, [sr["jobs"] for sr in series]), reply
 
 
+def _item(index: int, op: str, impl: str, shape: List[int], dtype: str, causal=False, flops=0.0, plans=1, check="") -> BenchItem:
+    return {
+        "index": index,
+        "op": op,
+        "impl": impl,
+        "shape": shape,
+        "causal": causal,
+        "flops": flops,
+        "dtype": dtype,
+        "plans": plans,
+        "check": check,
+    }
+
+
+def _run_info(request: Dict[str, Any]) -> bench.RunInfo:
+    """What every record of the benchmark shares: the runtime and browser its user agent names."""
+    user_agent = request.get("user_agent", "")
+    if not isinstance(user_agent, str):
+        raise ValueError(f"user_agent must be a string, got {user_agent!r}")
+    runtime, browser = bench.browser_of(user_agent)
+    return bench.RunInfo.now(runtime=runtime, browser=browser)
+
+
+def _runnable(impls: List[str], target: Target) -> Tuple[List[BenchSkip], List[str]]:
+    """(the kernels `target` cannot run, with why; the others)."""
+    reg = registry.load()
+    skipped: List[BenchSkip] = []
+    runnable: List[str] = []
+    for impl in impls:
+        why = target.lacks(reg.kernel(impl))
+        if why:
+            skipped.append({"impl": impl, "reason": why})
+        else:
+            runnable.append(impl)
+    return skipped, runnable
+
+
+def _bandwidth_start(
+    request: Dict[str, Any], op: str, known: List[str], impls: List[str], target: Target, bench_id: int
+) -> Tuple[BenchJob, BenchStart]:
+    """An op timed as bandwidth: one configuration of its interface (checked as a live one is),
+    its case with the inputs the GPU fills, a series per cache precision of its kernels and the
+    copy of the bytes they read (at most a binding's worth, as the target can bind)."""
+    (iface,) = bench.serving(op)
+    config = live.make_config(iface, request.get("config"))
+    name = request.get("name", op)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string (the case's name in its records), got {name!r}")
+    rounds = _int_in(request, "rounds", default=10)
+    repeat = _int_in(request, "repeat", default=1)
+    proto = protocol.Protocol.of(rounds, _seconds(request, "warmup_s", protocol.Protocol.warmup_s))
+    info = _run_info(request)
+    case = iface.bench_case(config, name)
+    shape = iface.bench_shape(config)
+    reg = registry.load()
+    skipped, runnable = _runnable(impls, target)
+    groups: Dict[str, List[str]] = {}
+    for impl in impls:  # a precision whose kernels are all skipped keeps its copy
+        groups.setdefault(bench.dtype_of(impl), []).append(impl)
+    items: List[BenchItem] = []
+    series: List[BenchSeries] = []
+    nbytes: Dict[int, int] = {}
+    max_binding = target.limit("max-storage-buffer-binding-size")
+    for dtype, group in groups.items():
+        first = len(items)
+        for impl in group:
+            if impl in runnable:
+                nbytes[len(items)] = iface.bench_bytes(reg.kernel(impl), case)
+                items.append(_item(len(items), op, impl, shape, dtype, check=iface.OUTPUTS[0]))
+        nbytes[len(items)] = bandwidth.copy_bytes(iface.bench_bytes(reg.kernel(group[0]), case), max_binding)
+        items.append(_item(len(items), op, bandwidth.COPY, shape, dtype))
+        series.append({"shape": shape, "jobs": list(range(first, len(items)))})
+    job = BenchJob(items, proto, repeat, info, [sr["jobs"] for sr in series])
+    job.case, job.name, job.config, job.nbytes = case, name, config.to_dict(), nbytes
+    reply: BenchStart = {
+        "bench": bench_id,
+        "op": op,
+        "baseline": known[0],
+        "impls": impls,
+        "seq_lens": [shape[2]],
+        "protocol": proto,
+        "repeat": repeat,
+        "jobs": items,
+        "series": series,
+        "stamps_kept": protocol.STAMPS_KEPT,
+        "skipped": skipped,
+        "limits": {**{k: LIMITS[k] for k in ("rounds", "repeat", "warmup_s")}, "config": iface.Config.schema()},
+    }
+    return job, reply
+
+
 def item(job: BenchJob, index: int) -> BenchItem:
     """Job `index` of a benchmark; ValueError naming the allowed range."""
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(job.items):
@@ -204,21 +275,25 @@ def item(job: BenchJob, index: int) -> BenchItem:
 def job_plans(job: BenchJob, index: int, target: Target) -> List[Plan]:
     """Job `index`'s plans for `target`, built once and kept until another job's are asked for or
     the last is handed out (`handed_out`); ValueError when the kernel cannot build them (a size
-    past its limit, no tile that fits: the plans' `unavailable`). The tile that ran is kept for
-    the record."""
-    if job.decode is not None:  # built at decode_start: the filled case's plans hold no cache bytes
-        plan = job.decode.plans[item(job, index)["index"]]
-        if plan.unavailable:
-            raise ValueError(plan.unavailable)
-        return [plan]
+    past its limit, no tile that fits: the plans' `unavailable`). What ran is kept for the
+    record, and the plan of a job to check until its check."""
     if job.cache is None or job.cache[0] != index:
         it = item(job, index)
         job.cache = None  # free the previous job's bytes first
-        plans = bench.plans(it["impl"], it["op"], tuple(it["shape"]), it["causal"], target=target)
+        if job.case is None:
+            plans = bench.plans(it["impl"], it["op"], tuple(it["shape"]), it["causal"], target=target)
+        elif it["impl"] == bandwidth.COPY:
+            plans = [bandwidth.stream_plan(job.nbytes[index])]
+            plans[0].unavailable = target.why_not(plans[0])
+        else:  # the case's filled inputs hold no bytes: its plan is small
+            kernel = registry.load().kernel(it["impl"])
+            plans = [interfaces.of(kernel).plan(kernel, job.case, target)]
         why = next((p.unavailable for p in plans if p.unavailable), "")
         if why:
             raise ValueError(why)
-        job.configs[index] = " ".join(f"{k}={v}" for k, v in plans[0].dispatches[0].constants.items())
+        job.configs[index] = bench.config_of(plans)
+        if it["check"]:
+            job.filled[index] = plans[0]
         job.cache = (index, plans)
     return job.cache[1]
 
@@ -314,138 +389,53 @@ def record(job: BenchJob, index: int, payload_json: str) -> Tuple[Dict[str, obje
         warmed=bool(p.get("warmed")),
         resolution_ns=protocol.resolution_of(known, _stamps(p.get("stamps", []), "stamps")),
     )
-    if job.decode is not None:
-        return _decode_record(job, index, measured, {"timer": timer, "adapter": adapter}, repeat), repeat == job.repeat - 1
+    if job.case is not None:
+        return _bandwidth_record(job, index, measured, timer, adapter, repeat), repeat == job.repeat - 1
     try:
         rec = bench.make_record(
             it["op"], it["impl"], it["shape"], it["causal"], it["dtype"], adapter, measured, job.protocol, timer, job.info
         )
-        rec.mode, rec.config, rec.repeat = "checked", job.configs.get(index, ""), repeat
+        rec.mode, rec.config, rec.repeat = "checked", bench.config_text(job.configs.get(index, {})), repeat
     except ValueError as exc:
         raise ValueError(f"{it['impl']}: {exc}") from None
     return rec.to_json(), repeat == job.repeat - 1
 
 
-# ---------------------------------------------------------------------------------------------
-# Decode as bandwidth: one case, the decode kernel and the WGSL copy in one series
-# ---------------------------------------------------------------------------------------------
-
-DECODE_RANGES: Dict[str, Tuple[int, int]] = {
-    "batch": (1, 64),
-    "heads_q": (1, 128),
-    "heads_kv": (1, 128),
-    "head_dim": (1, 256),
-    "seq_len": (1, 1 << 20),
-    "new_tokens": (1, 8),
-    "block_size": (1, 256),
-}
-
-
-def decode_start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, DecodeStart]:
-    """{"case": {wgattn.interfaces.paged_decode_bench.CASE_FIELDS, "name"?}, "rounds"?, "warmup_s"?, "repeat"?,
-    "user_agent"?} -> the job and the page's reply (DecodeStart): job 0 the case's decode kernel
-    (paged_decode.split_f16 for an f16 cache, paged_decode.split for f32) on a cache the GPU
-    fills (`decode_fill`), job 1 the WGSL copy of the bytes a step reads. A job the target cannot
-    hold (a buffer past its limits) is skipped with the reason."""
-    request = _json_object(request_json, "the decode benchmark request")
-    raw = request.get("case")
-    if not isinstance(raw, dict):
-        raise ValueError(f"case must be an object with {list(bandwidth.CASE_FIELDS)}, got {raw!r}")
-    case: Dict[str, object] = {"name": str(raw.get("name", "decode"))}
-    for key, (lo, hi) in DECODE_RANGES.items():
-        value = raw.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            raise ValueError(f"case.{key} must be an integer in {lo}..{hi}, got {value!r}")
-        case[key] = value
-    if raw.get("cache") not in ("f16", "f32"):
-        raise ValueError(f"case.cache must be 'f16' or 'f32', got {raw.get('cache')!r}")
-    case["cache"] = raw["cache"]
-    if case["heads_q"] % case["heads_kv"] or case["seq_len"] < case["new_tokens"]:  # type: ignore[operator]
-        raise ValueError("case.heads_kv must divide case.heads_q, and case.seq_len hold the new tokens")
-    rounds = _int_in(request, "rounds", default=10)
-    repeat = _int_in(request, "repeat", default=1)
-    proto = protocol.Protocol.of(rounds, _seconds(request, "warmup_s", protocol.Protocol.warmup_s))
-    user_agent = request.get("user_agent", "")
-    if not isinstance(user_agent, str):
-        raise ValueError(f"user_agent must be a string, got {user_agent!r}")
-    filled = bandwidth.filled_case(case)
-    kernel = bandwidth.kernel_of(case)
-    plan = interfaces.of(kernel).plan(kernel, filled, target)
-    copy = bandwidth.copy_plan(bandwidth.bytes_touched(case), target.limit("max-storage-buffer-binding-size"))
-    copy.unavailable = target.why_not(copy)
-    splits = 0 if plan.unavailable else int(interfaces.of(kernel).layout_on(kernel, filled, target).values["num_splits"])
-    shape = [int(case[k]) for k in ("batch", "heads_q", "seq_len", "head_dim")]  # type: ignore[call-overload]
-    dtype = str(case["cache"])
-    impls = [bandwidth.kernel_for(dtype), "wgsl.copy"]
-    items: List[BenchItem] = [
-        {"index": i, "op": "decode", "impl": impl, "shape": shape, "causal": False, "flops": 0.0, "dtype": dtype, "plans": 1}
-        for i, impl in enumerate(impls)
-    ]
-    skipped: List[BenchSkip] = [{"impl": impls[i], "reason": p.unavailable} for i, p in enumerate((plan, copy)) if p.unavailable]
-    runtime, browser = bench.browser_of(user_agent)
-    info = bench.RunInfo.now(runtime=runtime, browser=browser)
-    job = BenchJob(items, proto, repeat, info, [[0, 1]])
-    job.decode = DecodeBench(case, filled, [plan, copy], bandwidth.bytes_touched(case), splits)
-    for s in skipped:
-        job.left.discard(impls.index(s["impl"]))
-    reply: DecodeStart = {
-        "bench": bench_id,
-        "case": case,
-        "bytes": job.decode.bytes,
-        "protocol": proto,
-        "repeat": repeat,
-        "jobs": items,
-        "series": [{"shape": shape, "jobs": [0, 1]}],
-        "stamps_kept": protocol.STAMPS_KEPT,
-        "skipped": skipped,
-    }
-    return job, reply
-
-
-def _decode(job: BenchJob) -> DecodeBench:
-    if job.decode is None:
-        raise ValueError("this benchmark is not a decode benchmark (decode_start)")
-    return job.decode
-
-
-def decode_fill(job: BenchJob, index: int) -> List[Plan]:
-    """The fills of job `index`'s cache buffers (the decode kernel's; none for the copy)."""
-    d = _decode(job)
-    if item(job, index)["impl"] == "wgsl.copy":
+def fills(job: BenchJob, index: int) -> List[Plan]:
+    """The plans that fill job `index`'s inputs on the GPU (wgattn.bandwidth.fill_plans), each
+    binding its timed plan's buffer of that name: none for a job without a `check`."""
+    if not item(job, index)["check"]:
         return []
-    return bandwidth.fill_plans(d.plans[index], half=d.case["cache"] == "f16")
+    if job.case is None or index not in job.filled:
+        raise ValueError(f"job {index}'s plan is not built (bench_plan), or was checked already")
+    return bandwidth.fill_plans(job.filled[index], job.case.inputs)
 
 
-def decode_check(job: BenchJob, index: int, out: bytes) -> DecodeCheck:
-    """Job `index`'s out buffer (read back after one run on the filled cache) against the
-    float64 reference (wgattn.interfaces.paged_decode_bench.check_filled); kept for its records."""
-    d = _decode(job)
-    (output,) = [o for o in d.plans[index].outputs if o.name == "out"]
-    got = bandwidth.check_filled(d.case_obj, output.take(out))
-    verdict: DecodeCheck = {
-        "ok": bool(got["pass"]),
-        "max_abs_err": float(got["max_abs_err"]),  # type: ignore[arg-type]
-        "allowed": float(got["allowed"]),  # type: ignore[arg-type]
-        "pairs": got["pairs"],  # type: ignore[typeddict-item]
-    }
-    d.checks[index] = dict(verdict)
+def check(job: BenchJob, index: int, raw: bytes) -> FilledCheck:
+    """Job `index`'s `check` buffer (read back after one run on the filled inputs) judged by its
+    interface against the float64 reference (Interface.check_filled); kept for its records."""
+    it = item(job, index)
+    if not it["check"] or job.case is None:
+        raise ValueError(f"job {index} ({it['impl']}) has no output to check before it is timed")
+    plan = job.filled.pop(index, None)
+    if plan is None:
+        raise ValueError(f"job {index}'s plan is not built (bench_plan), or was checked already")
+    outputs = {o.name: o.take(raw) for o in plan.outputs if o.buffer == it["check"]}
+    verdict = interfaces.of(registry.load().kernel(it["impl"])).check_filled(job.case, outputs)
+    job.checks[index] = verdict
     return verdict
 
 
-def _decode_record(job: BenchJob, index: int, measured: protocol.Measured, p: Dict[str, Any], repeat: int) -> Dict[str, object]:
-    d = _decode(job)
-    impl = item(job, index)["impl"]
-    if impl == "wgsl.copy":
-        nbytes, kind, verified = 2 * d.plans[index].buffers[0].size, "copy", None
-    else:
-        if not d.checks.get(index, {}).get("ok"):
-            raise ValueError(f"{impl}: its output was not checked against the reference (decode_check): not recording it")
-        nbytes, kind, verified = d.bytes, "decode", d.checks[index]
-    knobs = d.plans[index].dispatches[0].constants if kind == "decode" else {}
-    config = " ".join(f"{k}={int(v)}" for k, v in knobs.items() if k in ("WG", "KPG", "BC", "RB"))
-    splits = d.splits if kind == "decode" else 0
+def _bandwidth_record(
+    job: BenchJob, index: int, measured: protocol.Measured, timer: str, adapter: str, repeat: int
+) -> Dict[str, object]:
+    it = item(job, index)
+    verified = job.checks.get(index)
+    if it["check"] and not (verified and verified["ok"]):
+        raise ValueError(f"{it['impl']}: its output was not checked against the reference (bench_check): not recording it")
+    copy = it["impl"] == bandwidth.COPY
     return bandwidth.record(
-        d.case, impl, kind, nbytes, measured, job.protocol, p["timer"], p["adapter"], job.info,
-        mode="checked" if kind == "decode" else "", splits=splits, rule=kind == "decode", config=config,
+        job.name, job.config, it["impl"], it["dtype"], (2 if copy else 1) * job.nbytes[index], measured, job.protocol,
+        timer, adapter, job.info, mode="" if copy else "checked", config=job.configs.get(index), rule=not copy,
         repeat=repeat, verified=verified,
     )  # fmt: skip

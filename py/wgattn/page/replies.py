@@ -32,8 +32,6 @@ __all__ = [
     "BenchPlan",
     "BenchPlanned",
     "BenchSkipped",
-    "DecodeStart",
-    "DecodeCheck",
 ]
 
 
@@ -141,6 +139,9 @@ class BenchItem(TypedDict):
     flops: float
     dtype: str
     plans: int  # plans per timed run (Interface.bench_plans)
+    # The buffer whose bytes bench_check judges after one run on the inputs bench_fills' plans
+    # fill, before the job is timed (a bandwidth op's kernel: Interface.check_filled); "": none.
+    check: str
 
 
 class BenchSeries(TypedDict):
@@ -152,7 +153,7 @@ class BenchSeries(TypedDict):
 
 class Schedule(TypedDict):
     """What a benchmark's start tells the page: its jobs in their series and the protocol they
-    follow (BenchStart and DecodeStart add what their kind of benchmark needs)."""
+    follow (BenchStart adds what the request asked for)."""
 
     bench: int
     protocol: Protocol
@@ -171,26 +172,6 @@ class BenchStart(Schedule):
     impls: List[str]
     seq_lens: List[int]
     limits: Dict[str, Any]
-
-
-class DecodeStart(Schedule):
-    """PageSession.decode_start: the decode kernel and the WGSL copy of one decode case (jobs 0
-    and 1, one series), timed by the benchmark's protocol (bench_schedule, bench_warm,
-    bench_calibrate, bench_record); each filled on the GPU (decode_fill) and checked
-    (decode_check) first."""
-
-    case: Dict[str, Any]  # wgattn.interfaces.paged_decode_bench.CASE_FIELDS and the case's name
-    bytes: int  # K and V bytes a step reads (wgattn.interfaces.paged_decode_bench.bytes_touched)
-
-
-class DecodeCheck(TypedDict):
-    """PageSession.decode_check: a decode output against the float64 reference, on the
-    (sequence, kv head) pairs named."""
-
-    ok: bool
-    max_abs_err: float
-    allowed: float
-    pairs: List[List[int]]
 
 
 class BenchWarm(TypedDict):

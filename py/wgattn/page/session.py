@@ -231,10 +231,10 @@ class PageSession:
     # --- Benchmark: `wgattn bench`'s jobs timed by the browser's WebGPU ---------------------
 
     def bench_start(self, request_json: str) -> str:
-        """The request checked and its jobs listed (wgattn.page.bench_jobs.start): JSON {"bench",
-        "op", "baseline", "impls", "seq_lens", "protocol", "repeat", "jobs", "series",
-        "stamps_kept", "skipped", "limits"} (BenchStart). One benchmark at a time: the previous
-        one, and its plans, are freed."""
+        """The request checked and its jobs listed (wgattn.page.bench_jobs.start; a dense op's, or
+        one timed as bandwidth, decode): JSON {"bench", "op", "baseline", "impls", "seq_lens",
+        "protocol", "repeat", "jobs", "series", "stamps_kept", "skipped", "limits"} (BenchStart).
+        One benchmark at a time: the previous one, and its plans, are freed."""
         bench_id = self._new_id()
         job, reply = bench_jobs.start(request_json, self.target, bench_id)
         for old in list(self._benches):
@@ -299,28 +299,18 @@ class PageSession:
         if not job.left:
             self.release(bench_id)
 
-    def decode_start(self, request_json: str) -> str:
-        """A decode benchmark (wgattn.page.bench_jobs.decode_start): JSON DecodeStart. Its jobs'
-        plans come from bench_plan, their caches are filled by decode_fill's plans and checked by
-        decode_check, then timed like any benchmark's. Replaces the previous benchmark."""
-        bench_id = self._new_id()
-        job, reply = bench_jobs.decode_start(request_json, self.target, bench_id)
-        for old in list(self._benches):
-            self.release(old)
-        if job.left:
-            self._benches[bench_id] = job
-        return json.dumps(wire.jsonable(reply))
+    def bench_fills(self, bench_id: int, index: int) -> str:
+        """JSON [plan]: the plans that fill job `index`'s inputs on the GPU, each binding the timed
+        plan's buffer of its name (the page runs them on those buffers, then the job once, then
+        sends its `check` buffer to bench_check, before anything is timed); [] for a job with
+        no `check`."""
+        return json.dumps([p.to_js() for p in bench_jobs.fills(self._bench(bench_id), index)])
 
-    def decode_fill(self, bench_id: int, index: int) -> str:
-        """JSON [plan]: the fills of job `index`'s cache buffers, each binding the timed plan's
-        buffer of its name (the page runs them on those buffers before anything is timed)."""
-        return json.dumps([p.to_js() for p in bench_jobs.decode_fill(self._bench(bench_id), index)])
-
-    def decode_check(self, bench_id: int, index: int, data: Any) -> str:
-        """Job `index`'s out buffer (a JS Uint8Array or bytes) against the float64 reference:
-        JSON DecodeCheck. A job is recorded only once its check passed."""
+    def bench_check(self, bench_id: int, index: int, data: Any) -> str:
+        """Job `index`'s `check` buffer (a JS Uint8Array or bytes) against the float64 reference:
+        JSON BenchCheck. Such a job is recorded only once its check passed."""
         raw = bytes(data.to_py()) if hasattr(data, "to_py") else bytes(data)
-        return json.dumps(bench_jobs.decode_check(self._bench(bench_id), index, raw))
+        return json.dumps(wire.jsonable(bench_jobs.check(self._bench(bench_id), index, raw)))  # a NaN output: "inf"
 
     def bench_import(self, text: str) -> str:
         """A dropped `wgattn bench --json` file's records, checked, as JSON (ValueError saying

@@ -10,7 +10,7 @@ from typing import ClassVar, Dict, List, Optional, Set, Tuple, Union
 import numpy as np
 
 from ..bench import RunInfo
-from ..interfaces import Case, Interface
+from ..interfaces import Case, FilledCheck, Interface
 from ..live import Live
 from ..plan import Plan
 from ..protocol import Protocol
@@ -87,19 +87,6 @@ class GridJob:
 
 
 @dataclass
-class DecodeBench:
-    """A decode benchmark's case (wgattn.interfaces.paged_decode_bench.CASE_FIELDS, its name), the plans of its jobs
-    (the kernel on the filled case, the copy) and each job's check (bench_jobs.decode_check)."""
-
-    case: Dict[str, object]
-    case_obj: Case
-    plans: List[Plan]
-    bytes: int
-    splits: int  # the split rule's count on this target
-    checks: Dict[int, Dict[str, object]] = field(default_factory=dict)
-
-
-@dataclass
 class BenchJob:
     """A benchmark's jobs, grouped in series (job indices timed together); the plans of the job
     being handed to the page are kept until its last plan is."""
@@ -110,9 +97,17 @@ class BenchJob:
     info: RunInfo  # what every record of this benchmark shares (runtime, browser, time)
     series: List[List[int]]
     cache: Optional[Tuple[int, List[Plan]]] = None  # (job index, its plans)
-    configs: Dict[int, str] = field(default_factory=dict)  # job index -> the tile that ran, once its plans are built
+    configs: Dict[int, Dict[str, float]] = field(default_factory=dict)  # job index -> what ran, once its plans are built
     left: Set[int] = field(default_factory=set)  # jobs neither recorded nor skipped: none left frees it
-    decode: Optional["DecodeBench"] = None  # a decode benchmark's case and plans (bench_jobs.decode_start)
+    # An op timed as bandwidth (wgattn.bandwidth): the one case its kernels time, its name and
+    # configuration (its records'), each job's bytes, the plans kept from building to their check
+    # (its `check` buffer's read-back) and the checks.
+    case: Optional[Case] = None
+    name: str = ""
+    config: Dict[str, object] = field(default_factory=dict)
+    nbytes: Dict[int, int] = field(default_factory=dict)
+    filled: Dict[int, Plan] = field(default_factory=dict)
+    checks: Dict[int, FilledCheck] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.left = set(range(len(self.items)))
