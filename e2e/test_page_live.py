@@ -89,6 +89,10 @@ def test_every_kernel_live_in_the_browser(live):
         lacking = [f for f in kernel.requires if f not in features]
         browser = r["runtimes"]["browser"]
         got = {(p["a"], p["b"], p["output"]) for p in r["pairs"]}
+        # the row shows the verdict Python gave the run (wgattn.page.verdict), nothing of its own
+        shown = f"#all-table tr[data-kernel='{kernel.id}']"
+        assert page.get_attribute(shown, "data-state") == r["verdict"]["state"]
+        assert r["verdict"]["word"] in page.inner_text(shown)
         if kernel.id in native_lacks:
             assert r["runtimes"]["native"] == {"ok": False, "skipped": native_lacks[kernel.id]}
         if kernel.id in native_lacks and lacking:  # run by the reference alone: nothing compared

@@ -62,7 +62,7 @@ function headerRow() {
 }
 
 /** Run the grid of interface `iface` on the project's kernels, or on WGSL `source`. Resolves to the summary.
- * @param {import("./main.js").ReadyContext} ctx
+ * @param {import("./context.js").ReadyContext} ctx
  * @param {string} iface
  * @param {string} source
  * @returns {Promise<GridSummary>} */
@@ -133,7 +133,7 @@ function stopped(text) {
 }
 
 /** Wire the view's form (interface select, WGSL textarea or dropped file, Run button).
- * @param {import("./main.js").ReadyContext} ctx
+ * @param {import("./context.js").ReadyContext} ctx
  * @param {string[]} interfaces */
 export function setupConformance(ctx, interfaces) {
   const select = $("grid-interface", HTMLSelectElement);

@@ -63,7 +63,7 @@ function render(rows, browser, native) {
 }
 
 /** Run the probe in this browser (when it has WebGPU) and show it beside the native one.
- * @param {import("./main.js").ReadyContext} ctx
+ * @param {import("./context.js").ReadyContext} ctx
  * @returns {Promise<ProbeState>} */
 export async function runProbe(ctx) {
   const s = section();

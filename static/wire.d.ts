@@ -153,6 +153,38 @@ interface LiveResult {
   runtimes: Record<string, RuntimeReport>;
   pairs: Pair[];
   pass: boolean;
+  verdict: Verdict;
+}
+
+/** A live run's verdict (LiveResult.verdict): its state, the word and sentence the page shows after the kernel's name, amber notes, and the reasons behind them as data. (Python: wgattn.page.verdict.Verdict) */
+interface Verdict {
+  state: "pass" | "partial" | "fail";
+  unchecked: boolean;
+  word: string;
+  text: string;
+  notes: string[];
+  worst: JsonFloat;
+  ran: ("browser" | "pyodide" | "native")[];
+  not_run: NotRun[];
+}
+
+/** A runtime with no outputs in a run, and why. (Python: wgattn.page.verdict.NotRun) */
+interface NotRun {
+  runtime: "browser" | "pyodide" | "native";
+  kind: "skipped" | "error";
+  reason: string;
+}
+
+/** The verdict of a run of every kernel (PageSession.live_summary): how many passed in all three runtimes, and which did not. (Python: wgattn.page.verdict.LiveSummary) */
+interface LiveSummary {
+  state: "pass" | "partial" | "fail";
+  word: string;
+  text: string;
+  notes: string[];
+  passed: string[];
+  native_only: string[];
+  unchecked: string[];
+  failed: string[];
 }
 
 /** heatmap(): a query head's probabilities, and what the picture shows. (Python: wgattn.pictures.Heatmap) */
@@ -447,7 +479,7 @@ interface WgattnPage {
   bench_warm(bench_id: number, state_json: string): string;
   /** JSON picture of |a - b| for one output and query head of a finished run. */
   error_map(run: number, output: string, a: string, b: string, head?: number): string;
-  /** Compare every pair of runtimes on every output (wgattn.page.compare); JSON {kernel, config, pairs, runtimes, ...}. The run is kept, for its pictures, among the last KEEP_FINISHED finished ones. */
+  /** Compare every pair of runtimes on every output (wgattn.page.compare) and judge the run (wgattn.page.verdict): JSON LiveResult {kernel, config, pairs, runtimes, verdict, ...}. The run is kept, for its pictures, among the last KEEP_FINISHED finished ones. */
   finish(run: number, browser_json: string, native_json: string | null): string;
   /** Judge a run the browser finished (or report its `error`): JSON rows per output. The job is freed once every item is judged. */
   grid_judge(run: number, error?: string): string;
@@ -459,6 +491,8 @@ interface WgattnPage {
   heatmap(run: number, head?: number): string;
   /** JSON {interface: [{name, type, default, choices?}]}: the live form's fields per interface. */
   live_schema(): string;
+  /** The verdict of a run of every kernel from each finished run's {"kernel", "verdict"}: JSON LiveSummary (wgattn.page.verdict.summarise). */
+  live_summary(runs_json: string): string;
   /** The initial bytes of one buffer of a prepared plan (becomes a Uint8Array in JS). */
   plan_bytes(run: number, buffer: string): PyProxy<Uint8Array>;
   /** {"kernel", "config"} -> JSON {"run", "plan", "digest", "config", "kernel", "interface", "requires", "precision", "heads"}; ValueError on bad input. The plan's buffer bytes are fetched separately with `plan_bytes` (JSON carries no bytes). */

@@ -21,14 +21,14 @@ PLANTED = [
     # a misspelled member of a WebGPU object (@webgpu/types)
     ("webgpu.js", "dev.queue.submit(", "dev.queu.submit(", "Property 'queu' does not exist on type 'GPUDevice'"),
     # an argument of the wrong type to the page's own function
-    ("main.js", "kernelInfo(opt.value)", "kernelInfo(opt.index)", "'number' is not assignable to parameter of type 'string'"),
+    ("form.js", "kernelInfo(opt.value)", "kernelInfo(opt.index)", "'number' is not assignable to parameter of type 'string'"),
     # a call into Python that wgattn.page does not have (wire.d.ts declares what it has, from PageSession)
     ("conformance.js", "page.grid_judge(", "page.grid_judged(", "Property 'grid_judged' does not exist on type 'WgattnPage'"),
     # a key of Python's JSON that its declaration (wire.d.ts, generated from the TypedDict) lacks
     (
-        "main.js",
-        "pass: result.pass, runtimes",
-        "pass: result.passed, runtimes",
+        "run.js",
+        "pass: result.pass, verdict",
+        "pass: result.passed, verdict",
         "Property 'passed' does not exist on type 'LiveResult'",
     ),
     ("bench.js", "r.mode ? ` [${r.mode}]`", "r.modes ? ` [${r.mode}]`", "Property 'modes' does not exist on type 'BenchRecord'"),

@@ -84,6 +84,7 @@ def test_every_kernel_passes_live_on_every_output(kernel_id, native_runtime):
     needs_features(native_runtime, kernel)
     prepared, result = _live_check(kernel_id, SMALL[kernel.interface], native_runtime)
     assert result["pass"] is True, result["pairs"]
+    assert (result["verdict"]["state"], result["verdict"]["word"]) == ("pass", "PASS")
     outputs = result["outputs"]
     assert outputs and set(outputs) == set(interfaces.of(kernel).OUTPUTS)
     pairs = {(p["a"], p["b"], p["output"]) for p in result["pairs"]}
@@ -120,6 +121,11 @@ def test_a_kernel_the_browser_cannot_run_is_reported_unavailable_never_passing(n
     result = json.loads(page.finish(prepared["run"], json.dumps({"skipped": why}), r.text))
     assert result["runtimes"]["browser"] == {"ok": False, "skipped": why}
     assert all("browser" not in (p["a"], p["b"]) for p in result["pairs"])
+    verdict = result["verdict"]
+    assert verdict["not_run"][0] == {"runtime": "browser", "kind": "skipped", "reason": why}
+    if r.status_code == 200:  # the reference and the native run agree: never a plain pass
+        assert (verdict["state"], verdict["word"], verdict["unchecked"]) == ("partial", "PASS where it ran", False)
+        assert "does not count as passing in this browser" in verdict["notes"][0]
 
 
 def test_a_wrong_row_fails_and_shows_as_a_line(native_runtime):
@@ -138,6 +144,7 @@ def test_a_wrong_row_fails_and_shows_as_a_line(native_runtime):
     verdict = {(p["a"], p["b"], p["output"]): p["pass"] for p in result["pairs"]}
     assert verdict[("browser", "native", "out")] is False and verdict[("pyodide", "native", "out")] is True
     assert result["pass"] is False
+    assert result["verdict"]["state"] == "fail" and "browser and native disagree on out" in result["verdict"]["text"]
     err = json.loads(page.error_map(result["run"], "out", "browser", "native", 0))
     rgba = np.frombuffer(base64.b64decode(err["rgba"]), np.uint8).reshape(err["height"], err["width"], 4)
     red = np.all(rgba[..., :3] == pictures.OVER, axis=2)

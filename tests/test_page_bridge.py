@@ -44,6 +44,8 @@ def test_digest_mismatch_is_reported(native_runtime):
     assert result["runtimes"]["browser"] == {"ok": False, "skipped": "no WebGPU"}
     assert "digest mismatch" in result["runtimes"]["native"]["error"]
     assert result["pairs"] == []  # nothing left to compare but the reference itself
+    assert (result["verdict"]["state"], result["verdict"]["word"]) == ("fail", "FAIL")
+    assert {"runtime": "native", "kind": "error", "reason": result["runtimes"]["native"]["error"]} in result["verdict"]["not_run"]
 
 
 def test_bad_config_raises_value_error():

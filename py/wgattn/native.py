@@ -9,17 +9,18 @@ adapter is probed with a loop that counts past 65535: a driver that truncates lo
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
 import re
 import struct
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from . import interfaces, precision, protocol
+from . import interfaces, precision, protocol, reference
 from .errors import AdapterError, CompileError, DoesNotFit
 from .plan import Plan
 from .registry import Kernel, load, shader_dir
@@ -33,12 +34,8 @@ __all__ = [
     "TimedPlans",
     "runtime",
     "implementations",
-    "sdpa",
-    "varlen_attention_fwd",
-    "varlen_attention_bwd",
-    "decode_attention",
-    "attention_probs",
-    "attention_probs_batched",
+    "op_function",
+    "OPS",
 ]
 
 # Mesa prints warnings when it cannot find a runtime dir; give it one before wgpu loads Vulkan.
@@ -459,8 +456,11 @@ def runtime() -> NativeRuntime:
 
 
 # --- The reference's functions, run on the GPU -----------------------------------------------
-# Same names and keywords as wgattn.reference, plus impl=. Each maps its keywords onto an
-# interface (ValueError when that interface cannot carry them) and runs a registered kernel.
+# One for every op a registered interface computes (its manifest entry's "reference", a function
+# of wgattn.reference), made from the registry: the reference's arguments and keywords (its dtype
+# aside), plus impl=. A call is mapped onto an interface by its case_from_reference (ValueError
+# when that interface cannot carry it) and runs a registered kernel; a new interface's op needs
+# nothing here.
 
 
 def _kernels_for(op: str) -> List[Kernel]:
@@ -480,8 +480,11 @@ def implementations(op_name: str) -> List[str]:
     return [_impl_name(k) for k in _kernels_for(op_name) if not target.lacks(k)]
 
 
-def _run_op(op: str, impl, build_case):
-    """Run `op` on `impl`, or on the best f32 implementation whose interface carries the call."""
+def _run_op(
+    op: str, impl: Optional[str], build_case: Callable[[interfaces.Interface], interfaces.Case]
+) -> Tuple[np.ndarray, ...]:
+    """Run `op` on `impl`, or on the best f32 implementation whose interface carries the call:
+    its outputs, in its interface's order."""
     names = implementations(op)
     if not names:
         raise ValueError(f"no implementation of {op} runs on this adapter")
@@ -506,138 +509,40 @@ def _run_op(op: str, impl, build_case):
                 raise
             refusals.append(f"{kernel.id}: {e}")  # that interface cannot carry the call: try the next
             continue
-        return rt.run(plan).outputs
+        outputs = rt.run(plan).outputs
+        return tuple(outputs[name] for name in iface.OUTPUTS)
     raise ValueError(f"no implementation of {op} accepts this call: " + "; ".join(refusals))
 
 
-def sdpa(q, k, v, *, mask=None, causal=False, window=None, scale=None, layout="bhsd", impl=None):
-    """wgattn.reference.sdpa on the GPU (float32); see there for shapes and masks."""
-    outs = _run_op(
-        "sdpa",
-        impl,
-        lambda mod: mod.case_from_reference(q, k, v, mask=mask, causal=causal, window=window, scale=scale, layout=layout),
+def op_function(op: str) -> Callable[..., Any]:
+    """wgattn.reference.`op` run on the GPU: the same arguments and keywords (not dtype), plus
+    impl=; returns what the reference returns, in float32 (float16 kernels on request)."""
+    ref = getattr(reference, op, None)
+    if not callable(ref):
+        users = [a.name for a in load().abis.values() if a.reference == op]
+        raise ValueError(f"interface(s) {users} name {op!r} as their reference, which is no function of wgattn.reference")
+    sig = inspect.signature(ref)
+    params = [p for p in sig.parameters.values() if p.name != "dtype"]
+    signature = sig.replace(parameters=[*params, inspect.Parameter("impl", inspect.Parameter.KEYWORD_ONLY, default=None)])
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        impl = bound.arguments.pop("impl")
+        outs = _run_op(op, impl, lambda iface: iface.case_from_reference(*bound.args, **bound.kwargs))
+        return outs[0] if len(outs) == 1 else outs
+
+    run.__name__ = run.__qualname__ = op
+    run.__module__ = __name__
+    run.__signature__ = signature  # type: ignore[attr-defined]
+    run.__doc__ = (
+        f"wgattn.reference.{op} run on the GPU, in float32 unless impl= names a float16 kernel: the same\n"
+        f"arguments (see there for shapes, masks and errors), plus impl=, one of implementations({op!r});\n"
+        "by default the best float32 kernel whose interface carries the call."
     )
-    return outs["out"]
+    return run
 
 
-def varlen_attention_fwd(
-    q,
-    k,
-    v,
-    cu_seqlens_q,
-    cu_seqlens_k,
-    *,
-    causal=False,
-    scale=None,
-    window=(-1, -1),
-    softcap=0.0,
-    causal_align="bottom_right",
-    impl=None,
-):
-    """wgattn.reference.varlen_attention_fwd on the GPU: (out, lse)."""
-    outs = _run_op(
-        "varlen_attention_fwd",
-        impl,
-        lambda mod: mod.case_from_reference(
-            q,
-            k,
-            v,
-            cu_seqlens_q,
-            cu_seqlens_k,
-            causal=causal,
-            scale=scale,
-            window=window,
-            softcap=softcap,
-            causal_align=causal_align,
-        ),
-    )
-    return outs["out"], outs["lse"]
-
-
-def varlen_attention_bwd(
-    dout,
-    q,
-    k,
-    v,
-    out,
-    lse,
-    cu_seqlens_q,
-    cu_seqlens_k,
-    *,
-    causal=False,
-    scale=None,
-    window=(-1, -1),
-    softcap=0.0,
-    causal_align="bottom_right",
-    impl=None,
-):
-    """wgattn.reference.varlen_attention_bwd on the GPU: (dq, dk, dv)."""
-    outs = _run_op(
-        "varlen_attention_bwd",
-        impl,
-        lambda mod: mod.case_from_reference(
-            dout,
-            q,
-            k,
-            v,
-            out,
-            lse,
-            cu_seqlens_q,
-            cu_seqlens_k,
-            causal=causal,
-            scale=scale,
-            window=window,
-            softcap=softcap,
-            causal_align=causal_align,
-        ),
-    )
-    return outs["dq"], outs["dk"], outs["dv"]
-
-
-def attention_probs_batched(q, k_hist, positions, *, window=0, scale=1.0, impl=None):
-    """wgattn.reference.attention_probs_batched on the GPU: probs [n_pos, Hq, history_len]."""
-    outs = _run_op(
-        "attention_probs_batched", impl, lambda mod: mod.case_from_reference(q, k_hist, positions, window=window, scale=scale)
-    )
-    return outs["probs"]
-
-
-def attention_probs(q, k_hist, *, pos, window=0, scale=1.0, impl=None):
-    """wgattn.reference.attention_probs on the GPU: probs [Hq, history_len]."""
-    outs = _run_op("attention_probs", impl, lambda mod: mod.case_from_reference(q, k_hist, pos=pos, window=window, scale=scale))
-    return outs["probs"]
-
-
-def decode_attention(
-    q,
-    k_cache,
-    v_cache,
-    block_table,
-    seq_lens,
-    *,
-    scale=None,
-    window_left=-1,
-    softcap=0.0,
-    alibi_slopes=None,
-    sinks=None,
-    impl=None,
-):
-    """wgattn.reference.decode_attention on the GPU: (out, lse). A float32 cache by default; the
-    float16-cache kernel (impl="split_f16") on request."""
-    outs = _run_op(
-        "decode_attention",
-        impl,
-        lambda mod: mod.case_from_reference(
-            q,
-            k_cache,
-            v_cache,
-            block_table,
-            seq_lens,
-            scale=scale,
-            window_left=window_left,
-            softcap=softcap,
-            alibi_slopes=alibi_slopes,
-            sinks=sinks,
-        ),
-    )
-    return outs["out"], outs["lse"]
+OPS = list(dict.fromkeys(a.reference for a in load().abis.values()))  # the registry's ops, in its order
+globals().update({op: op_function(op) for op in OPS})
+__all__ += OPS

@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from . import bench, conformance, interfaces, live, localise, pictures, plan, precision, protocol, target
 from .interfaces import config
-from .page import PageSession, grid, replies
+from .page import PageSession, grid, replies, verdict
 
 __all__ = ["WIRE", "typescript"]
 
@@ -41,6 +41,9 @@ WIRE: List[Tuple[str, Any]] = [
     ("RuntimeReport", replies.RuntimeReport),
     ("Pair", replies.OutputPair),
     ("LiveResult", replies.LiveResult),
+    ("Verdict", verdict.Verdict),
+    ("NotRun", verdict.NotRun),
+    ("LiveSummary", verdict.LiveSummary),
     ("Heatmap", pictures.Heatmap),
     ("ErrorPicture", pictures.ErrorPicture),
     ("GridItem", replies.GridItem),
@@ -69,8 +72,21 @@ WIRE: List[Tuple[str, Any]] = [
 ]
 
 # Floats that may be infinite or NaN on the wire (wgattn.wire.jsonable writes them as strings):
-# an error where an output is missing or NaN, an empty row's lse, an allowance of a failed case.
-NON_FINITE = {"max_abs_err", "allowance", "naive_err", "naive_f32_err", "max_ulps", "max_abs", "err", "got", "ref", "exact"}
+# an error where an output is missing or NaN, an empty row's lse, an allowance of a failed case,
+# a verdict's worst error over its allowance.
+NON_FINITE = {
+    "worst",
+    "max_abs_err",
+    "allowance",
+    "naive_err",
+    "naive_f32_err",
+    "max_ulps",
+    "max_abs",
+    "err",
+    "got",
+    "ref",
+    "exact",
+}
 
 _HEADER = """// The JSON shapes Python sends the page, as global TypeScript interfaces: GENERATED from the
 // Python declarations (wgattn.typescript; regenerate with

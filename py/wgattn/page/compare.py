@@ -13,8 +13,7 @@ import numpy as np
 from .. import pictures, tolerance, wire
 from .replies import LiveResult, OutputPair, RuntimeReport
 from .tables import Finished, LiveRun
-
-RUNTIME_ORDER = ("browser", "pyodide", "native")
+from .verdict import RUNTIMES, judge
 
 
 def compare(run_id: int, state: LiveRun, browser_json: str, native_json: Optional[str]) -> Tuple[LiveResult, Finished]:
@@ -53,7 +52,7 @@ def compare(run_id: int, state: LiveRun, browser_json: str, native_json: Optiona
     else:
         runtimes["native"] = {"ok": False, "error": native["error"]}
 
-    present = [r for r in RUNTIME_ORDER if r in outputs]
+    present = [r for r in RUNTIMES if r in outputs]
     pairs: List[OutputPair] = []
     for i, a in enumerate(present):
         for b in present[i + 1 :]:
@@ -61,6 +60,8 @@ def compare(run_id: int, state: LiveRun, browser_json: str, native_json: Optiona
                 pair = tolerance.pair(a, b, outputs[a][name], outputs[b][name], ref[name], naive_err[name])
                 pairs.append({**pair, "output": name})
     cfg = run_.config
+    # A skipped runtime is reported, not failed; an errored one fails the run.
+    passed = bool(pairs) and all(p["pass"] for p in pairs) and not any("error" in r for r in runtimes.values())
     result: LiveResult = {
         "run": run_id,
         "kernel": run_.kernel.id,
@@ -74,8 +75,8 @@ def compare(run_id: int, state: LiveRun, browser_json: str, native_json: Optiona
         "naive_f32_err": naive_err,  # the name before f16 kernels joined (naive in the kernel's precision)
         "runtimes": runtimes,
         "pairs": pairs,
-        # A skipped runtime is reported, not failed; an errored one fails the run.
-        "pass": bool(pairs) and all(p["pass"] for p in pairs) and not any("error" in r for r in runtimes.values()),
+        "pass": passed,
+        "verdict": judge(runtimes, pairs, list(ref)),
     }
     return result, Finished(run_, outputs, pairs)
 

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, TypedDict, Union
 from ..plan import PlanJson
 from ..protocol import Protocol
 from ..tolerance import Pair
+from .verdict import Verdict
 
 __all__ = [
     "Prepared",
@@ -84,7 +85,8 @@ class OutputPair(Pair):
 # PageSession.finish: every pair of runtimes compared on every output ("pass" is a keyword,
 # hence the functional form): naive_err is the naive run's error in the kernel's precision per
 # output (naive_f32_err: its name before f16 kernels); runtimes: browser, pyodide, native; pass:
-# every pair passed and no runtime failed (a skipped one is reported, not failed).
+# every pair passed and no runtime failed (a skipped one is reported, not failed); verdict: what
+# the page shows of it (wgattn.page.verdict).
 LiveResult = TypedDict(
     "LiveResult",
     {
@@ -101,6 +103,7 @@ LiveResult = TypedDict(
         "runtimes": Dict[str, RuntimeReport],
         "pairs": List[OutputPair],
         "pass": bool,
+        "verdict": Verdict,
     },
 )
 

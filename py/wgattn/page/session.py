@@ -18,7 +18,7 @@ from .. import live, precision, registry, wire
 from ..plan import Plan
 from ..precision import ProbeReport
 from ..target import Target
-from . import bench_import, bench_jobs, compare, grid
+from . import bench_import, bench_jobs, compare, grid, verdict
 from .replies import BenchPlanned, BenchSkipped, GridItem, GridStart, LivePrepared, Prepared
 from .tables import RUN_KINDS, BenchJob, BenchRun, Finished, GridJob, GridRun, LiveRun, ProbeRun, Run
 
@@ -145,14 +145,23 @@ class PageSession:
         return json.dumps(reply)
 
     def finish(self, run: int, browser_json: str, native_json: Optional[str]) -> str:
-        """Compare every pair of runtimes on every output (wgattn.page.compare); JSON {kernel,
-        config, pairs, runtimes, ...}. The run is kept, for its pictures, among the last
+        """Compare every pair of runtimes on every output (wgattn.page.compare) and judge the run
+        (wgattn.page.verdict): JSON LiveResult {kernel, config, pairs, runtimes, verdict, ...}.
+        The run is kept, for its pictures, among the last
         KEEP_FINISHED finished ones."""
         result, done = compare.compare(run, self._take(run, LiveRun), browser_json, native_json)
         self._finished[run] = done
         while len(self._finished) > self.KEEP_FINISHED:
             del self._finished[next(iter(self._finished))]
         return json.dumps(wire.jsonable(result))
+
+    def live_summary(self, runs_json: str) -> str:
+        """The verdict of a run of every kernel from each finished run's {"kernel", "verdict"}:
+        JSON LiveSummary (wgattn.page.verdict.summarise)."""
+        runs = json.loads(runs_json)
+        if not isinstance(runs, list):
+            raise ValueError("live_summary takes a list of {kernel, verdict}")
+        return json.dumps(verdict.summarise(runs))
 
     def _done(self, run: int) -> Finished:
         if run not in self._finished:
