@@ -7,12 +7,27 @@ quantity is a count."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
+import threading
 from typing import Mapping
 
 __all__ = ["evaluate"]
 
 _SUFFIX = re.compile(r"\b(\d+)[ui]\b")
+# CPython 3.11 (up to 3.11.8) keeps ast.parse's recursion count in one global: two threads parsing
+# at once (a server's compile and planning threads) fail with "SystemError: AST constructor
+# recursion depth mismatch". Each expression is parsed once, one at a time.
+_PARSING = threading.Lock()
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(expr: str) -> ast.Expression:
+    try:
+        with _PARSING:
+            return ast.parse(_SUFFIX.sub(r"\1", expr.strip()), mode="eval")
+    except SyntaxError:
+        raise ValueError(f"expression {expr!r}: unsupported syntax") from None
 
 
 def evaluate(expr: str, names: Mapping[str, int]) -> int:
@@ -51,8 +66,4 @@ def evaluate(expr: str, names: Mapping[str, int]) -> int:
                 return min(a, b) if node.func.id == "min" else max(a, b)
         raise ValueError(f"expression {expr!r}: unsupported syntax")
 
-    try:
-        tree = ast.parse(_SUFFIX.sub(r"\1", expr.strip()), mode="eval")
-    except SyntaxError:
-        raise ValueError(f"expression {expr!r}: unsupported syntax") from None
-    return ev(tree)
+    return ev(_parsed(expr))
