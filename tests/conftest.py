@@ -43,6 +43,7 @@ SLOW = {
     "test_native_varlen_fwd.py": ("test_conformance_case", "test_grid_folded_past_65535_workgroups"),
     "test_reference_oracle.py": ("test_varlen_against_oracle_autodiff", "test_sdpa_against_oracle", "test_decode_against_oracle"),
     "test_reliability_compiles.py": ("test_a_*", "test_clients_*", "test_the_start_up_*"),
+    "test_reliability_ranges.py": ("*",),
     "test_reliability_server.py": ("*",),
     "test_schema_fuzz.py": ("*",),
     "test_test_hygiene.py": ("test_oracle_report_does_not_depend_on_order",),

@@ -25,6 +25,7 @@ from .plan import Buffer, Dispatch, Plan
 from .registry import Pass, shader_dir
 
 __all__ = [
+    "FILL_MAX",
     "COPY",
     "COPY_PER",
     "device_filled",
@@ -42,6 +43,7 @@ COPY = "wgsl.copy"  # the impl of a series' copy in its records
 COPY_PER = 8  # vec4s per invocation of the copy (stream.wgsl's PER)
 # One fill per tensor the GPU fills, each its own values (hash_fill.wgsl's SEED).
 SEEDS = {"k_cache": 0x6B6B6B6B, "v_cache": 0x76767676}
+FILL_MAX = 2.0  # the largest magnitude fill_values gives: (0..255 - 128) / 64
 _WG = 256  # stream.wgsl's and hash_fill.wgsl's workgroup size
 
 

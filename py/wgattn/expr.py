@@ -10,9 +10,9 @@ import ast
 import functools
 import re
 import threading
-from typing import Mapping
+from typing import List, Mapping
 
-__all__ = ["evaluate"]
+__all__ = ["evaluate", "product_terms"]
 
 _SUFFIX = re.compile(r"\b(\d+)[ui]\b")
 # CPython 3.11 (up to 3.11.8) keeps ast.parse's recursion count in one global: two threads parsing
@@ -67,3 +67,15 @@ def evaluate(expr: str, names: Mapping[str, int]) -> int:
         raise ValueError(f"expression {expr!r}: unsupported syntax")
 
     return ev(_parsed(expr))
+
+
+_TERM = re.compile(r"^(?:[a-z_][a-z0-9_]*|\d+(?:\.\d+)?)$")
+
+
+def product_terms(expr: str) -> List[str]:
+    """The terms of a product of names and numbers (a float16 kernel's manifest "half", e.g.
+    "4 * v"); ValueError for anything else."""
+    terms = [t.strip() for t in expr.split("*")]
+    if not all(_TERM.match(t) for t in terms):
+        raise ValueError(f"{expr!r}: a product of names and numbers, such as '4 * v'")
+    return terms

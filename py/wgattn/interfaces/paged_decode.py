@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 
 import numpy as np
 
+from .. import ranges, registry, tolerance, wgsl
 from .. import reference as _reference
-from .. import registry, tolerance, wgsl
 from ..bandwidth import device_filled, fill_values, is_device_filled
 from ..errors import DoesNotFit
 from ..expr import evaluate
@@ -289,6 +289,31 @@ class Decode(Interface):
     OUTPUTS = ("out", "lse")
     Config = DecodeConfig
     bench_op = "decode"
+
+    def _used(self, a: _reference.DecodeArgs, name: str) -> np.ndarray:
+        """The blocks of cache `name` that some sequence uses (the rest is never read), or the
+        whole cache when the GPU fills it."""
+        cache = getattr(a, name)
+        if is_device_filled(cache):
+            return cache
+        bs = cache.shape[1]
+        used = [a.block_table[b, : -(-n // bs)] for b, n in enumerate(a.seq_lens) if n]
+        return cache[np.unique(np.concatenate(used))] if used else cache[:0]
+
+    def magnitudes(self, case: Case) -> Dict[str, float]:
+        """q's largest magnitude, the used blocks' of each cache, |scale|."""
+        a = _checked(case)
+        return {"q": ranges.amax(a.q), "k_cache": ranges.amax(self._used(a, "k_cache")),
+                "v_cache": ranges.amax(self._used(a, "v_cache")), "scale": abs(a.scale)}  # fmt: skip
+
+    def f32_bounds(self, case: Case) -> List[ranges.Bound]:
+        """The scores (ALiBi's bias over the longest span included), and out's running sum over
+        the keys a row sees (the splits' partial sums together)."""
+        a = _checked(case)
+        span = max(_spans(a.seq_lens, a.window_left, a.q.shape[1]) + [0])
+        slope = float(np.max(np.abs(a.alibi_slopes))) if a.alibi_slopes is not None and a.alibi_slopes.size else 0.0
+        k, v = self._used(a, "k_cache"), self._used(a, "v_cache")
+        return [ranges.scores(a.scale, a.q, k, slope, max(span - 1, 0)), ranges.sums(v, span, "v_cache")]
 
     def layout(self, case: Case) -> Layout:
         """The case laid out for the f32-cache kernel on the default target (wgattn.target)."""
