@@ -11,7 +11,13 @@ compiles off, Mesa's shader cache a fresh folder so that every new shape really 
 3. `--abandon` times, a new decode shape from client A that hangs up after 0.5 s, then a small
    run from B, timed.
 
+With `--warmup`, instead: the server's start-up compiles on (WGATTN_WARMUP=1, Mesa's cache
+empty), the first small run timed as soon as the server answers, then one every 0.5 s until the
+start-up compiles are done (or `--seconds` pass): how long they take, and whether they hold up
+anyone.
+
     .venv/bin/python -m lab.server_load.compile_stall --seconds 90 [--inflight 2] [--root ../main]
+    .venv/bin/python -m lab.server_load.compile_stall --warmup --seconds 3600
 
 Prints `uptime`'s load averages before and after, and a JSON summary: the small runs' unloaded
 and loaded p50, p99 and max (ms), A's requests by status and the compile seconds the server
@@ -149,17 +155,45 @@ def measure(seconds: float, inflight: int, baseline: int, abandons: int, log_dir
     }
 
 
+def warmup(seconds: float, log_dir: Path, root=None) -> dict:
+    env = {"WGATTN_WARMUP": "1", "MESA_SHADER_CACHE_DIR": tempfile.mkdtemp(prefix="mesa-cache-")}
+    t0 = time.monotonic()
+    with start(log_dir, env, name="warmup", root=root) as server:
+        first = timed_small(server, CLIENTS["B"])
+        runs: List[float] = []
+        state = health(server)["warmup"]
+        while not state["done"] and time.monotonic() - t0 < seconds:
+            runs.append(timed_small(server, CLIENTS["B"]))
+            time.sleep(0.5)
+            state = health(server)["warmup"]
+        took = time.monotonic() - t0
+        end = health(server)
+        rss = server.rss_mib()
+    return {
+        "first_small_run_ms": round(first * 1e3, 1),
+        "small_runs_during": percentiles(runs) if runs else None,
+        "warmup": state,
+        "warmup_s": round(took, 1),
+        "pipelines": end["pipelines"],
+        "rss_mib": round(rss, 1),
+    }
+
+
 def main(argv: Optional[list] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=90)
     ap.add_argument("--inflight", type=int, default=2, help="client A's new-shape requests at once")
     ap.add_argument("--baseline", type=int, default=30, help="unloaded small runs")
     ap.add_argument("--abandon", type=int, default=3, help="new decode shapes abandoned after 0.5 s")
+    ap.add_argument("--warmup", action="store_true", help="time the start-up compiles instead")
     server_arguments(ap)
     args = ap.parse_args(argv)
     print("before:", uptime(), f"(cpus: {os.cpu_count()})", flush=True)
     with log_folder(args.log_dir) as tmp:
-        summary = measure(args.seconds, args.inflight, args.baseline, args.abandon, tmp, args.root)
+        if args.warmup:
+            summary = warmup(args.seconds, tmp, args.root)
+        else:
+            summary = measure(args.seconds, args.inflight, args.baseline, args.abandon, tmp, args.root)
     print("after:", uptime())
     print(json.dumps(summary, indent=1))
     return 0
