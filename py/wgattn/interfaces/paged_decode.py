@@ -81,14 +81,15 @@ def _rows_per_block(rows: int, row_blocks: int, cap: int) -> int:
     return min(rb, cap)
 
 
-def tiles(kernel: Kernel, head_dim: int, rows: int, target: Target) -> Tuple[Dict[str, int], int]:
+def tiles(kernel: Kernel, head_dim: int, rows: int, target: Target, block_size: int = 16) -> Tuple[Dict[str, int], int]:
     """(override constants, row blocks) for `rows` query rows of a kv head (G * Sq_new): of the
     kernel's tile candidates for the adapter's kind (the manifest's `tiles`: WG and KPG, the other
     knobs following from them and head_dim), each with the most rows a block (RB) that passes the
     registry's checks on `target` (the WGSL's caps, the manifest's constraints, workgroup storage,
     invocations), the one with the fewest row blocks (each row block reads the cache again), the
-    earlier candidate on a tie. DoesNotFit lists what was tried."""
-    sizes = {"head_dim": head_dim}
+    earlier candidate on a tie. DoesNotFit lists what was tried. (`block_size` picks the kernel's
+    variant for powers of two or not; the tile does not depend on it.)"""
+    sizes = {"head_dim": head_dim, "block_size": block_size}
     src = kernel.source(sizes)
     cap = wgsl.consts(src)["MAX_RB"]
     kind = "cpu" if target.software else "gpu"
@@ -330,7 +331,7 @@ class Decode(Interface):
         max_blocks = a.block_table.shape[1]
         # a user's WGSL on this interface gets the shape chosen for the first registered kernel
         shaped = registry.load().kernels.get(kernel.id) or self.kernels()[0]
-        knobs, row_blocks = tiles(shaped, d, sq * (hq // hkv), target)
+        knobs, row_blocks = tiles(shaped, d, sq * (hq // hkv), target, block_size)
         longest = max(_spans(a.seq_lens, a.window_left, sq) + [0])
         ns = forced or split_count(longest, bsz * hkv * row_blocks, target)
         rows = bsz * sq * hq
@@ -361,6 +362,10 @@ class Decode(Interface):
             "sinks_on": int(a.sinks is not None),
             "num_splits": ns,
             "row_blocks": row_blocks,
+            # A Params field, not a pipeline constant: one pipeline serves every block size (a
+            # power of two shifts by block_shift; the kernel's POW2_BLOCKS variant).
+            "block_size": block_size,
+            "block_shift": block_size.bit_length() - 1 if block_size & (block_size - 1) == 0 else 0,
         }
         cache = cache_dtype(kernel)
         zeros = np.zeros(hq, dtype=np.float32)
@@ -385,7 +390,7 @@ class Decode(Interface):
         outputs = [Output("out", "out", 0, (bsz, sq, hq, d)), Output("lse", "lse", 0, (bsz, sq, hq))]
         chosen = {"WG": knobs["WG"], "KPG": knobs["KPG"], "BC": knobs["BC"], "RB": knobs["RB"]}
         config = {**chosen, "row_blocks": row_blocks, "num_splits": ns}
-        return Layout(values, buffers, outputs, knobs={**knobs, "BS": block_size}, config=config)
+        return Layout(values, buffers, outputs, knobs=knobs, config=config)
 
     def reference(self, case: Case, dtype: "DTypeLike" = np.float64) -> Dict[str, np.ndarray]:
         """wgattn.reference.decode_attention on the case. dtype float32: the naive float32 run;
@@ -455,7 +460,8 @@ class Decode(Interface):
         }
         return Case(name, inputs, options)
 
-    # Block sizes 1, 16 and 64; lengths ending mid-block; idle slots; GQA 8:1, 2:1 and MQA (32:1);
+    # Block sizes 1, 16, 64 and 24 (not a power of two: the kernel's division variant); lengths
+    # ending mid-block; idle slots; GQA 8:1, 2:1 and MQA (32:1);
     # 1, 2, 3 and 5 new tokens; sinks, ALiBi, windows (0 included), softcap, a small scale; head
     # dims 32, 59 (scalar loads), 64, 128, 256; several row blocks a kv head; forced split counts,
     # more splits than tiles (empty splits), one split of many tiles; 16k, 12k and 9k-token caches.
@@ -485,6 +491,7 @@ class Decode(Interface):
         _grid_row("long-16k-gqa4", [16421], 1, 8, 2, 128, 64),
         _grid_row("long-12k-gqa8-five-new-sinks-alibi", [12007], 5, 8, 1, 64, 16, alibi=True, sinks=True),
         _grid_row("long-9k-window-mqa", [9000, 4096], 5, 8, 1, 64, 64, {"window_left": 1500, "softcap": 25.0}),
+        _grid_row("block-size-24-gqa2-alibi", [77, 30, 0], 3, 4, 2, 64, 24, {"window_left": 40}, alibi=True, num_splits=2),
     ]
 
     def grid_case(self, rng, name, lens, sq, hq, hkv, d, bs, options, alibi, sinks, num_splits) -> Case:
