@@ -80,7 +80,7 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", type=int, default=1000)
     ap.add_argument("--every", type=int, default=100)
     ap.add_argument("--kernels", help="comma-separated kernel ids (default: every registered kernel)")
-    ap.add_argument("--cache", type=int, help="the server's WGATTN_PIPELINE_CACHE (default: its own, 64)")
+    ap.add_argument("--cache", type=int, help="the server's WGATTN_PIPELINE_CACHE (default: its own, 128)")
     ap.add_argument("--json", type=Path, help="write the summary here")
     server_arguments(ap)
     args = ap.parse_args(argv)
