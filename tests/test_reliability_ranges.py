@@ -2,7 +2,8 @@
 float64 reference on the inputs as sent, or the request is refused with a 422 that says what
 range the kernel accepts (wgattn.ranges; Interface.check_range, which every entry point plans
 through). Per class: values a float16 kernel cannot hold, parameters and input magnitudes whose
-float32 arithmetic would overflow, and the largest accepted values of each, answered right."""
+float32 arithmetic would overflow (scores, sums of values, gradients), and the largest accepted
+values of each, answered right."""
 
 import numpy as np
 import pytest
@@ -119,6 +120,29 @@ def test_inputs_whose_scores_overflow_float32_are_refused_and_large_ones_are_rig
     status, body, _ = send(server, "sdpa_arena.seed", SDPA, large)
     assert status == 200, body
     assert_right("sdpa_arena.seed", SDPA, large, body)
+
+
+def test_values_whose_running_sum_overflows_float32_are_refused_and_large_ones_are_right(server):
+    """out sums up to seq_k (8) weights <= 1 times v before it divides."""
+    t = seeded("flash_fwd.tiled", FLASH)
+    status, body, _ = send(server, "flash_fwd.tiled", FLASH, {"v": scaled_to(t["v"], 3e37)})
+    assert status == 422, body
+    assert "out's running sum" in body["detail"] and "accepts max|v| <=" in body["detail"]
+    large = {"v": scaled_to(t["v"], 1e36)}
+    status, body, _ = send(server, "flash_fwd.tiled", FLASH, large)
+    assert status == 200, body
+    assert_right("flash_fwd.tiled", FLASH, large, body)
+
+
+def test_gradients_that_overflow_float32_are_refused_and_large_ones_are_right(server):
+    t = seeded("varlen_bwd.tiled", FLASH)
+    status, body, _ = send(server, "varlen_bwd.tiled", FLASH, {"dout": scaled_to(t["dout"], 1e36)})
+    assert status == 422, body
+    assert "the gradients" in body["detail"] and "accepts max ||dout_i|| <=" in body["detail"]
+    large = {"dout": scaled_to(t["dout"], 1e30)}
+    status, body, _ = send(server, "varlen_bwd.tiled", FLASH, large)
+    assert status == 200, body
+    assert_right("varlen_bwd.tiled", FLASH, large, body)
 
 
 def test_a_null_scale_is_refused(server):

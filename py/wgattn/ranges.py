@@ -129,7 +129,9 @@ def sums(v: Any, keys: int, name: str = "v") -> Bound:
 def gradients(scale: float, q: Any, k: Any, v: Any, dout: Any, out: Any, n: int) -> Bound:
     """The backward's: max(1, |scale|) * n * max(1, ||dout||) * (max(1, ||v||) + max(1, ||out||)) * max(1, max|q|, max|k|)."""
     n = max(int(n), 1)
-    rest = n * _one(row_norm(dout)) * (_one(row_norm(v)) + _one(row_norm(out))) * _one(max(amax(q), amax(k)))
+    others = n * (_one(row_norm(v)) + _one(row_norm(out))) * _one(max(amax(q), amax(k)))
+    rest = others * _one(row_norm(dout))
+    room = SAFE / (_one(abs(scale)) * others)
     return Bound(
         "the gradients",
         f"max(1, |scale|) * {n} * max(1, max ||dout_i||) * (max(1, max ||v_j||) + max(1, max ||out_i||)) "
@@ -137,7 +139,7 @@ def gradients(scale: float, q: Any, k: Any, v: Any, dout: Any, out: Any, n: int)
         _one(abs(scale)) * rest,
         SAFE,
         "a float32 gradient (dS summed over keys or rows, times the scale) could overflow",
-        f"|scale| <= {SAFE / rest:.4g} with these tensors" if rest <= SAFE else "",
+        f"max ||dout_i|| <= {room:.4g} with these q, k, v and out" if room >= 1 else "",
     )
 
 
