@@ -79,7 +79,10 @@ __all__ = [
 ADAPTER_RETRY_S = 30
 POLL_S = 0.05  # how often a waiting request looks for its client having gone
 HUNG_FACTOR = 2  # a job on the device this many run timeouts: the device is taken for hung
-COMPILE_DEVICE_CACHE = 16  # pipelines a compile device keeps (the driver's shader cache keeps the code)
+# Pipelines a compile device keeps: the driver's shader cache keeps their code, and each held on
+# lavapipe is megabytes of it (the server's memory grew to 1 GiB through the start-up compiles
+# with 16 held by each compile device).
+COMPILE_DEVICE_CACHE = 1
 
 log = logging.getLogger("wgattn.app")
 

@@ -44,7 +44,7 @@ from typing import List, Optional
 import numpy as np
 
 from bench.demo import Server, start
-from lab.server_load.options import log_folder, server_arguments
+from lab.server_load.options import QUIET, log_folder, server_arguments
 from tests.real_server import SMALL_RUN, get, raw
 
 CLIENTS = {"A": "127.0.0.1", "B": "127.0.0.2", "C": "127.0.0.3"}
@@ -99,7 +99,7 @@ def uptime() -> str:
 
 def measure(seconds: float, inflight: int, baseline: int, abandons: int, log_dir: Path, root=None) -> dict:
     cache = tempfile.mkdtemp(prefix="mesa-cache-")
-    env = {"WGATTN_WARMUP": "0", "MESA_SHADER_CACHE_DIR": cache}
+    env = dict(QUIET, MESA_SHADER_CACHE_DIR=cache)
     with start(log_dir, env, name="compile-stall", root=root) as server:
         timed_small(server, CLIENTS["B"])  # compiles the small run's pipeline
         unloaded = [timed_small(server, CLIENTS["B"]) for _ in range(baseline)]
