@@ -232,7 +232,8 @@ class NativeRuntime:
         return f"{i['device'] or i['description'] or i['vendor']} ({i['backend']})"
 
     def check_loop_cap(self) -> None:
-        """Refuse an adapter that ends loops early (SEEDS.md: wrong SDPA from seq_k 511)."""
+        """Refuse an adapter that ends loops early (docs/runtimes.md, "Debian 12's lavapipe truncates
+        loops": the original sdpa_arena kernel went wrong from seq_k 511)."""
         source = (shader_dir() / "loop_probe.wgsl").read_text()
         pipeline = self._pipeline("loop_probe", source, "main", {})
         counted = self.device.create_buffer(

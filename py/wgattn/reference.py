@@ -618,7 +618,7 @@ def varlen_attention_fwd(
         causal_align: where the causal diagonal (and the window band) sits
             when len_q != len_k for a sequence:
             "bottom_right" (FlashAttention >= 2.1): offset = len_k - len_q;
-            "top_left" (PyTorch is_causal, seed A): offset = 0.
+            "top_left" (PyTorch is_causal, the original varlen_fwd kernel): offset = 0.
         dtype: np.float64 (default) or np.float32; every input is cast to it
             and every intermediate is kept in it.
 
@@ -988,8 +988,8 @@ def sdpa(
     Returns:
         out: q's layout and shape, of dtype.
 
-    Masks (1 = visible), causal=True, and window=(2, 0), which is seed C's
-    sliding window 2 (keys row-2 .. row; adding causal=True changes nothing)::
+    Masks (1 = visible), causal=True, and window=(2, 0), which is the original
+    sdpa_arena kernel's sliding window 2 (keys row-2 .. row; adding causal=True changes nothing)::
 
         mask: len_q=3 len_k=5 causal=True window=(-1, -1) align=top_left
              k0 k1 k2 k3 k4

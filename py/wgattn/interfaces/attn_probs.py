@@ -1,4 +1,4 @@
-"""The `attn_probs` interface (seed B's): softmax probabilities of one query position over a key
+"""The `attn_probs` interface (the original attn_probs kernel's): softmax probabilities of one query position over a key
 history, Gemma style (un-scaled scores), with GQA and a sliding window; 32 bytes of params
 (shaders/interfaces/attn_probs.wgsl).
 
@@ -110,7 +110,7 @@ class AttnProbs(Interface):
         return Case(name, {"q": q32, "k_hist": k32}, {"pos": pos, "window": window})
 
     # Head dims 1 to 256; GQA ratios 1, 3 and all-to-one; history lengths 1, under, just over and
-    # many times WG, past seed B's 4096 and long (70000); pos at 0, in the middle (later keys get
+    # many times WG, past the original kernel's 4096 and long (70000); pos at 0, in the middle (later keys get
     # exactly 0) and at the end; window 0, 1, exactly pos + 1, above pos + 1, in between; scores
     # around +100 (exp overflows float32 without the maximum subtracted) and -100 (exp
     # underflows); a peaked row; all scores equal. spread and offset shape the scores (draw_scores).
@@ -125,7 +125,7 @@ class AttnProbs(Interface):
         dict(hq=4, hkv=4, d=59, history_len=63, pos=30, window=50),  # window larger than pos + 1
         dict(hq=6, hkv=2, d=64, history_len=203, pos=150, window=37),  # window in between
         dict(hq=3, hkv=3, d=256, history_len=129, pos=128, window=64, spread=2.0),  # window == WG, head dim 256
-        dict(hq=6, hkv=2, d=64, history_len=5000, pos=4999, window=0),  # past seed B's 4096 scores
+        dict(hq=6, hkv=2, d=64, history_len=5000, pos=4999, window=0),  # past the original kernel's 4096 scores
         dict(hq=3, hkv=1, d=111, history_len=5000, pos=4200, window=4097),  # a window wider than 4096
         dict(hq=2, hkv=1, d=64, history_len=70000, pos=65536, window=0),  # long: over 1000 keys per invocation
         dict(hq=6, hkv=2, d=111, history_len=1000, pos=700, window=0, spread=0.5, offset=100.0),  # exp(s) overflows f32

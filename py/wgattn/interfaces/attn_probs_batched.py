@@ -173,7 +173,7 @@ class AttnProbsBatched(Interface):
         dict(n_pos=5, hq=4, hkv=4, d=64, history_len=300, kind="random", window=37),  # window in between, any order
         dict(n_pos=3, hq=2, hkv=1, d=59, history_len=300, kind="edges", window=300),  # window == history_len
         dict(n_pos=16, hq=4, hkv=4, d=64, history_len=4096, kind="tail", window=0),  # the benchmark's job, smaller
-        dict(n_pos=6, hq=4, hkv=1, d=128, history_len=5000, kind="random", window=4097),  # past seed B's 4096
+        dict(n_pos=6, hq=4, hkv=1, d=128, history_len=5000, kind="random", window=4097),  # past attn_probs' original 4096
         dict(n_pos=4, hq=2, hkv=2, d=64, history_len=20000, kind="edges", window=0),  # long: over 16384 keys
         dict(n_pos=6, hq=4, hkv=2, d=111, history_len=1000, kind="random", window=0, spread=0.5, offset=100.0),
         dict(n_pos=4, hq=4, hkv=1, d=64, history_len=300, kind="tail", window=0, spread=0.5, offset=-100.0),
