@@ -525,9 +525,10 @@ def _check_varlen_common(
     return dt, q, k, v, cu_q, cu_k, group, opts.left, opts.right, opts.softcap, sc
 
 
-def _sequences(cu_q: np.ndarray, cu_k: np.ndarray, align: str, left: int, right: int):
+def visible_sequences(cu_q: np.ndarray, cu_k: np.ndarray, align: str, left: int, right: int):
     """(q0, q1, k0, k1, mask) for every packed sequence in which some query sees some key: its
-    query rows q0:q1, its keys k0:k1 and seq_mask of them."""
+    query rows q0:q1, its keys k0:k1 and seq_mask of them (the other sequences' rows have out 0,
+    lse -inf and no gradient); what every varlen function and naive run walks."""
     for b in range(cu_q.shape[0] - 1):
         q0, q1 = int(cu_q[b]), int(cu_q[b + 1])
         k0, k1 = int(cu_k[b]), int(cu_k[b + 1])
@@ -702,7 +703,7 @@ def varlen_attention_fwd(
     hkv = k.shape[1]
     out = np.zeros((total_q, hq, d), dtype=dt)
     lse = np.full((total_q, hq), -np.inf, dtype=dt)
-    for q0, q1, k0, k1, mask in _sequences(cu_q, cu_k, causal_align, left, right):
+    for q0, q1, k0, k1, mask in visible_sequences(cu_q, cu_k, causal_align, left, right):
         len_q, len_k = mask.shape
         qg = _group_rows(q[q0:q1], hkv, group)  # [Hkv, G*Lq, D]
         kg = k[k0:k1].transpose(1, 0, 2)  # [Hkv, Lk, D]
@@ -779,7 +780,7 @@ def varlen_attention_bwd(
     dq = np.zeros((total_q, hq, d), dtype=dt)
     dk = np.zeros((total_k, hkv, d), dtype=dt)
     dv = np.zeros((total_k, hkv, d), dtype=dt)
-    for q0, q1, k0, k1, mask in _sequences(cu_q, cu_k, causal_align, left, right):
+    for q0, q1, k0, k1, mask in visible_sequences(cu_q, cu_k, causal_align, left, right):
         len_q, len_k = mask.shape
         qg = _group_rows(q[q0:q1], hkv, group)  # [Hkv, R, D], R = G*Lq
         dog = _group_rows(dout[q0:q1], hkv, group)

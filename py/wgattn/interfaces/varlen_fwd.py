@@ -141,17 +141,7 @@ class VarlenFwd(PackedInterface):
         )
         return {"out": out, "lse": lse}
 
-    def case_from_reference(
-        self,
-        q,
-        k,
-        v,
-        cu_seqlens_q,
-        cu_seqlens_k,
-        *,
-        name: str = "call",
-        **keywords: Any,
-    ) -> Case:
+    def case_from_reference(self, q, k, v, cu_seqlens_q, cu_seqlens_k, *, name: str = "call", **keywords: Any) -> Case:
         """The case computing varlen_attention_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, ...) on this
         interface; ValueError for what it cannot carry (GQA, a window, softcap, and a bottom-right
         causal mask on a sequence with len_q != len_k, where the alignments differ)."""
