@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import reference as _reference
 from ..plan import Output
-from ._probs import U32_MAX, HistoryConfig, check_size, draw_history, draw_scores, picture
+from ._probs import U32_MAX, HistoryConfig, check_size, draw_history, draw_scores, history_params, picture
 from .base import Case, Interface, Layout, data_buffer, out_buffer
 from .config import knob
 
@@ -72,19 +72,9 @@ class AttnProbs(Interface):
 
     def layout(self, case: Case) -> Layout:
         q, k_hist, pos, window = _case_args(case)
-        hq, d = q.shape
-        history_len, hkv, _ = k_hist.shape
-        values: Dict[str, float] = {
-            "head_dim": d,
-            "n_heads": hq,
-            "n_kv_heads": hkv,
-            "heads_per_kv": hq // hkv,
-            "pos": pos,
-            "history_len": history_len,
-            # A window above pos + 1 sees every key up to pos, whatever its size: clamping to u32
-            # changes nothing (pos + 1 <= history_len fits in u32).
-            "window": min(window, U32_MAX),
-        }
+        hq = q.shape[0]
+        history_len = k_hist.shape[0]
+        values = {**history_params(hq, k_hist, window), "pos": pos}
         buffers = {
             "q": data_buffer("q", q),
             "k_hist": data_buffer("k_hist", k_hist),

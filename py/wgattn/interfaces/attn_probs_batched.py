@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import reference as _reference
 from ..plan import Output
-from ._probs import I32_MAX, U32_MAX, HistoryConfig, check_size, draw_history, draw_scores, picture
+from ._probs import I32_MAX, U32_MAX, HistoryConfig, check_size, draw_history, draw_scores, history_params, picture
 from .base import Case, Interface, Layout, data_buffer, out_buffer
 from .config import knob
 
@@ -122,20 +122,9 @@ class AttnProbsBatched(Interface):
 
     def layout(self, case: Case) -> Layout:
         q, k_hist, pos, window, scale = _case_args(case)
-        n_pos, hq, d = q.shape
-        history_len, hkv, _ = k_hist.shape
-        values: Dict[str, float] = {
-            "head_dim": d,
-            "n_heads": hq,
-            "n_kv_heads": hkv,
-            "heads_per_kv": hq // hkv,
-            "n_pos": n_pos,
-            "history_len": history_len,
-            # A window above p + 1 sees every key up to p, whatever its size: clamping to u32 changes
-            # nothing (p + 1 <= history_len fits in u32).
-            "window": min(window, U32_MAX),
-            "scale": scale,
-        }
+        n_pos, hq, _ = q.shape
+        history_len = k_hist.shape[0]
+        values = {**history_params(hq, k_hist, window), "n_pos": n_pos, "scale": scale}
         buffers = {
             "q": data_buffer("q", _vec4_rows(q)),
             "k_hist": data_buffer("k_hist", _vec4_rows(k_hist)),
