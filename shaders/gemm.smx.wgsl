@@ -111,6 +111,7 @@ const RWB: u32 = (BN + 8u) / SH;
 override ROWS: u32;   // M (SIZES_UNIFORM: unused)
 override COLS: u32;   // N
 override DEPTH: u32;  // K
+override STEPS: u32 = DEPTH / KT;  // steps along the depth
 
 @group(0) @binding(0) var<storage, read> a: array<LT>;        // A [ROWS, DEPTH / LH]
 @group(0) @binding(1) var<storage, read> b: array<LT>;        // B [DEPTH, COLS / LH], Bᵀ [COLS, DEPTH / LH]
@@ -264,7 +265,6 @@ fn gemm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let sc = sg % SGC;
   let row0 = wid.y * BM;
   let col0 = wid.x * BN;
-  let steps = size.z / KT;
   var acc: array<AF, TM * TN>;  // zeros
   var ra: array<LT, APT>;
   var rb: array<LT, BPT>;
@@ -272,47 +272,52 @@ fn gemm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   fetch(&ra, &rb, lid, row0, col0, 0u, size);
   put(&ra, &rb, lid, 0u);
   workgroupBarrier();
-  for (var s = 0u; s < steps; s++) {
-    let more = s + 1u < steps;
-#if PREFETCH
-    if (more) {
-      fetch(&ra, &rb, lid, row0, col0, (s + 1u) * KT, size);
-    }
-    products(&acc, s % 2u, sr, sc);
-    if (more) {
-      put(&ra, &rb, lid, (s + 1u) % 2u);
-    }
-#else
-    if (more) {
-      fetch(&ra, &rb, lid, row0, col0, (s + 1u) * KT, size);
-      put(&ra, &rb, lid, (s + 1u) % 2u);
-    }
-    products(&acc, s % 2u, sr, sc);
-#endif
-    workgroupBarrier();
-  }
 #else
 #if PREFETCH
   fetch(&ra, &rb, lid, row0, col0, 0u, size);
+#endif
+#endif
+#if SIZES_UNIFORM
+  let steps = size.z / KT;
   for (var s = 0u; s < steps; s++) {
-    workgroupBarrier();  // everyone is done reading the staging
-    put(&ra, &rb, lid, 0u);
-    workgroupBarrier();
-    if (s + 1u < steps) {
+#else
+  let steps = STEPS;
+  for (var s = 0u; s < STEPS; s++) {  // a constant bound: robustness adds no loop guard
+#endif
+    let more = s + 1u < steps;
+#if STAGES2
+#if PREFETCH
+    if (more) {
       fetch(&ra, &rb, lid, row0, col0, (s + 1u) * KT, size);
     }
-    products(&acc, 0u, sr, sc);
-  }
+    products(&acc, s % 2u, sr, sc);
+    if (more) {
+      put(&ra, &rb, lid, (s + 1u) % 2u);
+    }
 #else
-  for (var s = 0u; s < steps; s++) {
+    if (more) {
+      fetch(&ra, &rb, lid, row0, col0, (s + 1u) * KT, size);
+      put(&ra, &rb, lid, (s + 1u) % 2u);
+    }
+    products(&acc, s % 2u, sr, sc);
+#endif
     workgroupBarrier();
+#else
+    workgroupBarrier();  // everyone is done reading the staging
+#if PREFETCH
+    put(&ra, &rb, lid, 0u);
+    workgroupBarrier();
+    if (more) {
+      fetch(&ra, &rb, lid, row0, col0, (s + 1u) * KT, size);
+    }
+#else
     fetch(&ra, &rb, lid, row0, col0, s * KT, size);
     put(&ra, &rb, lid, 0u);
     workgroupBarrier();
+#endif
     products(&acc, 0u, sr, sc);
+#endif
   }
-#endif
-#endif
   for (var i = 0u; i < TM; i++) {
     for (var j = 0u; j < TN; j++) {
       let at = (row0 + (sr * TM + i) * SM) * size.y + col0 + (sc * TN + j) * SN;

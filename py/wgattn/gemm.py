@@ -25,7 +25,21 @@ from .plan import Buffer, Dispatch, Plan
 from .registry import shader_dir
 from .target import MATRIX_FEATURE, Target
 
-__all__ = ["Case", "Config", "sweep", "plan", "fill_plans", "fill_values", "check", "record", "flops", "KERNEL", "SEEDS"]
+__all__ = [
+    "Case",
+    "Config",
+    "FRAGMENTS",
+    "sweep",
+    "matrices_of",
+    "plan",
+    "fill_plans",
+    "fill_values",
+    "check",
+    "record",
+    "flops",
+    "KERNEL",
+    "SEEDS",
+]
 
 KERNEL = "gemm.smx"  # the shader (shaders/gemm.smx.wgsl) and the impl its records name
 ENTRY = "gemm"
@@ -34,6 +48,9 @@ NEEDS = ("shader-f16", "subgroups", MATRIX_FEATURE)
 SEEDS = {"a": 0x61616161, "b": 0x62626262}
 _FILL_WG = 256  # hash_fill.wgsl's workgroup size
 CHECKED = 512  # entries of C checked against float64 (every workgroup's block is as likely)
+# The fragment shapes (M, N, K) a sweep may be asked for: the H100's f16 x f16 -> f32 ones and
+# lavapipe's.
+FRAGMENTS = ((16, 16, 16), (16, 8, 16), (16, 8, 8), (8, 8, 8))
 
 
 @dataclass(frozen=True)
@@ -331,27 +348,32 @@ def record(
     proto: protocol.Protocol,
     timer: str,
     adapter: str,
-    runtime: str,
-    mode: str,
-    verified: Mapping[str, object],
-    extra: Optional[Mapping[str, object]] = None,
+    info,
+    mode: str = "checked",
+    repeat: int = 0,
+    verified: Optional[Mapping[str, object]] = None,
 ) -> Dict[str, object]:
-    """A record of one configuration's timing (JSON Lines: bench/history)."""
+    """One GEMM record (the suite's gemm.jsonl): TFLOP/s = 2 M N K over the protocol's median,
+    the knobs that ran, the check of C before timing. `info`: wgattn.bench.RunInfo."""
     st = protocol.summarize(proto, measured.samples)
-    rec: Dict[str, object] = {
+    return {
         "op": "gemm",
         "impl": KERNEL,
         "shape": case.shape,
         "dtype": "f16",
         "config": config.tag(),
         "knobs": config.to_json(),
-        "runtime": runtime,
+        "runtime": info.runtime,
+        "browser": info.browser,
+        "flags": list(info.flags),
         "mode": mode,
         "adapter": adapter,
         "tflops": flops(case) / (st.median_ms * 1e-3) / 1e12,
         **measured.record_fields(proto),
         "timer": timer,
-        "verified": dict(verified),
+        "timer_resolution_ns": float(measured.resolution_ns),
+        "repeat": int(repeat),
+        "verified": dict(verified) if verified is not None else None,
+        "time": info.time,
+        "commit": info.commit,
     }
-    rec.update(extra or {})
-    return rec
