@@ -3,7 +3,7 @@
 # ICD, the carried Chromium and Pyodide):
 #   python3 bench/devcarry.py run -- bash lab/coopmat-ceiling/device.sh
 # carrying .devcarry/coopmat (build.sh). About 4.5 minutes:
-#   1. NVIDIA's sample, warm: each variant's C checked (--correctness, 256^3), then timed at 4096^3,
+#   1. NVIDIA's sample, warm: each variant timed at 4096^3, then its C checked (--correctness, 256^3),
 #      100 products a figure, its three f16 x f16 -> f32 fragment shapes at 128 x 128 (B row-major;
 #      the shipped and rebuilt shaders with B column-major too; the shipped one first and last:
 #      the clocks' drift) (~50 s);
@@ -32,13 +32,13 @@ log "warming the GPU (3 s of f16 matmul)"
 python3 -c "import torch,time;a=torch.randn(8192,8192,device='cuda',dtype=torch.half);t=time.time()
 while time.time()-t<3: a@a
 torch.cuda.synchronize()" >> "$out/device.log" 2>&1 || log "no torch warm-up"
-log "1. the sample: correctness of every variant, then timings"
+log "1. the sample: every variant timed, then checked"
 {
-  for v in shipped $variants; do sample "$v" "$both" --correctness; done
   sample shipped "$both"
   sample sample "$both"
   for v in $variants; do [ "$v" = sample ] || sample "$v" "$rows"; done
   sample shipped "$both"
+  for v in shipped $variants; do sample "$v" "$both" --correctness; done
 } > "$out/sample.txt" 2>&1
 log "sample done: $(grep -c TFlops "$out/sample.txt") figures, $(grep -c -w fail "$out/sample.txt") failed checks"
 log "2. gemm.smx's sweep in Chromium, robustness on and off"
