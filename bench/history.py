@@ -273,6 +273,39 @@ def decode_table(records: Sequence[Record], markdown: bool = False) -> str:
     return "\n".join(out).rstrip()
 
 
+def gemm_table(records: Sequence[Record], markdown: bool = False) -> str:
+    """The GEMM records (wgattn.gemm.record) of each shape: a row per tile, a column per mode
+    (robustness on, off), TFLOP/s ±IQR of the first repeat (others after a slash), fastest first."""
+    out = []
+    for shape in dict.fromkeys(tuple(r["shape"]) for r in records):  # type: ignore[arg-type]
+        rows = [r for r in records if tuple(r["shape"]) == shape]  # type: ignore[arg-type]
+        modes = [m for m in ("checked", "trusted") if any(r["mode"] == m for r in rows)]
+        modes += sorted({str(r["mode"]) for r in rows} - set(modes))
+        best: Dict[str, float] = {}
+        for r in rows:
+            best[str(r["config"])] = max(best.get(str(r["config"]), 0.0), float(r["tflops"]))  # type: ignore[arg-type]
+
+        def cell(tile: str, mode: str) -> str:
+            got = sorted((r for r in rows if r["config"] == tile and r["mode"] == mode), key=lambda r: int(r["repeat"]))  # type: ignore[call-overload]
+            if not got:
+                return ""
+            more = "".join(f" / {float(x['tflops']):.1f}" for x in got[1:])  # type: ignore[arg-type]
+            return f"{float(got[0]['tflops']):.1f} ±{100 * float(got[0]['spread']):.1f}%{more}"  # type: ignore[arg-type]
+
+        head = ["tile", *(COLUMN_NAMES.get(("chromium", m), m) for m in modes)]
+        body = [[t, *(cell(t, m) for m in modes)] for t in sorted(best, key=lambda t: -best[t])]
+        title = f"gemm.smx at {'x'.join(map(str, shape))} (M x N x K): TFLOP/s ±IQR"
+        if markdown:
+            out += [f"**{title}**\n", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+            out += ["| " + " | ".join(b) + " |" for b in body]
+        else:
+            widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+            out.append(title)
+            out += ["  " + "  ".join(str(x).ljust(w) for x, w in zip(row, widths)) for row in [head, *body]]
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
 def report_of(history_file: Path) -> Optional[Dict[str, object]]:
     """The report.json committed beside a history file, or None."""
     path = Path(history_file).parent / REPORTS / (Path(history_file).stem + ".json")

@@ -2,36 +2,37 @@
 // smx kernel takes to the tensor cores (Dawn lowers subgroup matrices to SPIR-V
 // KHR_cooperative_matrix at subgroup scope), written the way NVIDIA's own sample of that path is
 // (vk_cooperative_matrix_perf, shaders/shmem.comp), so that the two compare knob by knob.
-// Not an attention kernel: no registry entry; wgattn.gemm plans it (its knobs: wgattn.gemm.Config).
+// Not an attention kernel: no registry entry; wgattn.gemm plans it (its knobs: wgattn.gemm.Tile).
 //
 //   C[m, n] = sum_k A[m, k] * B[k, n]
-// Layout: A [ROWS, DEPTH] row-major f16; B [DEPTH, COLS] row-major f16, or with BT its transpose
-// [COLS, DEPTH] row-major; C [ROWS, COLS] row-major f32. ROWS % BM = COLS % BN = DEPTH % KT = 0.
+// Layout: A [ROWS, DEPTH] row-major f16; B [DEPTH, COLS] row-major f16; C [ROWS, COLS] row-major
+// f32. ROWS % BM = COLS % BN = DEPTH % (KT * STAGES) = 0 (the plan checks).
 // Grid: (COLS / BN, ROWS / BM) workgroups of WG = SGR * SGC * SG invocations, SG the subgroup size
 // the plan was made for (subgroup s: invocations s*SG .. s*SG+SG-1, as every Vulkan driver lays a
 // 1-D workgroup out). Workgroup (x, y) owns the BM x BN block of C at (y*BM, x*BN); subgroup s owns
-// TM x TN result fragments of it, from fragment row s / SGC * TM and column s % SGC * TN, held in
-// registers over the whole depth.
+// TM x TN result fragments of it, from fragment row sr = s / SGC * TM and column sc = s % SGC * TN,
+// held in registers over the whole depth.
 //
-// A step of KT along the depth: the workgroup copies the A block (BM x KT) and the B block
-// (KT x BN) from storage to workgroup memory; each subgroup then loads its TM left fragments once
-// and each of its right fragments once, and multiplies every pair (TM * TN products a fragment).
-//   PREFETCH: the next step's blocks are loaded from storage into registers before this step's
-//     products and stored to workgroup memory at the next step (the sample's way: the loads'
-//     latency hides behind the products);
-//   STAGES = 2: two copies of the staging, one barrier a step instead of two.
-// Load widths: LOAD16, storage loads of 16 bytes (vec4<u32>, the sample's) else 8 (vec4<f16>);
-// STAGE16, workgroup elements of 16 bytes else 8; SPLIT (LOAD16 without STAGE16) stores a load as
-// two elements. Matrix offsets and strides count elements of the array they read.
-// Staging layout:
-//   FRAG: one inner array per fragment (M x K of A; K x N of B, or N x K of Bᵀ), rows padded to an
-//     odd number of 16 bytes (the 8 rows one matrix load reads at once fall in different banks);
-//     a matrix load takes a pointer to one inner array, offset 0 and a constant stride, so Dawn's
-//     robustness proves it in bounds and leaves it alone;
-//   else the block's rows one after another, padded by 8 halves (the sample's layout): a matrix
-//     load at a computed offset, whose bounds robustness must check.
-// SIZES_UNIFORM: ROWS, COLS, DEPTH come from the uniform, else from the overrides (the sample bakes
-// them in as specialization constants: the step loop's bound is then a constant).
+// A step of KT along the depth (the sample's): the next step's blocks are loaded from storage into
+// registers (16-byte loads, APT of A and BPT of B per invocation) before this step's products, so
+// their latency hides behind the products, and stored to workgroup memory at the next step; each
+// subgroup loads its TM left fragments once and each right fragment once, and multiplies every
+// pair. STAGES = 2: two copies of the staging, one barrier a step instead of two (the step loop
+// is written out twice, so the staging index stays a constant).
+//
+// Staging: one inner array per fragment (M x K of A, K x N of B), rows padded to an odd number of
+// 16 bytes (the 8 rows one matrix load reads at once fall in different banks); a matrix load takes
+// a pointer to one inner array, offset 0 and a constant stride, so Dawn's robustness has no
+// offset or stride to check (it would make the stride a runtime value: NVIDIA's sample with that
+// check added runs at a sixth of its speed). SPLIT: the fragments indexed [subgroup row or
+// column][fragment], the one runtime index (the subgroup's) clamped once for the whole kernel and
+// every other index a constant expression, which robustness leaves alone; else [fragment] with the
+// subgroup's part added, one clamp a load.
+// UNROLL: the products written out (wgsl.py's #for): no loop for a driver to unroll or not, no
+// register array (acc_i_j); else loops over fragments with arrays indexed by their counters (the
+// driver unrolls them, or puts the arrays in local memory). Storage loads and stores are written out
+// either way. ROWS, COLS and DEPTH are pipeline constants (the sample's specialization constants):
+// the step loop's bound is a constant, so robustness adds no loop guard.
 // Reference: wgattn.gemm.reference (float64) on the inputs shaders/hash_fill.wgsl makes.
 #include "lib/subgroup_matrix.wgsl"
 
@@ -50,34 +51,19 @@ const SK: u32 = 16u;  // K: the depth of one fragment product
 #else
 const SK: u32 = 8u;
 #endif
-// SGR x SGC subgroups of SG invocations, TM x TN result fragments each, KT depth a step (a
-// multiple of SK and of 8).
+// SGR x SGC subgroups of SG invocations, TM x TN result fragments each, KT deep a step (KF
+// fragments), STAGES copies of the staging; APT, BPT: 16-byte loads of A and of B per invocation
+// a step (whole: the plan checks).
 #const SGR
 #const SGC
 #const TM
 #const TN
 #const KT
+#const KF
 #const SG
-#if STAGES2
-const STAGES: u32 = 2u;  // copies of the staging
-#else
-const STAGES: u32 = 1u;
-#endif
-
-#if LOAD16
-alias LT = vec4<u32>;  // one storage load: 8 halves
-const LH: u32 = 8u;
-#else
-alias LT = vec4<f16>;  // 4 halves
-const LH: u32 = 4u;
-#endif
-#if STAGE16
-alias ST = vec4<u32>;  // one workgroup element: 8 halves
-const SH: u32 = 8u;
-#else
-alias ST = vec4<f16>;  // 4 halves
-const SH: u32 = 4u;
-#endif
+#const STAGES
+#const APT
+#const BPT
 
 alias LF = subgroup_matrix_left<f16, SK, SM>;    // A: M rows x K
 alias RF = subgroup_matrix_right<f16, SN, SK>;   // B: K x N columns
@@ -86,242 +72,196 @@ alias AF = subgroup_matrix_result<f32, SN, SM>;  // C: M rows x N columns
 const WG: u32 = SGR * SGC * SG;  // invocations per workgroup
 const BM: u32 = SGR * TM * SM;   // rows of C per workgroup
 const BN: u32 = SGC * TN * SN;   // columns of C per workgroup
-const KF: u32 = KT / SK;         // fragments along a step's depth
 const NF: u32 = BN / SN;         // fragments along the block's columns
-const ALOADS: u32 = BM * KT / LH;        // storage loads of an A block
-const BLOADS: u32 = BN * KT / LH;        // ... of a B block
-const APT: u32 = (ALOADS + WG - 1u) / WG;  // ... per invocation
-const BPT: u32 = (BLOADS + WG - 1u) / WG;
-// Rows of K halves (A, Bᵀ) and of N halves (B): padded to an odd number of 16 bytes.
-const PK: u32 = SK / 16u * 8u;
-const PN: u32 = SN / 16u * 8u;
-const RSA: u32 = (SK + PK) / SH;  // elements a fragment row of A (and of Bᵀ) takes
-#if BT
-const RSB: u32 = (SK + PK) / SH;
-#else
-const RSB: u32 = (SN + PN) / SH;
-#endif
-const RWA: u32 = (KT + 8u) / SH;  // elements a block row takes (FRAG = 0)
-#if BT
-const RWB: u32 = (KT + 8u) / SH;
-#else
-const RWB: u32 = (BN + 8u) / SH;
-#endif
+const AW: u32 = KT / 8u;         // 16-byte loads along a row of the A block
+const BW: u32 = BN / 8u;         // ... of the B block
+// Rows of a fragment in vec4<u32> (8 halves): K halves (A) or N halves (B), padded by 8 halves
+// where the row is 16 halves (32 bytes -> 48), left as is at 8 (16 bytes: 8 rows fill 8 banks).
+const RSA: u32 = (SK + SK / 16u * 8u) / 8u;
+const RSB: u32 = (SN + SN / 16u * 8u) / 8u;
 
-override ROWS: u32;   // M (SIZES_UNIFORM: unused)
+override ROWS: u32;   // M
 override COLS: u32;   // N
 override DEPTH: u32;  // K
-override STEPS: u32 = DEPTH / KT;  // steps along the depth
+override STEPS: u32 = DEPTH / KT;  // steps along the depth: a constant once the pipeline is made
 
-@group(0) @binding(0) var<storage, read> a: array<LT>;        // A [ROWS, DEPTH / LH]
-@group(0) @binding(1) var<storage, read> b: array<LT>;        // B [DEPTH, COLS / LH], Bᵀ [COLS, DEPTH / LH]
-@group(0) @binding(2) var<storage, read_write> c: array<f32>;  // C [ROWS, COLS]
-@group(0) @binding(3) var<uniform> dims: vec4<u32>;           // ROWS, COLS, DEPTH, 0
+@group(0) @binding(0) var<storage, read> a: array<vec4<u32>>;        // A [ROWS, DEPTH / 8]
+@group(0) @binding(1) var<storage, read> b: array<vec4<u32>>;        // B [DEPTH, COLS / 8]
+@group(0) @binding(2) var<storage, read_write> c: array<f32>;        // C [ROWS, COLS]
 
-#if FRAG
-alias ABlock = array<array<ST, SM * RSA>, BM / SM * KF>;  // [row fragment * KF + k fragment]
-#if BT
-alias BBlock = array<array<ST, SN * RSB>, NF * KF>;       // [column fragment * KF + k fragment]
-#else
-alias BBlock = array<array<ST, SK * RSB>, KF * NF>;       // [k fragment * NF + column fragment]
-#endif
-#else
-alias ABlock = array<ST, BM * RWA>;
-#if BT
-alias BBlock = array<ST, BN * RWB>;
-#else
-alias BBlock = array<ST, KT * RWB>;
-#endif
-#endif
-var<workgroup> ta: array<ABlock, STAGES>;
-var<workgroup> tb: array<BBlock, STAGES>;
-
-fn sizes() -> vec3<u32> {
-#if SIZES_UNIFORM
-  return dims.xyz;
-#else
-  return vec3<u32>(ROWS, COLS, DEPTH);
-#endif
-}
-
-// Element v of the A block at row r, halves h .. h+SH-1.
-fn put_a(st: u32, r: u32, h: u32, v: ST) {
-#if FRAG
-  ta[st][r / SM * KF + h / SK][r % SM * RSA + h % SK / SH] = v;
-#else
-  ta[st][r * RWA + h / SH] = v;
-#endif
-}
-
-// Element v of the B block at (k, n .. n+SH-1), or of the Bᵀ block at (n, k .. k+SH-1).
-fn put_b(st: u32, r: u32, h: u32, v: ST) {
-#if FRAG
-#if BT
-  tb[st][r / SN * KF + h / SK][r % SN * RSB + h % SK / SH] = v;
-#else
-  tb[st][r / SK * NF + h / SN][r % SK * RSB + h % SN / SH] = v;
-#endif
-#else
-  tb[st][r * RWB + h / SH] = v;
-#endif
-}
-
-// The blocks of step k0 from storage into registers.
-fn fetch(ra: ptr<function, array<LT, APT>>, rb: ptr<function, array<LT, BPT>>, lid: u32, row0: u32, col0: u32,
-         k0: u32, size: vec3<u32>) {
-  for (var f = 0u; f < APT; f++) {
-    let e = lid + f * WG;
-    if (ALOADS % WG == 0u || e < ALOADS) {
-      let r = e / (KT / LH);
-      (*ra)[f] = a[(row0 + r) * (size.z / LH) + k0 / LH + e % (KT / LH)];
-    }
-  }
-  for (var f = 0u; f < BPT; f++) {
-    let e = lid + f * WG;
-    if (BLOADS % WG == 0u || e < BLOADS) {
-#if BT
-      let r = e / (KT / LH);
-      (*rb)[f] = b[(col0 + r) * (size.z / LH) + k0 / LH + e % (KT / LH)];
-#else
-      let r = e / (BN / LH);
-      (*rb)[f] = b[(k0 + r) * (size.y / LH) + col0 / LH + e % (BN / LH)];
-#endif
-    }
-  }
-}
-
-// The registers' blocks into staging st.
-fn put(ra: ptr<function, array<LT, APT>>, rb: ptr<function, array<LT, BPT>>, lid: u32, st: u32) {
-  for (var f = 0u; f < APT; f++) {
-    let e = lid + f * WG;
-    if (ALOADS % WG == 0u || e < ALOADS) {
-      let r = e / (KT / LH);
-      let h = e % (KT / LH) * LH;
+alias AFrag = array<vec4<u32>, SM * RSA>;
+alias BFrag = array<vec4<u32>, SK * RSB>;
 #if SPLIT
-      put_a(st, r, h, bitcast<vec4<f16>>((*ra)[f].xy));
-      put_a(st, r, h + 4u, bitcast<vec4<f16>>((*ra)[f].zw));
+var<workgroup> ta: array<array<array<AFrag, TM * KF>, SGR>, STAGES>;  // [stage][sr][i * KF + kk]
+var<workgroup> tb: array<array<array<BFrag, KF * TN>, SGC>, STAGES>;  // [stage][sc][kk * TN + j]
 #else
-      put_a(st, r, h, (*ra)[f]);
+var<workgroup> ta: array<array<AFrag, SGR * TM * KF>, STAGES>;  // [stage][(sr * TM + i) * KF + kk]
+var<workgroup> tb: array<array<BFrag, KF * NF>, STAGES>;        // [stage][kk * NF + sc * TN + j]
 #endif
-    }
-  }
-  for (var f = 0u; f < BPT; f++) {
-    let e = lid + f * WG;
-    if (BLOADS % WG == 0u || e < BLOADS) {
-#if BT
-      let r = e / (KT / LH);
-      let h = e % (KT / LH) * LH;
-#else
-      let r = e / (BN / LH);
-      let h = e % (BN / LH) * LH;
-#endif
+
+// Element e of a step's A block (row e / AW, halves e % AW * 8 ..) into staging st.
+fn put_a(st: u32, e: u32, v: vec4<u32>) {
+  let r = e / AW;
+  let h = e % AW * 8u;
+  let at = r % SM * RSA + h % SK / 8u;
 #if SPLIT
-      put_b(st, r, h, bitcast<vec4<f16>>((*rb)[f].xy));
-      put_b(st, r, h + 4u, bitcast<vec4<f16>>((*rb)[f].zw));
+  ta[st][r / SM / TM][r / SM % TM * KF + h / SK][at] = v;
 #else
-      put_b(st, r, h, (*rb)[f]);
+  ta[st][r / SM * KF + h / SK][at] = v;
 #endif
-    }
-  }
 }
 
-// This subgroup's products of staging st into its accumulators.
-fn products(acc: ptr<function, array<AF, TM * TN>>, st: u32, sr: u32, sc: u32) {
-  for (var kk = 0u; kk < KF; kk++) {
-    var lf: array<LF, TM>;
-    for (var i = 0u; i < TM; i++) {
-#if FRAG
-      lf[i] = subgroupMatrixLoad<LF, row_major>(&ta[st][(sr * TM + i) * KF + kk], 0u, RSA);
+// Element e of a step's B block (row k = e / BW, columns e % BW * 8 ..) into staging st.
+fn put_b(st: u32, e: u32, v: vec4<u32>) {
+  let k = e / BW;
+  let n = e % BW * 8u;
+  let at = k % SK * RSB + n % SN / 8u;
+#if SPLIT
+  tb[st][n / SN / TN][k / SK * TN + n / SN % TN][at] = v;
 #else
-      lf[i] = subgroupMatrixLoad<LF, row_major>(&ta[st], (sr * TM + i) * SM * RWA + kk * SK / SH, RWA);
+  tb[st][k / SK * NF + n / SN][at] = v;
 #endif
-    }
-    for (var j = 0u; j < TN; j++) {
-#if FRAG
-#if BT
-      let rf = subgroupMatrixLoad<RF, col_major>(&tb[st][(sc * TN + j) * KF + kk], 0u, RSB);
-#else
-      let rf = subgroupMatrixLoad<RF, row_major>(&tb[st][kk * NF + sc * TN + j], 0u, RSB);
-#endif
-#else
-#if BT
-      let rf = subgroupMatrixLoad<RF, col_major>(&tb[st], (sc * TN + j) * SN * RWB + kk * SK / SH, RWB);
-#else
-      let rf = subgroupMatrixLoad<RF, row_major>(&tb[st], kk * SK * RWB + (sc * TN + j) * SN / SH, RWB);
-#endif
-#endif
-      for (var i = 0u; i < TM; i++) {
-        (*acc)[i * TN + j] = subgroupMatrixMultiplyAccumulate(lf[i], rf, (*acc)[i * TN + j]);
-      }
-    }
-  }
 }
 
 @compute @workgroup_size(WG)
 fn gemm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let size = sizes();
   let sg = lid / SG;
   let sr = sg / SGC;
   let sc = sg % SGC;
   let row0 = wid.y * BM;
   let col0 = wid.x * BN;
+  // This invocation's loads, the same each step but for the depth: A's rows and column, B's.
+  let a0 = (row0 + lid / AW) * (DEPTH / 8u) + lid % AW;
+  let b0 = (lid / BW) * (COLS / 8u) + col0 / 8u + lid % BW;
+#for f APT
+  var ra{f} = a[a0 + {f} * (WG / AW) * (DEPTH / 8u)];
+#endfor
+#for f BPT
+  var rb{f} = b[b0 + {f} * (WG / BW) * (COLS / 8u)];
+#endfor
+#if UNROLL
+#for i TM
+#for j TN
+  var acc_{i}_{j}: AF;  // zeros
+#endfor
+#endfor
+#else
   var acc: array<AF, TM * TN>;  // zeros
-  var ra: array<LT, APT>;
-  var rb: array<LT, BPT>;
+#endif
 #if STAGES2
-  fetch(&ra, &rb, lid, row0, col0, 0u, size);
-  put(&ra, &rb, lid, 0u);
+#for f APT
+  put_a(0u, lid + {f} * WG, ra{f});
+#endfor
+#for f BPT
+  put_b(0u, lid + {f} * WG, rb{f});
+#endfor
   workgroupBarrier();
-#else
-#if PREFETCH
-  fetch(&ra, &rb, lid, row0, col0, 0u, size);
 #endif
-#endif
-#if SIZES_UNIFORM
-  let steps = size.z / KT;
-  for (var s = 0u; s < steps; s++) {
-#else
-  let steps = STEPS;
-  for (var s = 0u; s < STEPS; s++) {  // a constant bound: robustness adds no loop guard
-#endif
-    let more = s + 1u < steps;
+
+  for (var s = 0u; s < STEPS; s += STAGES) {
+#for st STAGES
+    {
+      let more = s + {st}u + 1u < STEPS;
+      let k1 = (s + {st}u + 1u) * KT;  // the next step's depth
 #if STAGES2
-#if PREFETCH
-    if (more) {
-      fetch(&ra, &rb, lid, row0, col0, (s + 1u) * KT, size);
-    }
-    products(&acc, s % 2u, sr, sc);
-    if (more) {
-      put(&ra, &rb, lid, (s + 1u) % 2u);
-    }
+      if (more) {
+#for f APT
+        ra{f} = a[a0 + {f} * (WG / AW) * (DEPTH / 8u) + k1 / 8u];
+#endfor
+#for f BPT
+        rb{f} = b[b0 + ({f} * (WG / BW) + k1) * (COLS / 8u)];
+#endfor
+      }
 #else
-    if (more) {
-      fetch(&ra, &rb, lid, row0, col0, (s + 1u) * KT, size);
-      put(&ra, &rb, lid, (s + 1u) % 2u);
-    }
-    products(&acc, s % 2u, sr, sc);
+      workgroupBarrier();  // everyone is done reading the staging
+#for f APT
+      put_a(0u, lid + {f} * WG, ra{f});
+#endfor
+#for f BPT
+      put_b(0u, lid + {f} * WG, rb{f});
+#endfor
+      workgroupBarrier();
+      if (more) {
+#for f APT
+        ra{f} = a[a0 + {f} * (WG / AW) * (DEPTH / 8u) + k1 / 8u];
+#endfor
+#for f BPT
+        rb{f} = b[b0 + ({f} * (WG / BW) + k1) * (COLS / 8u)];
+#endfor
+      }
 #endif
-    workgroupBarrier();
+      // This subgroup's products of staging {st}.
+#if UNROLL
+#for kk KF
+      {
+#for i TM
+#if SPLIT
+        let l{i} = subgroupMatrixLoad<LF, row_major>(&ta[{st}][sr][{i} * KF + {kk}], 0u, RSA);
 #else
-    workgroupBarrier();  // everyone is done reading the staging
-#if PREFETCH
-    put(&ra, &rb, lid, 0u);
-    workgroupBarrier();
-    if (more) {
-      fetch(&ra, &rb, lid, row0, col0, (s + 1u) * KT, size);
-    }
+        let l{i} = subgroupMatrixLoad<LF, row_major>(&ta[{st}][(sr * TM + {i}) * KF + {kk}], 0u, RSA);
+#endif
+#endfor
+#for j TN
+#if SPLIT
+        let r{j} = subgroupMatrixLoad<RF, row_major>(&tb[{st}][sc][{kk} * TN + {j}], 0u, RSB);
 #else
-    fetch(&ra, &rb, lid, row0, col0, s * KT, size);
-    put(&ra, &rb, lid, 0u);
-    workgroupBarrier();
+        let r{j} = subgroupMatrixLoad<RF, row_major>(&tb[{st}][{kk} * NF + sc * TN + {j}], 0u, RSB);
 #endif
-    products(&acc, 0u, sr, sc);
+#for i TM
+        acc_{i}_{j} = subgroupMatrixMultiplyAccumulate(l{i}, r{j}, acc_{i}_{j});
+#endfor
+#endfor
+      }
+#endfor
+#else
+      for (var kk = 0u; kk < KF; kk++) {
+        var lf: array<LF, TM>;
+        for (var i = 0u; i < TM; i++) {
+#if SPLIT
+          lf[i] = subgroupMatrixLoad<LF, row_major>(&ta[{st}][sr][i * KF + kk], 0u, RSA);
+#else
+          lf[i] = subgroupMatrixLoad<LF, row_major>(&ta[{st}][(sr * TM + i) * KF + kk], 0u, RSA);
 #endif
+        }
+        for (var j = 0u; j < TN; j++) {
+#if SPLIT
+          let rf = subgroupMatrixLoad<RF, row_major>(&tb[{st}][sc][kk * TN + j], 0u, RSB);
+#else
+          let rf = subgroupMatrixLoad<RF, row_major>(&tb[{st}][kk * NF + sc * TN + j], 0u, RSB);
+#endif
+          for (var i = 0u; i < TM; i++) {
+            acc[i * TN + j] = subgroupMatrixMultiplyAccumulate(lf[i], rf, acc[i * TN + j]);
+          }
+        }
+      }
+#endif
+#if STAGES2
+      if (more) {
+#for f APT
+        put_a(1u - {st}u, lid + {f} * WG, ra{f});
+#endfor
+#for f BPT
+        put_b(1u - {st}u, lid + {f} * WG, rb{f});
+#endfor
+      }
+      workgroupBarrier();
+#endif
+    }
+#endfor
   }
+
+  let c0 = (row0 + sr * TM * SM) * COLS + col0 + sc * TN * SN;  // this subgroup's first fragment
+#if UNROLL
+#for i TM
+#for j TN
+  subgroupMatrixStore<row_major>(&c, c0 + {i} * SM * COLS + {j} * SN, acc_{i}_{j}, COLS);
+#endfor
+#endfor
+#else
   for (var i = 0u; i < TM; i++) {
     for (var j = 0u; j < TN; j++) {
-      let at = (row0 + (sr * TM + i) * SM) * size.y + col0 + (sc * TN + j) * SN;
-      subgroupMatrixStore<row_major>(&c, at, acc[i * TN + j], size.y);
+      subgroupMatrixStore<row_major>(&c, c0 + i * SM * COLS + j * SN, acc[i * TN + j], COLS);
     }
   }
+#endif
 }

@@ -1,9 +1,11 @@
-"""The GEMM on the lavapipe test bed (bench/smx_attention/testbed.sh's Debian trixie root: Mesa
-26.1 lavapipe, f16 x f16 -> f32 at 8x8x8, subgroup size 8): plans for that adapter, run by
-bed.mjs under dawn.node, judged here by wgattn.gemm.check.
+"""The GEMM on the lavapipe test bed (bench/smx_testbed/testbed.sh's Debian trixie root: Mesa
+26.1 lavapipe, f16 x f16 -> f32 at 8x8x8, subgroup size 8): every tile of the sweep planned for
+that adapter, its A and B filled on the GPU as the page fills them, run by bed.mjs under
+dawn.node (the page's executor), C judged here as the page judges it (wgattn.gemm.check_filled).
 
-    .venv/bin/python lab/coopmat-ceiling/bed.py check [--shape 128,256,64] [--sgr 2 ...]
-    .venv/bin/python lab/coopmat-ceiling/bed.py dump OUTDIR          # SPIR-V Tint emits, per config
+    .venv/bin/python -m lab.coopmat-ceiling.bed ...   (or the path:)
+    .venv/bin/python lab/coopmat-ceiling/bed.py check [--shape 128,256,128] [--only TEXT] [--unchecked]
+    .venv/bin/python lab/coopmat-ceiling/bed.py dump OUTDIR [--unchecked]   # the SPIR-V Tint emits, per tile
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import base64
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from wgattn import gemm
+from wgattn import bandwidth, gemm
 from wgattn.target import MATRIX_FEATURE, MatrixConfig, Target
 
 HERE = Path(__file__).resolve().parent
@@ -39,18 +42,24 @@ BED = Target(
 assert MATRIX_FEATURE in BED.features
 
 
-def bed_configs() -> list:
-    """The H100 sweep's configurations at 8x8x8 (the bed's only shape): same code paths."""
-    return gemm.sweep([(8, 8, 8)])
+def bed_tiles() -> list:
+    """Every code path of the H100 sweep at 8x8x8 (the bed's only shape), in blocks small enough
+    for lavapipe to compile in seconds (the sweep's own 128 x 128 blocks written out take it
+    minutes each): products written out or looped, staging split or flat, one or two stages, a
+    block of more rows than columns and one of more columns."""
+    small = gemm.Tile(m=8, n=8, k=8, sgr=2, sgc=2, tm=2, tn=1, kt=16)
+    return [replace(small, unroll=u, split=s, stages=st) for u in (True, False) for s in (True, False) for st in (1, 2)] + [
+        replace(small, tm=1, tn=4, kt=32),
+        replace(small, sgr=1, sgc=4, tm=4, tn=1),
+    ]
 
 
-def jobs(case: gemm.Case, configs) -> list:
+def jobs(case, tiles) -> list:
     out = []
-    for cfg in configs:
-        p = gemm.plan(case, cfg, BED)
-        bytes_ = {b.name: base64.b64encode(b.data).decode() for b in p.buffers if b.data is not None}
-        fills = [f.to_js() for f in gemm.fill_plans(p)] if not p.unavailable else []
-        out.append({"tag": cfg.tag(), "plan": p.to_js(), "bytes": bytes_, "fills": fills})
+    for tile in tiles:
+        p = gemm.plan(case, tile, BED)
+        fills = [f.to_js() for f in bandwidth.fill_plans(p, case.inputs)] if not p.unavailable else []
+        out.append({"tag": tile.tag(), "plan": p.to_js(), "bytes": {}, "fills": fills})
     return out
 
 
@@ -64,16 +73,17 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["check", "dump"])
     ap.add_argument("outdir", nargs="?", default=str(OUT))
-    ap.add_argument("--shape", default="128,256,96", help="rows,cols,depth (every sweep block must divide it)")
+    ap.add_argument("--shape", default="96,192,96", help="rows,cols,depth (every tile's block must divide it)")
     ap.add_argument("--only", default="", help="substring of the configurations' tags")
     ap.add_argument("--unchecked", action="store_true", help="with disable_robustness (Dawn's bounds checks off)")
     args = ap.parse_args()
     out = Path(args.outdir).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    case = gemm.Case(*(int(x) for x in args.shape.split(",")))
-    configs = [c for c in bed_configs() if args.only in c.tag()]
+    rows, cols, depth = (int(x) for x in args.shape.split(","))
+    case = gemm.case(gemm.GemmConfig(rows=rows, cols=cols, depth=depth))
+    tiles = [t for t in bed_tiles() if args.only in t.tag()]
     job_file, results = out / "bed_jobs.json", out / "bed_results.json"
-    job_file.write_text(json.dumps(jobs(case, configs)))
+    job_file.write_text(json.dumps(jobs(case, tiles)))
     toggles = "allow_unsafe_apis" + (",disable_robustness" if args.unchecked else "")
     if args.what == "dump":
         with open(out / "dump.txt", "w") as f:
@@ -82,15 +92,15 @@ def main() -> int:
     else:
         run_bed(job_file, results, toggles)
     bad = 0
-    for cfg, res in zip(configs, json.loads(results.read_text())):
+    for tile, res in zip(tiles, json.loads(results.read_text())):
         if "error" in res:
-            print(f"{cfg.tag():60s} ERROR {res['error'][:300]}")
+            print(f"{tile.tag():50s} ERROR {res['error'][:300]}")
             bad += 1
             continue
-        c = np.frombuffer(base64.b64decode(res["c"]), dtype=np.float32)
-        v = gemm.check(case, c, bt=cfg.bt)
-        bad += not v["pass"]
-        print(f"{cfg.tag():60s} {'pass' if v['pass'] else 'FAIL'} max err {v['max_abs_err']:.3g} (allowed {v['allowed']:.3g})")
+        c = np.frombuffer(base64.b64decode(res["c"]), dtype=np.float32).reshape(rows, cols)
+        v = gemm.check_filled(case, {"c": c})
+        bad += not v["ok"]
+        print(f"{tile.tag():50s} {'pass' if v['ok'] else 'FAIL'} max err {v['max_abs_err']:.3g} (allowed {v['allowed']:.3g})")
     return 1 if bad else 0
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs a command in the lavapipe test bed's Debian trixie root (bench/smx_attention/testbed.sh setup
+# Runs a command in the lavapipe test bed's Debian trixie root (bench/smx_testbed/testbed.sh setup
 # makes it; `apt-get install spirv-tools glslang-tools` there adds the SPIR-V tools) with this
 # checkout at /work and the working directory at the same place inside it.
 #   bash lab/coopmat-ceiling/inroot.sh spirv-dis x.spv

@@ -1,13 +1,16 @@
 """The subgroup-matrix GEMM benchmark: C = A · B, f16 x f16 -> f32, on shaders/gemm.smx.wgsl, the
-ceiling of every kernel that reaches the tensor cores through WGSL subgroup matrices.
+ceiling of every kernel that reaches the tensor cores through WGSL subgroup matrices. Its op,
+"gemm", is an ordinary benchmark case (wgattn.page.bench_jobs): a configuration (`GemmConfig`:
+M, N, K), the kernel configurations timed on it (`Tile`s: `sweep` by default), the inputs the GPU
+fills (wgattn.bandwidth.fill_plans: shaders/hash_fill.wgsl), C checked against float64 before
+anything is timed.
 
-* `Config`: one kernel configuration, its knobs as data (the fragment shape the adapter offers,
-  subgroups per workgroup, fragments per subgroup, depth a step, staging, load widths, layouts);
-  `sweep(target)` the configurations a benchmark run times, each for every fragment shape;
-* `plan(case, config, target)`: the plan of one product (A and B made on the GPU by `fill_plans`,
-  C read back), or the reason the target cannot run it;
-* `check(case, c)`: C against the float64 product of the same inputs (`fill_values`) at sampled
-  entries, before anything is timed;
+* `Tile`: one kernel configuration, its knobs as data (the fragment shape the adapter offers,
+  subgroups per workgroup, fragments per subgroup, depth a step, staging copies, the products
+  written out or looped, the staging's subgroup index split off);
+* `case(config)`: the case (A and B left for the GPU to fill); `plan(case, tile, target)` its
+  plan, or the reason the target cannot run it;
+* `check_filled(case, outputs)`: C against the float64 product at sampled entries;
 * `record(...)`: a benchmark record, TFLOP/s = 2 M N K over the protocol's median.
 
 Python 3.8 (the page's Pyodide builds these plans).
@@ -15,76 +18,80 @@ Python 3.8 (the page's Pyodide builds these plans).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import protocol, wgsl
-from .plan import Buffer, Dispatch, Plan
+from . import protocol, tolerance, wgsl
+from .bandwidth import device_filled, fill_values
+from .interfaces.base import Case, FilledCheck
+from .interfaces.config import LiveConfig, knob
+from .plan import Buffer, Dispatch, Output, Plan
 from .registry import shader_dir
 from .target import MATRIX_FEATURE, Target
 
 __all__ = [
-    "Case",
-    "Config",
+    "OP",
+    "KERNEL",
+    "GemmConfig",
+    "Tile",
     "FRAGMENTS",
     "sweep",
     "matrices_of",
+    "case",
+    "sizes",
     "plan",
-    "fill_plans",
-    "fill_values",
-    "check",
+    "reference",
+    "check_filled",
     "record",
     "flops",
-    "KERNEL",
-    "SEEDS",
 ]
 
+OP = "gemm"  # the benchmark op (wgattn.page.bench_jobs)
 KERNEL = "gemm.smx"  # the shader (shaders/gemm.smx.wgsl) and the impl its records name
 ENTRY = "gemm"
 NEEDS = ("shader-f16", "subgroups", MATRIX_FEATURE)
-# The inputs the GPU makes (shaders/hash_fill.wgsl): one hash seed per tensor.
-SEEDS = {"a": 0x61616161, "b": 0x62626262}
-_FILL_WG = 256  # hash_fill.wgsl's workgroup size
-CHECKED = 512  # entries of C checked against float64 (every workgroup's block is as likely)
+CHECKED = 256  # entries of C checked against float64, the four corners among them
 # The fragment shapes (M, N, K) a sweep may be asked for: the H100's f16 x f16 -> f32 ones and
 # lavapipe's.
 FRAGMENTS = ((16, 16, 16), (16, 8, 16), (16, 8, 8), (8, 8, 8))
+_MOST_SIZE = 8192
 
 
-@dataclass(frozen=True)
-class Case:
-    """C [rows, cols] = A [rows, depth] · B [depth, cols]."""
+@dataclass
+class GemmConfig(LiveConfig):
+    """The product timed: C [rows, cols] = A [rows, depth] · B [depth, cols]; `fragment` picks the
+    sweep's fragment shape ("" every f16 x f16 -> f32 one the adapter offers)."""
 
-    rows: int
-    cols: int
-    depth: int
-
-    @property
-    def shape(self) -> List[int]:
-        return [self.rows, self.cols, self.depth]
+    rows: int = knob(4096, 16, _MOST_SIZE, hint="M: rows of A and C")
+    cols: int = knob(4096, 16, _MOST_SIZE, hint="N: columns of B and C")
+    depth: int = knob(4096, 16, _MOST_SIZE, hint="K: columns of A, rows of B")
+    fragment: str = knob("", choices=["", *("x".join(map(str, f)) for f in FRAGMENTS)], hint="the sweep's M x N x K")
 
 
-@dataclass(frozen=True)
-class Config:
-    """One configuration of gemm.smx (the WGSL header says what each knob does)."""
+@dataclass
+class Tile(LiveConfig):
+    """One configuration of gemm.smx (its WGSL header says what each knob does)."""
 
-    m: int = 16  # the fragment shape M x N x K: one of the adapter's configurations
-    n: int = 16
-    k: int = 16
-    sgr: int = 2  # subgroups along the rows of a block
-    sgc: int = 4  # ... along its columns
-    tm: int = 4  # result fragments per subgroup along the rows
-    tn: int = 2  # ... along the columns
-    kt: int = 16  # depth per step
-    stages: int = 1  # copies of the staging: 1 (two barriers a step) or 2 (one)
-    prefetch: bool = True  # the next step's blocks loaded into registers before this step's products
-    load16: bool = True  # 16-byte storage loads (else 8)
-    stage16: bool = True  # 16-byte workgroup elements (else 8)
-    frag: bool = True  # staging as one array per fragment (else the sample's padded rows)
-    bt: bool = False  # B given transposed, [cols, depth]
-    sizes_uniform: bool = False  # sizes read from the uniform (else pipeline constants)
+    m: int = knob(16, 8, 16, hint="fragment rows: one of the adapter's configurations")
+    n: int = knob(16, 8, 16, hint="fragment columns")
+    k: int = knob(16, 8, 16, hint="fragment depth")
+    sgr: int = knob(2, 1, 8, hint="subgroups along the rows of a block")
+    sgc: int = knob(4, 1, 8, hint="... along its columns")
+    tm: int = knob(4, 1, 16, hint="result fragments per subgroup along the rows")
+    tn: int = knob(2, 1, 16, hint="... along the columns")
+    kt: int = knob(64, 8, 128, hint="depth a step")
+    stages: int = knob(1, 1, 2, hint="copies of the staging: 1 (two barriers a step) or 2 (one)")
+    unroll: bool = knob(True, hint="the products written out (else loops over register arrays)")
+    split: bool = knob(True, hint="the staging indexed [subgroup][fragment] (else [fragment])")
+
+    def check(self) -> None:
+        bad = [f"{x}={getattr(self, x)}" for x in ("m", "n", "k") if getattr(self, x) not in (8, 16)]
+        if bad:
+            raise ValueError(f"fragment dimensions are 8 or 16, got {', '.join(bad)}")
+        if self.kt % self.k or self.kt % 8:
+            raise ValueError(f"kt (depth per step, {self.kt}) must be a multiple of k ({self.k}) and of 8")
 
     @property
     def block(self) -> Tuple[int, int]:
@@ -92,25 +99,30 @@ class Config:
         return self.sgr * self.tm * self.m, self.sgc * self.tn * self.n
 
     def tag(self) -> str:
-        """A short name: '16x16x16 128x128 k16 2x4 pf s1 w16/16 frag B'."""
+        """A short name: '16x16x16 128x128 k64 2x4sg s1 unrolled split'."""
         bm, bn = self.block
-        parts = [
-            f"{self.m}x{self.n}x{self.k}",
-            f"{bm}x{bn}",
-            f"k{self.kt}",
-            f"{self.sgr}x{self.sgc}sg",
-            "pf" if self.prefetch else "nopf",
-            f"s{self.stages}",
-            f"w{16 if self.load16 else 8}/{16 if self.stage16 else 8}",
-            "frag" if self.frag else "rows",
-            "Bt" if self.bt else "B",
-        ]
-        if self.sizes_uniform:
-            parts.append("uniform")
-        return " ".join(parts)
+        return " ".join(
+            [
+                f"{self.m}x{self.n}x{self.k}",
+                f"{bm}x{bn}",
+                f"k{self.kt}",
+                f"{self.sgr}x{self.sgc}sg",
+                f"s{self.stages}",
+                "unrolled" if self.unroll else "loops",
+                "split" if self.split else "flat",
+            ]
+        )
+
+    def loads(self, subgroup: int) -> Tuple[int, int]:
+        """16-byte storage loads of A and of B per invocation a step (0 when not whole)."""
+        bm, bn = self.block
+        wg = self.sgr * self.sgc * subgroup
+        a, b = bm * self.kt // 8, self.kt * bn // 8
+        return (a // wg if a % wg == 0 else 0), (b // wg if b % wg == 0 else 0)
 
     def defines(self, subgroup: int) -> Dict[str, int]:
         """The preprocessor's defines for a subgroup size."""
+        apt, bpt = self.loads(subgroup)
         return {
             "SMX_M16": self.m // 16,
             "SMX_N16": self.n // 16,
@@ -120,66 +132,74 @@ class Config:
             "TM": self.tm,
             "TN": self.tn,
             "KT": self.kt,
+            "KF": self.kt // self.k,
             "SG": subgroup,
+            "STAGES": self.stages,
             "STAGES2": int(self.stages == 2),
-            "PREFETCH": int(self.prefetch),
-            "LOAD16": int(self.load16),
-            "STAGE16": int(self.stage16),
-            "SPLIT": int(self.load16 and not self.stage16),
-            "FRAG": int(self.frag),
-            "BT": int(self.bt),
-            "SIZES_UNIFORM": int(self.sizes_uniform),
+            "APT": apt,
+            "BPT": bpt,
+            "UNROLL": int(self.unroll),
+            "SPLIT": int(self.split),
         }
 
-    def faults(self) -> List[str]:
-        """What makes this configuration unbuildable whatever the adapter."""
+    def faults(self, subgroup: int) -> List[str]:
+        """What keeps this configuration from being laid out for a subgroup size."""
+        bm, bn = self.block
+        wg = self.sgr * self.sgc * subgroup
+        apt, bpt = self.loads(subgroup)
         out = []
-        if not {self.m, self.n, self.k} <= {8, 16}:
-            out.append(f"fragment {self.m}x{self.n}x{self.k}: M, N and K are 8 or 16")
-        if self.kt % self.k or self.kt % 8:
-            out.append(f"depth per step {self.kt} must be a multiple of K={self.k} and of 8")
-        if self.stages not in (1, 2):
-            out.append(f"stages must be 1 or 2, got {self.stages}")
-        if self.stage16 and not self.load16:
-            out.append("16-byte workgroup elements need 16-byte loads")
-        if min(self.sgr, self.sgc, self.tm, self.tn, self.kt) < 1:
-            out.append("subgroups, fragments and depth must be positive")
+        if not apt or not bpt or wg % (self.kt // 8) or wg % (bn // 8):
+            out.append(f"a {bm}x{self.kt} and a {self.kt}x{bn} block are not whole 16-byte loads of {wg} invocations")
         return out
 
-    def to_json(self) -> Dict[str, object]:
-        return asdict(self)
+
+def _base(m: int, n: int, k: int) -> Tile:
+    """NVIDIA's sample's shape for a fragment shape: 8 subgroups (2 x 4), a 128 x 128 block, 64 deep
+    (the deepest that fits 48 KiB)."""
+    return Tile(m=m, n=n, k=k, sgr=2, sgc=4, tm=128 // 2 // m, tn=128 // 4 // n, kt=64)
 
 
-def _base(m: int, n: int, k: int) -> Config:
-    """NVIDIA's sample's shape for a fragment shape: 8 subgroups (2 x 4), a 128 x 128 block, 16 deep."""
-    return Config(m=m, n=n, k=k, sgr=2, sgc=4, tm=128 // 2 // m, tn=128 // 4 // n, kt=16)
-
-
-def sweep(matrices: Sequence[Tuple[int, int, int]]) -> List[Config]:
-    """The configurations a benchmark run times, for each fragment shape (M, N, K): the sample's
-    (8 subgroups, 128 x 128, 16 deep, prefetch, 16-byte loads), then one knob changed at a time,
-    then other block shapes."""
-    out: List[Config] = []
+def sweep(matrices: Sequence[Tuple[int, int, int]]) -> List[Tile]:
+    """The tiles a benchmark times by default, for each fragment shape (M, N, K): the best layout
+    (the products written out, the staging split by subgroup, 64 deep), then each of those knobs
+    taken back alone, then other depths, staging and block shapes."""
+    out: List[Tile] = []
     for m, n, k in matrices:
         base = _base(m, n, k)
         out += [
             base,
-            replace(base, bt=True),
-            replace(base, frag=False),
-            replace(base, sizes_uniform=True),
-            replace(base, stage16=False),
-            replace(base, load16=False, stage16=False),
-            replace(base, prefetch=False),
-            replace(base, stages=2),
-            replace(base, stages=2, prefetch=False),
+            replace(base, unroll=False),
+            replace(base, split=False),
+            replace(base, unroll=False, split=False),
             replace(base, kt=32),
-            replace(base, kt=64),
-            replace(base, tn=base.tn * 2),  # 128 x 256
-            replace(base, tm=base.tm * 2),  # 256 x 128
-            replace(base, sgr=2, sgc=2, tm=64 // m, tn=64 // n, kt=32),  # the first probe's: 4 subgroups of 64 x 64
+            replace(base, kt=32, stages=2),
+            replace(base, kt=16, stages=2),
+            replace(base, kt=32, tn=base.tn * 2),  # 128 x 256
+            replace(base, kt=32, tm=base.tm * 2),  # 256 x 128
         ]
     seen = set()
-    return [c for c in out if not (c in seen or seen.add(c))]  # type: ignore[func-returns-value]
+    return [t for t in out if not (t.tag() in seen or seen.add(t.tag()))]  # type: ignore[func-returns-value]
+
+
+MOST_TILES = 64  # tiles one request may time
+
+
+def tiles_of(raw: object) -> List[Tile]:
+    """Tiles from a request's list of objects of Tile's fields (ValueError naming a bad one)."""
+    if not isinstance(raw, list) or not 1 <= len(raw) <= MOST_TILES:
+        raise ValueError(f"tiles must be a list of 1 to {MOST_TILES} objects of {[f.name for f in fields(Tile)]}")
+    out = []
+    for i, t in enumerate(raw):
+        if not isinstance(t, dict):
+            raise ValueError(f"tiles[{i}] must be an object of {[f.name for f in fields(Tile)]}, got {t!r}")
+        unknown = sorted(set(t) - {f.name for f in fields(Tile)})
+        if unknown:
+            raise ValueError(f"tiles[{i}] has unknown knobs {unknown}; knobs: {[f.name for f in fields(Tile)]}")
+        try:
+            out.append(Tile(**t))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"tiles[{i}]: {exc}") from None
+    return out
 
 
 def matrices_of(target: Target) -> List[Tuple[int, int, int]]:
@@ -187,163 +207,130 @@ def matrices_of(target: Target) -> List[Tuple[int, int, int]]:
     return [(c.m, c.n, c.k) for c in target.matrix_configs if (c.component, c.result) == ("f16", "f32")]
 
 
-def _source(config: Config, subgroup: int) -> str:
+def tiles_for(config: GemmConfig, target: Target) -> List[Tile]:
+    """The default tiles of a configuration: the sweep of its fragment shape, or of every one the
+    target offers."""
+    if config.fragment:
+        return sweep([tuple(int(x) for x in config.fragment.split("x"))])  # type: ignore[list-item]
+    return sweep(matrices_of(target))
+
+
+def case(config: GemmConfig, name: str = OP) -> Case:
+    """The product of `config` with A and B left for the GPU to fill (wgattn.bandwidth)."""
+    a = device_filled((config.rows, config.depth), np.float16)
+    b = device_filled((config.depth, config.cols), np.float16)
+    return Case(name, {"a": a, "b": b})
+
+
+def sizes(c: Case) -> Tuple[int, int, int]:
+    """(rows, cols, depth) of a GEMM case."""
+    rows, depth = c.inputs["a"].shape
+    return int(rows), int(c.inputs["b"].shape[1]), int(depth)
+
+
+def _source(tile: Tile, subgroup: int) -> str:
     path = shader_dir() / f"{KERNEL}.wgsl"
-    return wgsl.preprocess(path.read_text(), config.defines(subgroup), wgsl.reader(shader_dir()), path.name)
+    return wgsl.preprocess(path.read_text(), tile.defines(subgroup), wgsl.reader(shader_dir()), path.name)
 
 
-def plan(case: Case, config: Config, target: Target) -> Plan:
-    """The plan of C = A · B for `config` on `target`: buffers a, b (f16, made by `fill_plans`),
-    c (f32, read back) and dims; or a plan that says why the target cannot run it."""
-    why = _why_not(case, config, target)
+def plan(c: Case, tile: Tile, target: Target) -> Plan:
+    """The plan of C = A · B for `tile` on `target`: buffers a, b (f16, for the GPU to fill) and
+    c (f32, read back as the output "c"); or a plan that says why the target cannot run it."""
+    why = _why_not(c, tile, target)
     if why:
         return Plan.unrunnable(why)
+    rows, cols, depth = sizes(c)
     sg = target.subgroup_size()
-    source = _source(config, sg)
-    names = wgsl.scope(source, {})
-    bm, bn = config.block
-    dims = np.array([case.rows, case.cols, case.depth, 0], dtype=np.uint32)
+    source = _source(tile, sg)
+    bm, bn = tile.block
     p = Plan(
         buffers=[
-            Buffer("a", 2 * case.rows * case.depth, "storage"),
-            Buffer("b", 2 * case.depth * case.cols, "storage"),
-            Buffer("c", 4 * case.rows * case.cols, "storage", read=True),
-            Buffer("dims", 16, "uniform", data=dims.tobytes()),
+            Buffer("a", 2 * rows * depth, "storage"),
+            Buffer("b", 2 * depth * cols, "storage"),
+            Buffer("c", 4 * rows * cols, "storage", read=True),
         ],
         dispatches=[
             Dispatch(
                 label=KERNEL,
                 source=source,
                 entry_point=ENTRY,
-                constants={"ROWS": case.rows, "COLS": case.cols, "DEPTH": case.depth},
-                bindings={0: "a", 1: "b", 2: "c", 3: "dims"},
-                layout=[(0, "read-only-storage"), (1, "read-only-storage"), (2, "storage"), (3, "uniform")],
-                workgroups=(case.cols // bn, case.rows // bm, 1),
+                constants={"ROWS": rows, "COLS": cols, "DEPTH": depth},
+                bindings={0: "a", 1: "b", 2: "c"},
+                layout=[(0, "read-only-storage"), (1, "read-only-storage"), (2, "storage")],
+                workgroups=(cols // bn, rows // bm, 1),
                 requires=NEEDS,
                 workgroup_storage=wgsl.workgroup_storage(source, ENTRY, {}),
-                invocations=names["WG"],
+                invocations=wgsl.scope(source, {})["WG"],
             )
         ],
-        outputs=[],
-        meta={"config": config.to_json(), "tag": config.tag()},
+        outputs=[Output("c", "c", 0, (rows, cols))],
+        meta={"config": {"tile": tile.tag()}},
     )
     p.unavailable = target.why_not(p)
     return p
 
 
-def _why_not(case: Case, config: Config, target: Target) -> str:
-    faults = config.faults()
-    if faults:
-        return f"{config.tag()}: {'; '.join(faults)}"
+def _why_not(c: Case, tile: Tile, target: Target) -> str:
     missing = [f for f in NEEDS if f not in target.features]
     if missing:
         return f"{KERNEL} needs adapter features {missing}, which {target.name} lacks"
-    if (config.m, config.n, config.k) not in matrices_of(target):
-        return f"{target.name} offers no f16 x f16 -> f32 subgroup matrices of {config.m}x{config.n}x{config.k}"
-    if not target.subgroup_size():
+    if (tile.m, tile.n, tile.k) not in matrices_of(target):
+        return f"{target.name} offers no f16 x f16 -> f32 subgroup matrices of {tile.m}x{tile.n}x{tile.k}"
+    sg = target.subgroup_size()
+    if not sg:
         return f"{KERNEL} lays its work out by one fixed subgroup size, which {target.name} does not report"
-    bm, bn = config.block
-    if case.rows % bm or case.cols % bn or case.depth % config.kt:
-        return f"{config.tag()}: {case.rows}x{case.cols}x{case.depth} is not a whole number of {bm}x{bn} blocks {config.kt} deep"
+    faults = tile.faults(sg)
+    if faults:
+        return f"{tile.tag()}: {'; '.join(faults)}"
+    rows, cols, depth = sizes(c)
+    bm, bn = tile.block
+    if rows % bm or cols % bn or depth % (tile.kt * tile.stages):
+        return f"{tile.tag()}: {rows}x{cols}x{depth} is not a whole number of {bm}x{bn} blocks {tile.kt * tile.stages} deep"
     return ""
 
 
-def fill_values(name: str, index: np.ndarray) -> np.ndarray:
-    """The values hash_fill.wgsl writes at element indices `index` of input `name`, float64:
-    ((lowbias32(index ^ seed) >> 24) - 128) / 64, exact in f16."""
-    x = np.asarray(index, dtype=np.uint32) ^ np.uint32(SEEDS[name])
-    x ^= x >> np.uint32(16)
-    x *= np.uint32(0x7FEB352D)
-    x ^= x >> np.uint32(15)
-    x *= np.uint32(0x846CA68B)
-    x ^= x >> np.uint32(16)
-    return ((x >> np.uint32(24)).astype(np.int64) - 128) / 64.0
-
-
-def fill_plans(p: Plan) -> List[Plan]:
-    """The fills of a plan's inputs a and b, one plan each, binding them by name (the executor
-    binds the timed plan's buffer of that name)."""
-    source = (shader_dir() / "hash_fill.wgsl").read_text()
-    out = []
-    for name, seed in SEEDS.items():
-        size = next(b.size for b in p.buffers if b.name == name)
-        words = size // 4
-        groups = -(-words // _FILL_WG)
-        x = min(groups, 65535)
-        out.append(
-            Plan(
-                buffers=[Buffer(name, size, "storage")],
-                dispatches=[
-                    Dispatch(
-                        label=f"fill.{name}",
-                        source=source,
-                        entry_point="fill",
-                        constants={"SEED": seed, "HALF": 1},
-                        bindings={0: name},
-                        layout=[(0, "storage")],
-                        workgroups=(x, -(-groups // x), 1),
-                        invocations=_FILL_WG,
-                    )
-                ],
-                outputs=[],
-            )
-        )
-    return out
-
-
-def _picks(case: Case, count: int, seed: int) -> Tuple[np.ndarray, np.ndarray]:
+def _picks(rows: int, cols: int, count: int, seed: int) -> Tuple[np.ndarray, np.ndarray]:
     """`count` (row, col) entries of C, the four corners among them."""
     rs = np.random.RandomState(seed)
-    rows = np.concatenate([[0, 0, case.rows - 1, case.rows - 1], rs.randint(0, case.rows, count - 4)])
-    cols = np.concatenate([[0, case.cols - 1, 0, case.cols - 1], rs.randint(0, case.cols, count - 4)])
-    return rows.astype(np.int64), cols.astype(np.int64)
+    r = np.concatenate([[0, 0, rows - 1, rows - 1], rs.randint(0, rows, count - 4)])
+    c = np.concatenate([[0, cols - 1, 0, cols - 1], rs.randint(0, cols, count - 4)])
+    return r.astype(np.int64), c.astype(np.int64)
 
 
-def reference(case: Case, rows: np.ndarray, cols: np.ndarray, bt: bool = False) -> Tuple[np.ndarray, np.ndarray]:
-    """C at entries (rows[i], cols[i]) in float64, and the error of a naive float32 run there
-    (products summed in order in float32): the yardstick of `check`."""
-    k = np.arange(case.depth, dtype=np.int64)
-    a = fill_values("a", rows[:, None] * case.depth + k[None, :])
-    if bt:
-        b = fill_values("b", cols[:, None] * case.depth + k[None, :])
-    else:
-        b = fill_values("b", k[None, :] * case.cols + cols[:, None])
-    exact = (a * b).sum(axis=1)
-    naive = np.cumsum((a * b).astype(np.float32), axis=1, dtype=np.float32)[:, -1]
-    return exact, np.abs(naive.astype(np.float64) - exact)
+def reference(c: Case, rows: np.ndarray, cols: np.ndarray, dtype=np.float64) -> np.ndarray:
+    """C at entries (rows[i], cols[i]) of the filled inputs: float64, or (float32) a naive float32
+    run's (the products summed in order in float32)."""
+    _, n, depth = sizes(c)
+    k = np.arange(depth, dtype=np.int64)
+    a = fill_values("a", rows[:, None] * depth + k[None, :])
+    b = fill_values("b", k[None, :] * n + cols[:, None])
+    if dtype == np.float64:
+        return (a * b).sum(axis=1)
+    return np.cumsum((a * b).astype(np.float32), axis=1, dtype=np.float32)[:, -1].astype(np.float64)
 
 
-def check(case: Case, c: np.ndarray, bt: bool = False, seed: int = 0) -> Dict[str, object]:
-    """C (f32 [rows, cols], as read back) against float64 at CHECKED entries: pass when the
-    largest error is at most twice a naive float32 run's there plus 16 ulps of the largest
-    entry (the inputs are multiples of 1/64 and sums of their products are exact in float32 up to
-    4096, so both terms are usually all there is)."""
-    c = np.asarray(c, dtype=np.float32).reshape(case.rows, case.cols)
-    rows, cols = _picks(case, min(CHECKED, case.rows * case.cols), seed)
-    exact, naive = reference(case, rows, cols, bt)
-    got = c[rows, cols].astype(np.float64)
-    err = np.abs(got - exact)
-    if not np.all(np.isfinite(got)):
-        err = np.full_like(err, np.inf)
-    floor = 16 * float(np.spacing(np.float32(max(1.0, float(np.abs(exact).max())))))
-    allowed = 2 * float(naive.max()) + floor
-    worst = int(np.argmax(err))
-    return {
-        "pass": bool(err.max() <= allowed),
-        "max_abs_err": float(err.max()),
-        "allowed": allowed,
-        "checked": int(err.size),
-        "worst": [int(rows[worst]), int(cols[worst])],
-    }
+def check_filled(c: Case, outputs: Mapping[str, np.ndarray], seed: int = 0) -> FilledCheck:
+    """C (f32 [rows, cols]) of a run on the filled inputs against float64 at CHECKED entries, by
+    the tolerance rule (the naive float32 run's error there; the inputs are multiples of 1/64 and
+    their products' sums exact in float32 below 4096 in magnitude, so it is mostly the floor)."""
+    rows, cols, _ = sizes(c)
+    got_c = np.asarray(outputs["c"], dtype=np.float32).reshape(rows, cols)
+    r, k = _picks(rows, cols, min(CHECKED, rows * cols), seed)
+    exact = reference(c, r, k)
+    naive = tolerance.max_abs_err(reference(c, r, k, np.float32), exact)
+    err = tolerance.max_abs_err(got_c[r, k].astype(np.float64), exact)
+    allowed = tolerance.allowance(naive, exact)
+    return {"ok": bool(err <= allowed), "max_abs_err": err, "allowed": allowed, "pairs": [[int(x), int(y)] for x, y in zip(r, k)]}
 
 
-def flops(case: Case) -> float:
-    return 2.0 * case.rows * case.cols * case.depth
+def flops(c: Case) -> float:
+    rows, cols, depth = sizes(c)
+    return 2.0 * rows * cols * depth
 
 
 def record(
-    case: Case,
-    config: Config,
+    c: Case,
+    tile: Tile,
     measured: protocol.Measured,
     proto: protocol.Protocol,
     timer: str,
@@ -354,26 +341,29 @@ def record(
     verified: Optional[Mapping[str, object]] = None,
 ) -> Dict[str, object]:
     """One GEMM record (the suite's gemm.jsonl): TFLOP/s = 2 M N K over the protocol's median,
-    the knobs that ran, the check of C before timing. `info`: wgattn.bench.RunInfo."""
+    the tile that ran (its tag and knobs), the check of C before timing (its verdict, not the entries).
+    `info`: wgattn.bench.RunInfo."""
     st = protocol.summarize(proto, measured.samples)
+    check = None if verified is None else {k: v for k, v in verified.items() if k != "pairs"}
     return {
-        "op": "gemm",
+        "op": OP,
+        "case": c.name,
         "impl": KERNEL,
-        "shape": case.shape,
+        "shape": list(sizes(c)),
+        "config": tile.tag(),
         "dtype": "f16",
-        "config": config.tag(),
-        "knobs": config.to_json(),
         "runtime": info.runtime,
         "browser": info.browser,
         "flags": list(info.flags),
         "mode": mode,
         "adapter": adapter,
-        "tflops": flops(case) / (st.median_ms * 1e-3) / 1e12,
+        "tflops": flops(c) / (st.median_ms * 1e-3) / 1e12,
         **measured.record_fields(proto),
         "timer": timer,
         "timer_resolution_ns": float(measured.resolution_ns),
         "repeat": int(repeat),
-        "verified": dict(verified) if verified is not None else None,
+        "verified": check,
+        "knobs": tile.to_dict(),
         "time": info.time,
         "commit": info.commit,
     }
