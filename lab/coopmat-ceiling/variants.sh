@@ -8,6 +8,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(realpath -m "${1:?usage: variants.sh DIR}")
+mkdir -p "$out"  # realpath --relative-to needs it to exist
 cd "$here"
 rel=$(realpath --relative-to="$here" "$out")
 tool() { bash "$here/inroot.sh" "$@"; }
