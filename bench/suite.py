@@ -316,9 +316,8 @@ def request_name(req: Dict[str, Any]) -> str:
         return f"decode {req['name']}"
     if req["op"] == gemm.OP:
         c = req.get("config", {})
-        return f"gemm {c.get('rows')}x{c.get('cols')}x{c.get('depth')} {c.get('fragment') or 'every fragment'}" + (
-            f", {len(req['tiles'])} tiles" if req.get("tiles") else ""
-        )
+        which = f"{len(req['tiles'])} tiles" if req.get("tiles") else c.get("fragment") or "every fragment"
+        return f"gemm {c.get('rows')}x{c.get('cols')}x{c.get('depth')} {which}"
     return f"{req['op']} {req['B']},{req['H']},{req['seq_lens']},{req['D']}"
 
 
