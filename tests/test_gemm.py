@@ -2,7 +2,7 @@
 inputs the GPU fills and the check of C against float64 that gates every timing, and its op as an
 ordinary benchmark case of the page's jobs (wgattn.page.bench_jobs: op "gemm", its config, the
 shared fill and check). The kernel itself runs where subgroup matrices exist: Chromium on a GPU
-(bench/suite.py --gemm) and the lavapipe test bed (lab/coopmat-ceiling/bed.py)."""
+(bench/suite.py --gemm) and the lavapipe test bed (lab/coopmat_ceiling/bed.py)."""
 
 import json
 import re

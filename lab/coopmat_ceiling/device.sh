@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call (burst S1), inside bench/devcarry.py's environment (the Vulkan loader, NVIDIA's
 # ICD, the carried Chromium and Pyodide):
-#   python3 bench/devcarry.py run -- bash lab/coopmat-ceiling/device.sh
+#   python3 bench/devcarry.py run -- bash lab/coopmat_ceiling/device.sh
 # carrying .devcarry/coopmat (build.sh). About 4.5 minutes:
 #   1. NVIDIA's sample, warm: each variant timed at 4096^3, then its C checked (--correctness, 256^3),
 #      100 products a figure, its three f16 x f16 -> f32 fragment shapes at 128 x 128 (B row-major;
@@ -9,7 +9,7 @@
 #      the clocks' drift) (~50 s);
 #   2. gemm.smx's sweep in Chromium, robustness on and off (bench/suite.py --gemm sweep) (~170 s,
 #      at most 260);
-#   3. the SPIR-V Tint emits there for three configurations (Dawn's dump_shaders) (~30 s);
+#   3. the SPIR-V Tint emits there for two tiles (Dawn's dump_shaders) (~30 s);
 #   4. the table (summary.py): $OUT/summary.json, printed last.
 # $OUT: sample.txt (the runner's output), gemm.jsonl, suite_report.json, spirv_h100.txt,
 # summary.json, device.log.
@@ -43,13 +43,13 @@ log "1. the sample: every variant timed, then checked"
 log "sample done: $(grep -c TFlops "$out/sample.txt") figures, $(grep -c -w fail "$out/sample.txt") failed checks"
 log "2. gemm.smx's sweep in Chromium, robustness on and off"
 tmp=$(mktemp -d)
-python3 bench/suite.py --runtimes=chromium --kernels= --gemm=sweep --no-live --rounds=10 --warmup-s=1 --repeat=1 \
+python3 -m bench.suite --runtimes=chromium --kernels= --gemm=sweep --no-live --rounds=10 --warmup-s=1 --repeat=1 \
   --budget-s=260 --out="$tmp/suite" > "$tmp/suite.log" 2>&1
 tail -n 60 "$tmp/suite.log" >> "$out/device.log"
 cp "$tmp/suite/gemm.jsonl" "$out/gemm.jsonl" 2>/dev/null || log "no gemm.jsonl: $(tail -n 5 "$tmp/suite.log")"
 cp "$tmp/suite/report.json" "$out/suite_report.json" 2>/dev/null
-log "3. the SPIR-V Dawn makes there (dump_shaders, robustness on)"
-python3 bench/suite.py --runtimes=chromium --kernels= --gemm="$here/dump_configs.json" --passes=checked --no-live --rounds=5 \
+log "3. the SPIR-V Dawn makes there for two tiles (dump_shaders, robustness on)"
+python3 -m bench.suite --runtimes=chromium --kernels= --gemm="$here/s2_dump_tiles.json" --passes=checked --no-live --rounds=5 \
   --warmup-s=0.1 --repeat=1 --dawn=vulkan_enable_f16_on_nvidia,allow_unsafe_apis,dump_shaders \
   --chromium-arg=--enable-logging=stderr --chromium-arg=--v=1 --budget-s=60 --out="$tmp/dump" > "$tmp/dump.log" 2>&1
 python3 - "$tmp/dump/chromium-checked.log" "$out/spirv_h100.txt" <<'PY'

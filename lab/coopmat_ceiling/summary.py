@@ -2,7 +2,7 @@
 shape and B layout, its correctness check) beside gemm.smx's sweep in Chromium (robustness on
 and off). Writes OUT/summary.json and prints the table.
 
-    python3 lab/coopmat-ceiling/summary.py OUT
+    python3 lab/coopmat_ceiling/summary.py OUT
 """
 
 from __future__ import annotations

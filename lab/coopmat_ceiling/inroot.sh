@@ -2,7 +2,7 @@
 # Runs a command in the lavapipe test bed's Debian trixie root (bench/smx_testbed/testbed.sh setup
 # makes it; `apt-get install spirv-tools glslang-tools` there adds the SPIR-V tools) with this
 # checkout at /work and the working directory at the same place inside it.
-#   bash lab/coopmat-ceiling/inroot.sh spirv-dis x.spv
+#   bash lab/coopmat_ceiling/inroot.sh spirv-dis x.spv
 set -euo pipefail
 root=${SMX_ROOT:-/var/tmp/smx-trixie}
 top=$(cd "$(dirname "$0")/../.." && pwd)

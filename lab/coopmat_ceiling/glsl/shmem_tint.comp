@@ -60,7 +60,7 @@ layout(constant_id = 17)const uint B_NUM_ROWS = 1;
 // A_TYPE = e.g. float or float16_t
 // C_TYPE = e.g. float or float16_t
 
-// Variants of what Tint's SPIR-V does differently (lab/coopmat-ceiling/README.md), each a define:
+// Variants of what Tint's SPIR-V does differently (lab/coopmat_ceiling/README.md), each a define:
 //   NO_UNROLL     no [[unroll]] hints (Tint emits none: OpLoopMerge ... None)
 //   ZERO_INIT     the workgroup arrays zeroed at entry, then a barrier (Tint, unless Dawn uses
 //                 VK_KHR_zero_initialize_workgroup_memory)

@@ -1,9 +1,9 @@
 """flash_fwd.smx's candidates for one device call, written into a working tree as extra registered
 kernels so that the benchmark suite times them beside the kernel as registered:
 
-    python3 lab/coopmat-ceiling/fwd_candidates.py apply     # shaders/ files + manifest entries
-    python3 lab/coopmat-ceiling/fwd_candidates.py kernels   # the comma-separated ids device_s2.sh times
-    python3 lab/coopmat-ceiling/fwd_candidates.py revert    # removes both again
+    python3 -m lab.coopmat_ceiling.fwd_candidates apply     # shaders/ files + manifest entries
+    python3 -m lab.coopmat_ceiling.fwd_candidates kernels   # the comma-separated ids device_s2.sh times
+    python3 -m lab.coopmat_ceiling.fwd_candidates revert    # removes both again
 
 The candidates (each at both benchmark shapes):
     flash_fwd.smx            the kernel as registered (products and shares written out), its tiles
@@ -48,7 +48,7 @@ TILES = {  # id suffix -> the one tile: t<RB>x<BC>, s1 one subgroup a row block,
     "t4x64r2": {"RB": 4, "BC": 64, "DS": DS, "RPS": 2},
 }
 RANK0 = 51  # below flash_fwd.smx (60), above flash_fwd.blocked_f16 (50)
-MARK = "lab/coopmat-ceiling/fwd_candidates.py"  # in each entry's summary: what revert removes
+MARK = "lab/coopmat_ceiling/fwd_candidates.py"  # in each entry's summary: what revert removes
 
 
 def candidates(manifest: Dict) -> Dict[str, Dict]:

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # One device call (burst S2), inside bench/devcarry.py's environment (the carried Chromium and
 # Pyodide; the wheel the page installs was packed after `fwd_candidates.py apply`):
-#   here, before packing:  python3 lab/coopmat-ceiling/fwd_candidates.py apply
+#   here, before packing:  python3 -m lab.coopmat_ceiling.fwd_candidates apply
 #                          .venv/bin/python -m bench.devcarry pack   (then its stash calls)
-#   there:                 PYTHONUNBUFFERED=1 python3 -m bench.devcarry run -- bash lab/coopmat-ceiling/device_s2.sh
-#   here, after:           python3 lab/coopmat-ceiling/fwd_candidates.py revert
+#   there:                 PYTHONUNBUFFERED=1 python3 -m bench.devcarry run -- bash lab/coopmat_ceiling/device_s2.sh
+#   here, after:           python3 -m lab.coopmat_ceiling.fwd_candidates revert
 # Carries nothing (the suite's environment was unpacked by the pack's calls). About 3.5 minutes:
 #   1. the GPU warmed (3 s of f16 matmul) (~10 s);
 #   2. one suite run in Chromium, robustness on and off (~150 s, at most 230): flash_fwd.smx and its

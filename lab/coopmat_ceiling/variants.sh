@@ -4,7 +4,7 @@
 # Each variant is DIR/<name>/shaders/shmemfp16_fp32.spv: the runner reads shaders/ from its working
 # directory. Needs glslangValidator (GL_KHR_cooperative_matrix: glslang >= 14), spirv-as, spirv-dis
 # and spirv-val (spirv-tools), run here through inroot.sh (the test bed's Debian trixie root).
-#   bash lab/coopmat-ceiling/variants.sh DIR
+#   bash lab/coopmat_ceiling/variants.sh DIR
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(realpath -m "${1:?usage: variants.sh DIR}")

@@ -4,7 +4,7 @@
 # (VKCM_ONLY: shaders whose file name has it; VKCM_REPEAT: products per figure; VKCM_CASE: the
 # cases "MxNxK TILE_MxTILE_N BColMajor" starting with one of its comma-separated prefixes), and
 # its f16 -> f32 shader as shipped and in variants (variants.sh).
-#   bash lab/coopmat-ceiling/build.sh [DEST]
+#   bash lab/coopmat_ceiling/build.sh [DEST]
 # Needs: g++ (Debian 12: the binary runs on the lent machine), the sample's source (VKCM_SRC: a
 # checkout, else the bare mirror VKCM_GIT), Vulkan headers with the KHR cooperative-matrix types
 # (VULKAN_INCLUDE; Debian 12's 1.3.239 lack them: trixie's libvulkan-dev in the test bed's root),

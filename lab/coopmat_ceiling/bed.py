@@ -3,9 +3,9 @@
 that adapter, its A and B filled on the GPU as the page fills them, run by bed.mjs under
 dawn.node (the page's executor), C judged here as the page judges it (wgattn.gemm.check_filled).
 
-    .venv/bin/python -m lab.coopmat-ceiling.bed ...   (or the path:)
-    .venv/bin/python lab/coopmat-ceiling/bed.py check [--shape 128,256,128] [--only TEXT] [--unchecked]
-    .venv/bin/python lab/coopmat-ceiling/bed.py dump OUTDIR [--unchecked]   # the SPIR-V Tint emits, per tile
+    .venv/bin/python -m lab.coopmat_ceiling.bed check [--shape 96,192,96] [--only TEXT] [--unchecked]
+    .venv/bin/python -m lab.coopmat_ceiling.bed dump OUTDIR [--unchecked]   # the SPIR-V Tint emits, per tile
+(OUTDIR inside this folder: the bed's root sees the checkout only.)
 """
 
 from __future__ import annotations
