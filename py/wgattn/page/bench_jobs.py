@@ -315,17 +315,11 @@ def _gemm_start(request: Dict[str, Any], target: Target, bench_id: int) -> Tuple
     job = BenchJob(items, proto, repeat, info, series)
     job.case, job.name, job.config, job.tiles = case, name, config.to_dict(), kept
     reply: BenchStart = {
-        "bench": bench_id,
+        **_schedule(bench_id, job, [{"shape": shape, "jobs": s} for s in series], skipped),
         "op": gemm.OP,
         "baseline": gemm.KERNEL,
         "impls": [gemm.KERNEL],
         "seq_lens": [],
-        "protocol": proto,
-        "repeat": repeat,
-        "jobs": items,
-        "series": [{"shape": shape, "jobs": s} for s in series],
-        "stamps_kept": protocol.STAMPS_KEPT,
-        "skipped": skipped,
         "limits": {
             **{k: LIMITS[k] for k in ("rounds", "repeat", "warmup_s")},
             "config": gemm.GemmConfig.schema(),
