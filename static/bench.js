@@ -123,7 +123,7 @@ async function uploadJob(ctx, executor, start, job) {
     const check = JSON.parse(page.bench_check(start.bench, job.index, await executor.readTimed(up.timed, job.check)));
     if (check.ok) return { timed: up.timed, check };
     Executor.releaseTiming(up.timed);
-    return { failed: `${job.impl}: max |${job.check} - reference| ${check.max_abs_err} > ${check.allowed}: not timed`, check };
+    return { failed: `${job.impl}${job.config ? ` ${job.config}` : ""}: max |${job.check} - reference| ${check.max_abs_err} > ${check.allowed}: not timed`, check };
   } catch (e) {
     Executor.releaseTiming(up.timed);
     throw e;
@@ -339,36 +339,39 @@ export async function runBench(ctx, request) {
 }
 
 /** @typedef {{ status: BenchStatus, records: Array<Record<string, any>>, checks: Array<BenchCheck & { impl: string }>,
- *   skipped: BenchSkip[], failed: string[], error: string | null }} DecodeState */
+ *   skipped: BenchSkip[], failed: string[], error: string | null }} CaseState */
 
-/** The decode benchmark's state (window.wgattn.decode), as benchState is the benchmark view's.
- * @type {DecodeState} */
-export const decodeState = { status: "idle", records: [], checks: [], skipped: [], failed: [], error: null };
+/** The state of the last case benchmark (window.wgattn.cases), as benchState is the benchmark view's.
+ * @type {CaseState} */
+export const caseState = { status: "idle", records: [], checks: [], skipped: [], failed: [], error: null };
 
-/** Decode as bandwidth (wgattn.bandwidth): a decode configuration's kernels and the WGSL copy of the bytes a step reads,
- * timed in one series per cache precision by the protocol above (timeSeries), each kernel checked before it is timed
- * (uploadJob). Records of bench/decode_bandwidth.py's shape, GB/s and the share of this browser's own copy bandwidth.
+/** A case: one configuration of an op whose inputs the GPU fills (wgattn.page.bench_jobs): decode as bandwidth
+ * (wgattn.bandwidth: its kernels and the WGSL copy of the bytes a step reads, a series per cache precision; records of
+ * bench/decode_bandwidth.py's shape) or the GEMM (wgattn.gemm: a job per tile of gemm.smx, TFLOP/s). Every series is timed
+ * by the protocol above (timeSeries), each job checked before it is timed (uploadJob); a job that does not compile, run
+ * or pass its check costs that job alone.
  * @param {import("./context.js").ReadyContext} ctx
- * @param {{ op?: string, name?: string, config: Record<string, number | boolean>, impls?: string, rounds?: number,
- *   warmup_s?: number, repeat?: number }} request the benchmark request of an op timed as bandwidth (Python checks it)
+ * @param {{ op: string, name?: string, config?: Record<string, number | boolean | string>, impls?: string,
+ *   tiles?: Array<Record<string, number | boolean>>, rounds?: number, warmup_s?: number, repeat?: number }} request
+ *   the benchmark request of a case (Python checks it)
  * @returns {Promise<Array<Record<string, any>>>} */
-export async function runDecodeBench(ctx, request) {
+export async function runCaseBench(ctx, request) {
   const page = ctx.page;
-  Object.assign(decodeState, { status: "running", records: [], checks: [], skipped: [], failed: [], error: null });
+  Object.assign(caseState, { status: "running", records: [], checks: [], skipped: [], failed: [], error: null });
   const executor = ctx.executor;
   if (!executor) {
-    Object.assign(decodeState, { status: "error", error: "The decode benchmark needs WebGPU, which this browser does not offer." });
-    return decodeState.records;
+    Object.assign(caseState, { status: "error", error: `The ${request.op} benchmark needs WebGPU, which this browser does not offer.` });
+    return caseState.records;
   }
   /** @type {BenchStart} */
   let start;
   try {
-    start = JSON.parse(page.bench_start(JSON.stringify({ op: "decode", ...request, user_agent: navigator.userAgent })));
+    start = JSON.parse(page.bench_start(JSON.stringify({ ...request, user_agent: navigator.userAgent })));
   } catch (e) {
-    Object.assign(decodeState, { status: "error", error: `Decode benchmark not started: ${pyError(e)}` });
-    return decodeState.records;
+    Object.assign(caseState, { status: "error", error: `The ${request.op} benchmark did not start: ${pyError(e)}` });
+    return caseState.records;
   }
-  decodeState.skipped.push(...start.skipped);
+  caseState.skipped.push(...start.skipped);
   const adapter = `${adapterWords(executor.info).join(" ") || "unknown adapter"} (browser WebGPU)`;
   try {
     for (const series of start.series) {
@@ -377,28 +380,33 @@ export async function runDecodeBench(ctx, request) {
       try {
         for (const index of series.jobs) {
           const job = start.jobs[index];
-          const up = await uploadJob(ctx, executor, start, job);
-          if (up.check) decodeState.checks.push({ impl: job.impl, ...up.check });
-          if (up.timed) entries.push({ job, timed: up.timed, timer: executor.timed ? "gpu" : "wall" });
-          else if (up.skipped !== undefined) decodeState.skipped.push({ impl: job.impl, reason: up.skipped });
-          else decodeState.failed.push(up.failed);
+          const what = `${job.impl}${job.config ? ` ${job.config}` : ""}`;
+          try {
+            const up = await uploadJob(ctx, executor, start, job);
+            if (up.check) caseState.checks.push({ impl: what, ...up.check });
+            if (up.timed) entries.push({ job, timed: up.timed, timer: executor.timed ? "gpu" : "wall" });
+            else if (up.skipped !== undefined) caseState.skipped.push({ impl: what, reason: up.skipped });
+            else caseState.failed.push(up.failed);
+          } catch (e) {
+            caseState.failed.push(`${what}: ${pyError(e)}`);
+          }
         }
         /** @param {Array<Record<string, any>>} records */
-        const keep = (records) => { decodeState.records.push(...records); };
+        const keep = (records) => { caseState.records.push(...records); };
         if (entries.length) await timeSeries(ctx, executor, start, entries, adapter, () => {}, keep);
+      } catch (e) {
+        caseState.failed.push(`the series of ${series.jobs.map((i) => start.jobs[i].config || start.jobs[i].impl).join("; ")} failed: ${pyError(e)}`);
       } finally {
         entries.forEach((e) => Executor.releaseTiming(e.timed));
       }
     }
-  } catch (e) {
-    decodeState.failed.push(pyError(e));
   } finally {
     executor.releaseQueries();
     page.release(start.bench);
   }
-  Object.assign(decodeState, decodeState.failed.length
-    ? { status: "error", error: decodeState.failed[0] } : { status: "done" });
-  return decodeState.records;
+  Object.assign(caseState, caseState.failed.length
+    ? { status: "error", error: caseState.failed[0] } : { status: "done" });
+  return caseState.records;
 }
 
 /** A record's mode as the table and legend show it ("" for an anchor).

@@ -16,7 +16,7 @@
 import { $, errorText, runPage } from "./dom.js";
 import { loadPython, showProgress } from "./python.js";
 import { setupConformance } from "./conformance.js";
-import { benchState, decodeState, runBench, runDecodeBench, setupBench } from "./bench.js";
+import { benchState, caseState, runBench, runCaseBench, setupBench } from "./bench.js";
 import { runProbe } from "./precision.js";
 import { ctx, kernelInfo, ready, results } from "./context.js";
 import { askNative, startGpu, syncTarget } from "./runtimes.js";
@@ -33,15 +33,15 @@ import { showMessage } from "./message.js";
  *   runAll: (options?: { configs?: Record<string, import("./context.js").Config> }) => Promise<{ cancelled: boolean, results: LiveResult[] }>,
  *   bench: import("./bench.js").BenchState, ctx: import("./context.js").Context,
  *   benchRun: (request: import("./bench.js").BenchRequest) => Promise<BenchRecord[]>,
- *   decode: import("./bench.js").DecodeState,
- *   decodeBench: (request: Parameters<typeof runDecodeBench>[1]) => Promise<Array<Record<string, any>>>,
+ *   cases: import("./bench.js").CaseState,
+ *   caseBench: (request: Parameters<typeof runCaseBench>[1]) => Promise<Array<Record<string, any>>>,
  *   conformance?: import("./conformance.js").GridSummary, precision?: import("./precision.js").ProbeState,
  *   pictures?: import("./pictures.js").PictureState }} PageState
  */
 
 window.wgattn = { results, run: (request) => runOnce(request), runAll: (opts) => runAll(opts), bench: benchState, ctx,
-  benchRun: (request) => runBench(ready(), request), decode: decodeState,
-  decodeBench: (request) => runDecodeBench(ready(), request) };
+  benchRun: (request) => runBench(ready(), request), cases: caseState,
+  caseBench: (request) => runCaseBench(ready(), request) };
 
 async function main() {
   // The native adapter and kernel list come from the server while the page sets itself up.

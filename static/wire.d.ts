@@ -366,6 +366,7 @@ interface BenchJob {
   index: number;
   op: string;
   impl: string;
+  config: string;
   shape: number[];
   causal: boolean;
   flops: number;

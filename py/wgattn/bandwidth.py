@@ -7,7 +7,8 @@ benchmark (bench/decode_bandwidth.py) and the page's (wgattn.page.bench_jobs, st
   K/V cache is GB-sized and must never cross HTTP nor Pyodide's memory. The fill is a hash of
   each element's index, exact in f16 and f32, so `fill_values` (NumPy) reproduces any part of it
   bit for bit, and the interface checks an output on such inputs against the float64 reference
-  (Interface.check_filled) before it is timed;
+  (Interface.check_filled) before it is timed. The GEMM benchmark (wgattn.gemm, timed in TFLOP/s
+  rather than as bandwidth) has its A and B made the same way;
 * a record (`record`) and its share of the same series' copy (`copy_shares`).
 
 Bandwidth = the bytes a step must read (Interface.bench_bytes) over the protocol's median; a copy
@@ -40,8 +41,9 @@ __all__ = [
 
 COPY = "wgsl.copy"  # the impl of a series' copy in its records
 COPY_PER = 8  # vec4s per invocation of the copy (stream.wgsl's PER)
-# One fill per tensor the GPU fills, each its own values (hash_fill.wgsl's SEED).
-SEEDS = {"k_cache": 0x6B6B6B6B, "v_cache": 0x76767676}
+# One fill per tensor the GPU fills, each its own values (hash_fill.wgsl's SEED): decode's cache,
+# the GEMM's inputs (wgattn.gemm).
+SEEDS = {"k_cache": 0x6B6B6B6B, "v_cache": 0x76767676, "a": 0x61616161, "b": 0x62626262}
 _WG = 256  # stream.wgsl's and hash_fill.wgsl's workgroup size
 
 
