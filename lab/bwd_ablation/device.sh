@@ -10,7 +10,8 @@
 #   ABL_SHAPES="1,2,64,64" ABL_ARGS="--gpu software --rounds 5 --warmup-s 0.2" PYTHON=.venv/bin/python \
 #     OUT=/tmp/abl bash lab/bwd_ablation/device.sh
 # Writes $OUT/records.jsonl (every record, its group added), reports.json, log.txt and
-# table.txt (summary.py), and prints the table last. Expected on the H100: about 3-4 minutes.
+# table.txt (summary.py), and prints the table last. Each group has 170 s of the suite's budget
+# (--budget-s: a request that would end later is skipped); expected on the H100: 4-6 minutes.
 # ABL_SHAPES (default the benchmark's two), ABL_ARGS (more suite options), ABL_GROUPS (which
 # groups, e.g. "1 3"; default all), PYTHON (python3).
 set -u
@@ -33,7 +34,7 @@ for i in ${ABL_GROUPS:-$(seq 1 "${#groups[@]}")}; do
   echo "== group $i at $(( $(date +%s) - t0 )) s: $kernels" | tee -a "$out/log.txt"
   # shellcheck disable=SC2086
   "${suite[@]}" --kernels "$kernels" --runtimes chromium --shapes "$shapes" --repeat 1 --no-live \
-    --out "$work/g$i" ${ABL_ARGS:-} > "$work/g$i.log" 2>&1
+    --out "$work/g$i" --budget-s 170 ${ABL_ARGS:-} > "$work/g$i.log" 2>&1
   echo "   suite exit $? at $(( $(date +%s) - t0 )) s" | tee -a "$out/log.txt"
   grep -E "records in|skipped|FAILED|failed|Error|error" "$work/g$i.log" | grep -v "^\s*$" | head -20 | tee -a "$out/log.txt"
   cat "$work/g$i.log" >> "$out/log.txt"
