@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# varlen_bwd.smx's ablation, timed by the benchmark suite (bench/suite.py: the protocol, Chromium
+# varlen_bwd.smx's ablation, timed by the benchmark suite (bench.suite: the protocol, Chromium
 # with Dawn's robustness on and off) on this machine's GPU: one suite run per group of variants
 # (variants.py groups), each group with the registered kernel as its baseline in the same series.
 #
-# In a tree where `python3 lab/bwd_ablation/variants.py apply` ran before `bench/devcarry.py pack`
-# (the page's wheel must carry the variants), after devcarry's calls 1-3, in one more call:
-#   python3 bench/devcarry.py run -- bash lab/bwd_ablation/device.sh
+# In a tree where `python3 -m lab.bwd_ablation.variants apply` ran before `python3 -m bench.devcarry
+# pack` (the page's wheel must carry the variants), after devcarry's calls 1-3, in one more call:
+#   python3 -m bench.devcarry run -- bash lab/bwd_ablation/device.sh
 # Local dry run (SwiftShader: the smx kernels are skipped as unavailable, the plumbing runs):
 #   ABL_SHAPES="1,2,64,64" ABL_ARGS="--gpu software --rounds 5 --warmup-s 0.2" PYTHON=.venv/bin/python \
 #     OUT=/tmp/abl bash lab/bwd_ablation/device.sh
@@ -23,9 +23,8 @@ py=${PYTHON:-python3}
 out=${OUT:-/tmp/bwd-ablation}
 work=$(mktemp -d)
 mkdir -p "$out"
-if [ -f bench/__init__.py ]; then suite=("$py" -m bench.suite); else suite=("$py" bench/suite.py); fi
 shapes=${ABL_SHAPES:-"4,16,2048,64;2,16,4096,128"}
-mapfile -t groups < <("$py" "$here/variants.py" groups) || exit 1
+mapfile -t groups < <("$py" -m lab.bwd_ablation.variants groups) || exit 1
 [ "${#groups[@]}" -gt 0 ] || { echo "device.sh: no groups (variants.py apply first)"; exit 1; }
 t0=$(date +%s)
 : > "$out/log.txt"
@@ -33,7 +32,7 @@ for i in ${ABL_GROUPS:-$(seq 1 "${#groups[@]}")}; do
   kernels=${groups[$((i - 1))]}
   echo "== group $i at $(( $(date +%s) - t0 )) s: $kernels" | tee -a "$out/log.txt"
   # shellcheck disable=SC2086
-  "${suite[@]}" --kernels "$kernels" --runtimes chromium --shapes "$shapes" --repeat 1 --no-live \
+  "$py" -m bench.suite --kernels "$kernels" --runtimes chromium --shapes "$shapes" --repeat 1 --no-live \
     --out "$work/g$i" --budget-s 170 ${ABL_ARGS:-} > "$work/g$i.log" 2>&1
   echo "   suite exit $? at $(( $(date +%s) - t0 )) s" | tee -a "$out/log.txt"
   grep -E "records in|skipped|FAILED|failed|Error|error" "$work/g$i.log" | grep -v "^\s*$" | head -20 | tee -a "$out/log.txt"
@@ -54,6 +53,6 @@ for g in sorted(work.glob("g*/"), key=lambda p: int(p.name[1:])):
 (out / "reports.json").write_text(json.dumps(reports, indent=1) + "\n")
 print(f"device.sh: {len(lines)} records from {len(reports)} groups")
 EOF
-"$py" "$here/summary.py" "$out/records.jsonl" > "$out/table.txt"
+"$py" -m lab.bwd_ablation.summary "$out/records.jsonl" > "$out/table.txt"
 echo "device.sh: done in $(( $(date +%s) - t0 )) s"
 cat "$out/table.txt"

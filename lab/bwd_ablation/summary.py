@@ -2,7 +2,7 @@
 series (same suite run, same shape, same browser pass), and the share of the kernel's time the
 removed part accounts for.
 
-    python3 lab/bwd_ablation/summary.py RECORDS.jsonl [--md]
+    python3 -m lab.bwd_ablation.summary RECORDS.jsonl [--md]
 
 RECORDS.jsonl: the suite's records of every group run (device.sh gathers them), one a line.
 """
@@ -41,7 +41,7 @@ def rows(records: List[dict]) -> List[Tuple[str, str, str, float, float, float, 
 def table(records: List[dict], md: bool = False) -> str:
     got = rows(records)
     shapes = sorted({s for _, s, *_ in got}, key=lambda s: [int(x) for x in s.split(",")][::-1])  # by head dim
-    modes = ["checked", "trusted"]
+    modes = [m for m in ("checked", "trusted") if any(r[2] == m for r in got)]  # the passes that ran
     cells: Dict[Tuple[str, str, str], Tuple[float, float, float, bool]] = {}
     order: List[str] = []
     for part, shape, mode, ms, tf, base_ms, saved, wide in got:

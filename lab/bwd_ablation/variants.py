@@ -2,9 +2,9 @@
 kernels so that the benchmark suite times them beside the kernel as registered (outputs wrong:
 speed only).
 
-    python3 lab/bwd_ablation/variants.py apply     # shaders/varlen_bwd.smx_abl_<part>.wgsl + manifest entries
-    python3 lab/bwd_ablation/variants.py groups    # the kernel lists device.sh times, one suite run each
-    python3 lab/bwd_ablation/variants.py revert    # removes both again
+    python3 -m lab.bwd_ablation.variants apply     # shaders/varlen_bwd.smx_abl_<part>.wgsl + manifest entries
+    python3 -m lab.bwd_ablation.variants groups    # the kernel lists device.sh times, one suite run each
+    python3 -m lab.bwd_ablation.variants revert    # removes both again
 
 `apply` reads shaders/varlen_bwd.smx.wgsl as it is in the tree, applies each part's edits (every
 edit must match exactly once inside its region, or apply stops and says which: the edits follow
@@ -12,7 +12,7 @@ the kernel's text) and registers each variant as a copy of varlen_bwd.smx's mani
 its own id and a rank below the registered kernel's (the page and the API never prefer it). The
 benchmark does not check outputs (only the decode benchmark does), so the variants are timed like
 any kernel. Nothing in the product reads this folder; the variants exist only in a tree where
-`apply` ran (the coordinator's, before `bench/devcarry.py pack`).
+`apply` ran (the coordinator's, before `python3 -m bench.devcarry pack`).
 """
 
 from __future__ import annotations
@@ -144,7 +144,10 @@ def all_barriers(text: str, where: str) -> str:
 Variant = Tuple[str, Callable[[str], str]]
 PARTS: Dict[str, Variant] = {
     # bwd_dkdv: a workgroup per key block, the tile loop over query tiles
-    "dkdv_noload": ("dkdv: Q, dout, lse, delta not read from memory (tiles still written)", lambda t: no_loads(t, "dkdv", STAGE_Q)),
+    "dkdv_noload": (
+        "dkdv: Q, dout, lse, delta not read from memory (tiles still written)",
+        lambda t: no_loads(t, "dkdv", STAGE_Q),
+    ),
     "dkdv_nostage": ("dkdv: no staging of Q, dout, lse, delta at all", lambda t: drop_lines(t, "dkdv", *STAGE_Q)),
     "dkdv_no_s": ("dkdv: the products of Sᵀ = K Qᵀ", lambda t: drop_lines(t, "dkdv", DKDV_S)),
     "dkdv_no_dp": ("dkdv: the products of dPᵀ = V doutᵀ", lambda t: drop_lines(t, "dkdv", DKDV_DP)),
@@ -173,15 +176,40 @@ PARTS: Dict[str, Variant] = {
     "dq_nobar": ("dq: all four barriers of the tile loop", lambda t: all_barriers(t, "dq")),
     "dq_empty": ("dq: the whole tile loop", lambda t: empty_loop(t, "dq")),
     # whole passes
-    "no_dq_pass": ("the dq pass (every workgroup returns at once)", lambda t: early_return(t, "dq_fn", "let hq = params.heads_q;")),
+    "no_dq_pass": (
+        "the dq pass (every workgroup returns at once)",
+        lambda t: early_return(t, "dq_fn", "let hq = params.heads_q;"),
+    ),
     "no_pre": ("the preprocess pass (delta)", lambda t: early_return(t, "pre_fn", "let e = gid.x + gid.y * nwg.x * 64u;")),
 }
 
 # One suite run per group (each with the registered kernel as its own baseline): a series holds
 # every kernel of a group at once on the GPU (8 buffers of up to 64 MiB each), so groups stay small.
 GROUPS: List[List[str]] = [
-    ["no_dq_pass", "no_pre", "dkdv_empty", "dq_empty", "dkdv_nomma", "dq_nomma", "dkdv_nograds", "dq_nograds", "dkdv_nobar", "dq_nobar"],
-    ["dkdv_noload", "dkdv_nostage", "dkdv_no_s", "dkdv_no_dp", "dkdv_no_dv", "dkdv_no_dk", "dq_noload", "dq_nostage", "dq_no_s", "dq_no_dp"],
+    [
+        "no_dq_pass",
+        "no_pre",
+        "dkdv_empty",
+        "dq_empty",
+        "dkdv_nomma",
+        "dq_nomma",
+        "dkdv_nograds",
+        "dq_nograds",
+        "dkdv_nobar",
+        "dq_nobar",
+    ],
+    [
+        "dkdv_noload",
+        "dkdv_nostage",
+        "dkdv_no_s",
+        "dkdv_no_dp",
+        "dkdv_no_dv",
+        "dkdv_no_dk",
+        "dq_noload",
+        "dq_nostage",
+        "dq_no_s",
+        "dq_no_dp",
+    ],
     ["dq_no_dq", "dkdv_bar1", "dkdv_bar2", "dkdv_bar3", "dkdv_bar4", "dq_bar1", "dq_bar2", "dq_bar3", "dq_bar4"],
 ]
 assert sorted(p for g in GROUPS for p in g) == sorted(PARTS), "every part in exactly one group"
