@@ -68,6 +68,7 @@ CANDIDATES: Dict[str, tuple] = {
 # One suite run per group, each with the registered kernel and the old one as its baselines: a
 # series holds every kernel of a group at once on the GPU, so groups stay small (<= 10).
 GROUPS: List[List[str]] = [[BASE, OLD] + [PREFIX + name for name in CANDIDATES]]
+H100_F16 = {"componentType": "f16", "resultComponentType": "f32", "M": 16, "N": 16, "K": 16}  # the configuration there
 SHAPES = {64: dict(head_dim=64, heads_q=16, heads_kv=16), 128: dict(head_dim=128, heads_q=16, heads_kv=16)}
 
 
@@ -114,7 +115,7 @@ def knobs_at(root: Path, kernel_id: str, head_dim: int) -> Dict[str, int]:
     h100 = Target(
         features=frozenset(("shader-f16", "subgroups", "chromium-experimental-subgroup-matrix")),
         limits={**WEBGPU_LIMITS, "max-compute-workgroup-storage-size": 49152, "max-compute-invocations-per-workgroup": 1024},
-        matrix_configs=(MatrixConfig.from_json({"componentType": "f16", "resultComponentType": "f32", "M": 16, "N": 16, "K": 16}),),
+        matrix_configs=(MatrixConfig.from_json(H100_F16),),
         subgroup_sizes=(32, 32),
         name="H100 (as Chromium reports it)",
     )
