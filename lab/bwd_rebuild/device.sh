@@ -4,10 +4,13 @@
 # conformance grid in Chromium:
 #   1. Chromium, robustness on (REB_PASSES, default "checked"): one suite run per group of
 #      `variants groups` (the registered kernel, varlen_bwd.smx_old and the candidates in one series);
-#   2. natively, wgpu-py trusted and checked: varlen_bwd.tiled (REB_NATIVE, default that kernel; "" skips);
+#   2. natively, wgpu-py trusted and checked: varlen_bwd.tiled and its candidates (`variants native`;
+#      REB_NATIVE names others, "" skips);
 #   3. the varlen_bwd conformance grid in Chromium (robustness on): every registered varlen_bwd
 #      kernel the adapter runs, the candidates included, judged by the page's Python; bounded by
-#      REB_GRID_S seconds (default 150; 0 skips it).
+#      REB_GRID_S seconds (default 90; 0 skips it).
+# REB_STAGES picks stages (default "chromium native grid"; e.g. REB_STAGES=grid REB_GRID_S=500 for
+# the grid alone in a call of its own).
 #
 # In a tree where `python3 -m lab.bwd_rebuild.variants apply` ran before `python3 -m bench.devcarry
 # pack` (the page's wheel must carry the candidates), after devcarry's calls 1-3, in one more call:
@@ -17,7 +20,7 @@
 #     PYTHON=.venv/bin/python OUT=/tmp/reb bash lab/bwd_rebuild/device.sh
 # Writes $OUT/records.jsonl (every record, its stage added), report.json (each stage's report),
 # log.txt and table.txt (summary), and prints the table last. Expected on the H100: 1-1.5 minutes
-# for stage 1, about 1 for stage 2, at most REB_GRID_S for stage 3: 3-4.5 minutes in all.
+# for stage 1, 1-1.5 for stage 2, at most REB_GRID_S for stage 3: 3.5-4.5 minutes in all.
 # REB_SHAPES (default the benchmark's two), REB_ARGS (more suite options for stages 1 and 2),
 # PYTHON (python3).
 set -u
@@ -42,18 +45,20 @@ stage() {  # name, then the suite's arguments: one suite run into $work/<name>, 
   grep -E "records in|skipped|FAIL|failed|Error|error|grid" "$work/$name.log" | head -40 | tee -a "$out/log.txt"
   cat "$work/$name.log" >> "$out/log.txt"
 }
+stages=" ${REB_STAGES:-chromium native grid} "
 for i in $(seq 1 "${#groups[@]}"); do
+  [[ $stages == *" chromium "* ]] || break
   # shellcheck disable=SC2086
   stage "g$i" "$py" -m bench.suite --kernels "${groups[$((i - 1))]}" --runtimes chromium --passes "${REB_PASSES:-checked}" \
     --shapes "$shapes" --repeat 1 --no-live --budget-s 150 ${REB_ARGS:-}
 done
-native=${REB_NATIVE-varlen_bwd.tiled}
-if [ -n "$native" ]; then
+native=${REB_NATIVE-$("$py" -m lab.bwd_rebuild.variants native)}
+if [ -n "$native" ] && [[ $stages == *" native "* ]]; then
   # shellcheck disable=SC2086
   stage native timeout 150 "$py" -m bench.suite --kernels "$native" --runtimes native --shapes "$shapes" --repeat 1 ${REB_ARGS:-}
 fi
-grid_s=${REB_GRID_S:-150}
-if [ "$grid_s" -gt 0 ]; then
+grid_s=${REB_GRID_S:-90}
+if [ "$grid_s" -gt 0 ] && [[ $stages == *" grid "* ]]; then
   # The grid runs before the suite's benchmark requests: one tiny request, no live check.
   stage grid timeout "$grid_s" "$py" -m bench.suite --kernels varlen_bwd.smx --runtimes chromium --passes checked \
     --shapes 1,1,64,64 --rounds 3 --warmup-s 0.2 --repeat 1 --no-live --grid varlen_bwd --budget-s "$grid_s"

@@ -4,6 +4,7 @@ the registered kernel (outputs right: each candidate is the registered kernel's 
 
     python3 -m lab.bwd_rebuild.variants apply     # manifest entries (+ shaders/varlen_bwd.smx_old.wgsl)
     python3 -m lab.bwd_rebuild.variants groups    # the kernel lists device.sh times, one suite run each
+    python3 -m lab.bwd_rebuild.variants native    # the f32 kernels it times natively
     python3 -m lab.bwd_rebuild.variants list      # what each candidate is at D = 64 and D = 128
     python3 -m lab.bwd_rebuild.variants revert    # removes them again
 
@@ -65,6 +66,15 @@ CANDIDATES: Dict[str, tuple] = {
         {"RB": 4, "BT": f"2 * SGM_M - SGM_M * {BIG}", "DS": 1, "NB": 1},
     ),
 }
+# The f32 kernel's candidates, timed natively: name -> (what it is, its defines).
+TILED = "varlen_bwd.tiled"
+TILED_CANDIDATES: Dict[str, tuple] = {
+    "vec4": (
+        "q, k, v, out, dout read and dq, dk, dv written as vec4 rows where head_dim % 4 == 0",
+        {"VEC4": "1 - min(1, head_dim % 4)"},
+    ),
+}
+NATIVE: List[str] = [TILED] + [f"{TILED}_v_{name}" for name in TILED_CANDIDATES]
 # One suite run per group, each with the registered kernel and the old one as its baselines: a
 # series holds every kernel of a group at once on the GPU, so groups stay small (<= 10).
 GROUPS: List[List[str]] = [[BASE, OLD] + [PREFIX + name for name in CANDIDATES]]
@@ -99,6 +109,13 @@ def entries(manifest: Mapping, root: Path) -> Dict[str, dict]:
         entry["tiles"] = [dict(tile)]
         entry["summary"] = f"Lab candidate of {BASE}: {what}."
         out[PREFIX + name] = entry
+    for i, (name, (what, defines)) in enumerate(TILED_CANDIDATES.items()):
+        entry = copy.deepcopy(manifest["kernels"][TILED])
+        entry["rank"] = RANK0 + 10 + i
+        entry["template"] = TILED
+        entry["defines"] = {**entry.get("defines", {}), **defines}
+        entry["summary"] = f"Lab candidate of {TILED}: {what}."
+        out[f"{TILED}_v_{name}"] = entry
     old = json.loads(git_show(root, f"{OLD_COMMIT}:shaders/manifest.json"))["kernels"][BASE]
     old["rank"] = RANK0 + len(CANDIDATES)
     old["summary"] = f"Lab baseline: {BASE} as it was at {OLD_COMMIT}, before the rebuild."
@@ -140,14 +157,14 @@ def apply(root: Path) -> List[str]:
     manifest["kernels"].update(new)
     dump(root, manifest)
     for kid in new:  # every candidate runs at both shapes
-        for d in SHAPES:
+        for d in SHAPES if not kid.startswith(TILED) else ():
             knobs_at(root, kid, d)
     return list(new)
 
 
 def revert(root: Path) -> List[str]:
     manifest = load(root)
-    gone = [k for k in manifest["kernels"] if k.startswith(PREFIX) or k == OLD]
+    gone = [k for k in manifest["kernels"] if k.startswith((PREFIX, TILED + "_v_")) or k == OLD]
     for k in gone:
         del manifest["kernels"][k]
     if gone:
@@ -158,7 +175,7 @@ def revert(root: Path) -> List[str]:
 
 def main(argv: List[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("command", choices=("apply", "revert", "groups", "list"))
+    ap.add_argument("command", choices=("apply", "revert", "groups", "native", "list"))
     ap.add_argument("--root", default=str(ROOT), help="the working tree (default: this checkout)")
     args = ap.parse_args(argv)
     root = Path(args.root)
@@ -170,6 +187,8 @@ def main(argv: List[str]) -> int:
     elif args.command == "groups":
         for g in GROUPS:
             print(",".join(g))
+    elif args.command == "native":
+        print(",".join(NATIVE))
     else:
         ids = [k for g in GROUPS for k in g]
         registered = set(load(root)["kernels"])
