@@ -297,12 +297,14 @@ def test_bench_import_checks_records():
         "timer": "gpu",
     }
     # Records from before the measurement protocol: read, and marked as not warmed (no spread known).
-    (got,) = json.loads(page.bench_import(json.dumps([old])))
+    (got,) = json.loads(page.bench_import(json.dumps([old])))["bench"]
     assert set(got) == set(bench.Record.__dataclass_fields__)
     assert got["rounds"] == 10 and got["warmed"] is False and got["spread"] == 0 and got["runtime"] == "native"
     assert got["q1_ms"] == got["median_ms"] == 0.05 and got["mode"] == "" and got["flags"] == []
     now = dict(got, impl="flash_fwd.blocked", mode="trusted", config="BR=64 BC=32 WG=128", warmed=True, spread=0.01)
-    assert json.loads(page.bench_import(json.dumps([now]))) == [now]  # today's records read as they are
+    assert json.loads(page.bench_import(json.dumps([now]))) == {"bench": [now], "bandwidth": []}  # read as they are
+    # JSON Lines (bench/history's files) read the same
+    assert json.loads(page.bench_import(json.dumps(now) + "\n" + json.dumps(now) + "\n"))["bench"] == [now, now]
     for bad, expected in [
         ("[]", "non-empty list"),
         ("nope", "not JSON"),

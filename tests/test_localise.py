@@ -61,7 +61,7 @@ def test_a_value_where_the_reference_is_masked_is_a_mask_edge():
     w = loc["worst"][0]
     assert (w["sequence"], w["row"], w["head"], w["column"], w["terms"]) == (0, 3, 1, 5, 0)
     assert w["keys"][1] < w["keys"][0]  # an empty range
-    assert max(max(r) for r in loc["map"]["ratio_by_head"]) == pytest.approx(0.25 / 1e-6, rel=1e-3)
+    assert max(max(r) for r in loc["map"]["ratio"]) == pytest.approx(0.25 / 1e-6, rel=1e-3)
 
 
 def test_error_growing_with_the_terms_summed_is_summation_order():
