@@ -519,7 +519,8 @@ export function setupBench(ctx, params) {
     } else f.value = value;
   }
   if (notes.length) setStatus("error", notes.join(" "));
-  else if ([...(params || [])].some(([k]) => k.startsWith("bench_"))) checkForm(ctx, form, "bench-form-error");
+  // The URL's values are checked as typed ones are: a bound a link breaks is said at once.
+  if ([...(params || [])].some(([k]) => k.startsWith("bench_"))) checkForm(ctx, form, "bench-form-error");
   const op = params && params.get("bench");
   if (op !== null && op !== undefined && !notes.length) return run();
   return Promise.resolve();
