@@ -54,6 +54,7 @@ def wheel_digest(path) -> str:
     st = path.stat()
     key = (str(path), st.st_mtime_ns, st.st_size)
     if key not in _digests:
+        _digests.clear()  # one wheel at a time: the last built
         _digests[key] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     return _digests[key]
 

@@ -60,6 +60,13 @@ def test_first_verified_result_and_its_pictures(live):
     pics = page.evaluate("window.wgattn.pictures")
     assert pics["heatmap"]["head"] == 1 and pics["heatmap"]["masked"] > 0
     assert pics["error"]["a"] == "browser" and pics["error"]["b"] == "native" and pics["error"]["over"] == 0
+    # the error map's axes named, wide enough to read (a 64x1024 map was 22 px wide), identical
+    # elements a colour of their own (white), not the smallest error's
+    err = pics["error"]
+    assert (err["rows_axis"], err["cols_axis"]) == ("query token", "dim")
+    width = page.evaluate("parseFloat(getComputedStyle(document.getElementById('errmap')).width)")
+    assert width >= min(160, 8 * err["cols"]), (width, err["cols"])
+    assert "identical (|a − b| = 0)" in page.inner_text("#errmap-keys") and "query token" in page.inner_text("#errmap-y")
     SHOTS.mkdir(parents=True, exist_ok=True)
     heat = page.locator("#heatmap").screenshot(path=str(SHOTS / "heatmap-flash_fwd.png"))
     err = page.locator("#errmap").screenshot(path=str(SHOTS / "errmap-flash_fwd.png"))

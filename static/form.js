@@ -158,7 +158,7 @@ export function showConfigLine() {
 /** The fields of `box` that `text` (Python's message) names.
  * @param {Iterable<HTMLInputElement | HTMLSelectElement>} candidates
  * @param {string} text */
-export function namedIn(candidates, text) {
+function namedIn(candidates, text) {
   return [...candidates].filter((f) => new RegExp(`\\b${f.name}\\b`).test(text));
 }
 
