@@ -11,7 +11,7 @@ import os
 import pytest
 from png import colours
 
-from pagetools import ROOT, in_progress, wait_for_status
+from pagetools import ROOT, axe_violations, in_progress, wait_for_status
 from wgattn import bench, interfaces, pictures, registry
 from wgattn.interfaces.flash_fwd import INTERFACE as flash_fwd
 
@@ -146,6 +146,7 @@ def test_every_kernel_live_in_the_browser(live):
     first.click()
     assert first.get_attribute("aria-expanded") == "true"
     assert page.locator(f"#{first.get_attribute('aria-controls').replace('.', chr(92) + '.')} .run").is_visible()
+    assert axe_violations(page) == []  # every kernel's table, a row expanded
     # Every run's pictures draw under Pyodide (numpy 1.17): the heatmap, and an error map per output
     for r in runs:
         if r["kernel"] in unchecked:  # one runtime's outputs: a heatmap, no error map (the page says so)
