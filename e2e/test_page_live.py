@@ -65,7 +65,7 @@ def test_first_verified_result_and_its_pictures(live):
     err = pics["error"]
     assert (err["rows_axis"], err["cols_axis"]) == ("query token", "dim")
     width = page.evaluate("parseFloat(getComputedStyle(document.getElementById('errmap')).width)")
-    assert width >= min(160, 8 * err["cols"]), (width, err["cols"])
+    assert width >= min(160, 16 * err["cols"]), (width, err["cols"])
     assert "identical (|a − b| = 0)" in page.inner_text("#errmap-keys") and "query token" in page.inner_text("#errmap-y")
     SHOTS.mkdir(parents=True, exist_ok=True)
     heat = page.locator("#heatmap").screenshot(path=str(SHOTS / "heatmap-flash_fwd.png"))

@@ -117,7 +117,7 @@ def test_decode_on_the_page(context, server):
     heat = page.evaluate("window.wgattn.pictures.heatmap")
     assert heat["heads"] == [0, 1, 2, 3] and [g[0] for g in heat["groups"]] == ["head 0", "head 1", "head 2", "head 3"]
     height = page.evaluate("parseFloat(getComputedStyle(document.getElementById('heatmap')).height)")
-    assert height >= min(160, 8 * heat["rows"]), (height, heat["rows"])  # a row is at least 8 px
+    assert height >= min(160, 16 * heat["rows"]), (height, heat["rows"])  # a row is at least 16 px
     assert page.locator(".plot .group:not(:empty)").count() >= 2  # the groups named on the picture
     page.locator("#pictures").screenshot(path=str(SHOTS / "pictures-decode.png"))
 

@@ -14,11 +14,11 @@ import { $, el, fmt } from "./dom.js";
  */
 
 // A picture's longer side is drawn about this many CSS pixels long; its shorter side at least
-// MIN_SIDE (or 8 px a row or column where it has fewer): a 64 x 1024 map is not 22 px wide, and a
+// MIN_SIDE (or 16 px a row or column where it has fewer): a 64 x 1024 map is not 22 px wide, and a
 // decode picture's few rows each show.
 const LONG_SIDE = 360;
 const MIN_SIDE = 160;
-const MIN_CELL = 8;
+const MIN_CELL = 16;
 
 /** How many CSS pixels a picture's side of `n` values (drawn as `px` pixels) takes, given the zoom
  * of its longer side.
