@@ -34,7 +34,7 @@ from .security import SecurityHeaders, docs_csp
 
 _NO_CACHE = {"Cache-Control": REVALIDATE}
 PYODIDE_URL = f"/pyodide/{PYODIDE_VERSION}/"  # versioned: a new Pyodide is a new URL
-PAGE_PACKAGES = ("numpy", "micropip")  # what the page loads into Pyodide (static/python.js asks for them)
+PAGE_PACKAGES = ("numpy", "micropip")  # /py/wheel.json's packages when a request names none (the page names its own)
 GZIP_MIN_BYTES = 1000  # smaller answers go as they are
 GZIP_LEVEL = 6  # zlib's default: most of level 9's gain at a third of its time
 
