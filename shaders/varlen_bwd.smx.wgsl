@@ -50,7 +50,7 @@
 // Straight-line: every loop over fragments, over a tile's share and over the elementwise pass is
 // written out (wgsl.py's #for: x{r}_{c}, y{r}_{c}, a{f}/b{f}), so no register array exists for a
 // driver to demote to local memory when it does not unroll a loop, and every matrix load takes
-// a staging fragment [buffer][role][constant fragment] (NVIDIA's driver does not unroll loops
+// a staging fragment [buffer and role][constant fragment] (NVIDIA's driver does not unroll loops
 // without hints once they grow, and Tint emits none: gemm.smx measures the difference).
 // Reference: wgattn.reference.varlen_attention_bwd.
 #include "lib/subgroup_matrix.wgsl"
