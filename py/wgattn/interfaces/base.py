@@ -91,6 +91,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, 
 import numpy as np
 
 from .. import registry
+from ..bandwidth import is_device_filled
 from ..errors import DoesNotFit, InterfaceMismatch
 from ..plan import Buffer, Output, Plan
 from ..registry import Abi, Kernel
@@ -168,7 +169,10 @@ Geometry = Dict[str, Any]
 
 
 def data_buffer(name: str, array: np.ndarray, read: bool = False) -> Buffer:
-    """A storage buffer holding `array`'s bytes."""
+    """A storage buffer holding `array`'s bytes; of its size and no bytes (it starts zeroed) for
+    an input the GPU fills (wgattn.bandwidth.device_filled: a benchmark's GB-sized tensors)."""
+    if is_device_filled(array):
+        return Buffer(name, array.nbytes, "storage", read=read)
     return Buffer(name, array.nbytes, "storage", array.tobytes(), read=read)
 
 
@@ -314,10 +318,10 @@ class Interface(abc.ABC):
         bandwidth's measure."""
         raise ValueError(f"{self.name} serves no benchmark op timed as bandwidth")
 
-    def check_filled(self, case: Case, outputs: Mapping[str, np.ndarray]) -> FilledCheck:
-        """`outputs` of a run on `bench_case`'s case, once the GPU filled its inputs
+    def check_filled(self, case: Case, outputs: Mapping[str, np.ndarray], kernel: Optional[Kernel] = None) -> FilledCheck:
+        """`outputs` of a run of `kernel` on `bench_case`'s case, once the GPU filled its inputs
         (wgattn.bandwidth.fill_values gives their values), against the float64 reference on a
-        part small enough to compute."""
+        part small enough to compute, by the rule of the kernel's precision."""
         raise ValueError(f"{self.name} serves no benchmark op timed as bandwidth")
 
     # --- Pictures and localisation --------------------------------------------------------

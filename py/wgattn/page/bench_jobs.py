@@ -421,7 +421,8 @@ def check(job: BenchJob, index: int, raw: bytes) -> FilledCheck:
     if plan is None:
         raise ValueError(f"job {index}'s plan is not built (bench_plan), or was checked already")
     outputs = {o.name: o.take(raw) for o in plan.outputs if o.buffer == it["check"]}
-    verdict = interfaces.of(registry.load().kernel(it["impl"])).check_filled(job.case, outputs)
+    kernel = registry.load().kernel(it["impl"])
+    verdict = interfaces.of(kernel).check_filled(job.case, outputs, kernel)
     job.checks[index] = verdict
     return verdict
 
