@@ -57,12 +57,11 @@ override CPC: u32;   // vec4 output columns per invocation per chunk: ceil(DCH /
 override OC: u32;    // vec4 output columns per invocation and row: NCH * CPC, at most MAX_OC
 override KS: u32;    // vec4 stride of a staged k/v row: NCG * CPC (>= DCH; zeros past it)
 override BS: u32;    // tokens per cache block: a constant, so that j / BS and j % BS compile to
-                     // multiplies and shifts (one pipeline per block size, which a model fixes)
-// Register arrays sized exactly by the plan's defines (TN, CPC and OC of the tile it chose, within
-// the manifest's constraints): a GPU's compiler keeps an oversized one out of registers.
-#const MAX_TN
-#const MAX_CPC
-#const MAX_OC
+                     // multiplies and shifts (one pipeline per block size, which a model fixes);
+                     // wgattn.interfaces.paged_prefill sets it with the tile
+const MAX_TN: u32 = 8u;
+const MAX_CPC: u32 = 8u;
+const MAX_OC: u32 = 32u;  // head_dim 512 with 4 column groups (a CPU tile)
 const NONE: u32 = 0xffffffffu;  // a key with no row in the cache: past the band, or its block invalid
 const LOWEST: f32 = -3.4028234663852886e38;  // stands for -inf: "no score"
 const LOG2E: f32 = 1.4426950408889634;

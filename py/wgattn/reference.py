@@ -1115,7 +1115,9 @@ def check_decode_args(
     if d < 1:
         raise ValueError("q head dim D must be >= 1, got shape %s" % (tuple(q.shape),))
     if sq < 1:
-        raise ValueError("q must hold at least one new token per sequence (Sq_new = q.shape[1]), got shape %s" % (tuple(q.shape),))
+        raise ValueError(
+            "q must hold at least one new token per sequence (Sq_new = q.shape[1]), got shape %s" % (tuple(q.shape),)
+        )
     if num_blocks < 1 or block_size < 1:
         raise ValueError(
             "k_cache must hold at least one block of at least one token [num_blocks, block_size, Hkv, D], got shape %s"

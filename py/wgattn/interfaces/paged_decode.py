@@ -326,8 +326,10 @@ class Decode(Interface):
 
     # Block sizes 1, 16 and 64; lengths ending mid-block; idle slots; GQA 8:1, 2:1 and MQA (32:1);
     # 1, 2, 3 and 5 new tokens; sinks, ALiBi, windows (0 included), softcap, a small scale; head
-    # dims 32, 59 (scalar loads), 64, 128, 256; several row blocks a kv head; forced split counts,
-    # more splits than tiles (empty splits), one split of many tiles; 16k, 12k and 9k-token caches.
+    # dims 16, 32, 59 (scalar loads), 64, 128, 256, 512; several row blocks a kv head; forced split
+    # counts, more splits than tiles (empty splits), one split of many tiles; 16k, 12k and 9k-token
+    # caches and a 66k one (the long-context row: few heads, D = 16, affordable on a software
+    # adapter). Rows appended last keep the draws of the ones before.
     GRID = [
         _grid_row("gqa8-one-new-bs16-mid-block-idle", [37, 0, 100, 16], 1, 16, 2, 64, 16),
         _grid_row("gqa8-five-new-bs64-sinks", [130, 5, 0, 64], 5, 16, 2, 128, 64, sinks=True),
@@ -354,6 +356,8 @@ class Decode(Interface):
         _grid_row("long-16k-gqa4", [16421], 1, 8, 2, 128, 64),
         _grid_row("long-12k-gqa8-five-new-sinks-alibi", [12007], 5, 8, 1, 64, 16, alibi=True, sinks=True),
         _grid_row("long-9k-window-mqa", [9000, 4096], 5, 8, 1, 64, 64, {"window_left": 1500, "softcap": 25.0}),
+        _grid_row("d512-gqa2-two-new-sinks", [300, 41, 0], 2, 4, 2, 512, 16, sinks=True),
+        _grid_row("long-66k-mqa-d16-alibi", [66000, 1500], 3, 4, 1, 16, 64, alibi=True),
     ]
 
     def grid_case(self, rng, name, lens, sq, hq, hkv, d, bs, options, alibi, sinks, num_splits) -> Case:

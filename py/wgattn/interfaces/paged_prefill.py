@@ -34,10 +34,11 @@ from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from .. import reference as _reference
+from .. import registry
 from ..bandwidth import device_filled
 from ..registry import Kernel
 from ..target import DEFAULT, Target
-from . import _paged
+from . import _paged, get
 from ._paged import INPUTS, MAX_SEQ_LEN, PagedConfig, paged_cache
 from .base import MAX_SCORES, Case, FilledCheck, Interface, Layout, Option
 from .config import knob
@@ -159,9 +160,11 @@ class Prefill(Interface):
         return self.layout_on(self.kernels()[0], case, DEFAULT)
 
     def layout_on(self, kernel: Kernel, case: Case, target: Target) -> Layout:
-        """The case laid out for `kernel`: the cache as the kernel reads it (float16 for an F16
-        variant: a case judged for it holds float16-representable values,
-        conformance.judged_case); the tile is the registry's (the first candidate that fits)."""
+        """The case laid out for `kernel` on `target`: the cache as the kernel reads it (float16
+        for an F16 variant: a case judged for it holds float16-representable values,
+        conformance.judged_case), the registry's tile (the first candidate that fits the
+        target) with the block size as the override constant BS (one pipeline per block size:
+        j / BS compiles to shifts). DoesNotFit when no tile fits."""
         a = _checked(case)
         bsz, sq, hq, d = a.q.shape
         num_blocks, block_size, hkv, _ = a.k_cache.shape
@@ -184,7 +187,13 @@ class Prefill(Interface):
         buffers = _paged.buffers(kernel, a, {"head_params": np.stack([slopes, sinks], axis=1)})
         out_buffers, outputs = _paged.outputs(a)
         buffers.update(out_buffers)
-        return Layout(values, buffers, outputs)
+        # a user's WGSL on this interface gets the tile of the first registered kernel
+        shaped = registry.load().kernels.get(kernel.id) or self.kernels()[0]
+        sizes = {k: int(v) for k, v in values.items() if isinstance(v, int)}
+        if any(sizes.get(name, 0) > most for name, most in shaped.limits.items()):
+            return Layout(values, buffers, outputs, knobs={"BS": block_size})  # the plan says which limit
+        fit = shaped.fit(sizes, target, overrides={"BS": block_size})
+        return Layout(values, buffers, outputs, knobs=fit.knobs, config=dict(fit.knobs))
 
     def reference(self, case: Case, dtype: "DTypeLike" = np.float64) -> Dict[str, np.ndarray]:
         """wgattn.reference.decode_attention on the case. dtype float32: the naive float32 run;
@@ -322,8 +331,6 @@ class Prefill(Interface):
         inputs are left for the GPU (it is timed on zeros, unchecked: it owes nothing to a
         benchmark, and its time does not depend on the values but for the lazy rescale, which
         zeros never take and random scores take in a row's first tiles only)."""
-        from .. import interfaces, registry
-
         a = _checked(case)
         bsz, sq, hq, d = a.q.shape
         hkv = a.k_cache.shape[2]
@@ -341,7 +348,7 @@ class Prefill(Interface):
         if a.sinks is not None:
             kw["sinks"] = a.sinks
         try:
-            flash = interfaces.of(kernel).case_from_reference(
+            flash = get(kernel.interface).case_from_reference(
                 device_filled((bsz * sq, hq, d)),
                 device_filled((total_k, hkv, d)),
                 device_filled((total_k, hkv, d)),
