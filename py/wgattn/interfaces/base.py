@@ -17,7 +17,9 @@ manifest entry, and this object, which owns what Python knows of it:
     the benchmark      `bench_op` and `bench_cases(dense, causal)` for a dense op (fwd, bwd,
                        probs); for an op timed as bandwidth (decode: wgattn.bandwidth) the case
                        of a configuration, `bench_case(config, name)`, with `bench_shape`,
-                       `bench_bytes` and `check_filled` (its output on GPU-filled inputs judged)
+                       `bench_bytes` and `check_filled` (its output on GPU-filled inputs judged);
+                       for an op timed as FLOP/s on a configuration (prefill) `bench_flops` and
+                       `bench_yardstick` (what it is timed beside) instead of `bench_bytes`
     its pictures       `probabilities(case, head)` and `head_view(...)` (wgattn.pictures draws)
     localisation       `geometry(case, output, shape)` (wgattn.localise reads it)
 
@@ -317,6 +319,16 @@ class Interface(abc.ABC):
         """The bytes one run of `kernel` on `bench_case`'s case must read at least: its
         bandwidth's measure."""
         raise ValueError(f"{self.name} serves no benchmark op timed as bandwidth")
+
+    def bench_flops(self, case: Case) -> float:
+        """The FLOPs one run on `bench_case`'s case must compute at least, for an op timed as
+        FLOP/s on one configuration (wgattn.bench.CONFIG_OPS, not BANDWIDTH_OPS)."""
+        raise ValueError(f"{self.name} serves no benchmark op timed as FLOP/s on one configuration")
+
+    def bench_yardstick(self, case: Case, target: Target) -> Tuple[Optional[Kernel], Optional[Case], str]:
+        """What such an op is timed beside, in the same series: (kernel, its case of the same
+        work, "") for another interface's kernel that `target` runs, or (None, None, why not)."""
+        raise ValueError(f"{self.name} serves no benchmark op timed as FLOP/s on one configuration")
 
     def check_filled(self, case: Case, outputs: Mapping[str, np.ndarray], kernel: Optional[Kernel] = None) -> FilledCheck:
         """`outputs` of a run of `kernel` on `bench_case`'s case, once the GPU filled its inputs
