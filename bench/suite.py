@@ -16,7 +16,8 @@ interleaved, the median with its spread), each repeated back to back (--repeat):
    `vulkan_enable_f16_on_nvidia,allow_unsafe_apis` (else Dawn offers no shader-f16 there). The
    two browsers are open together and take each request in turn, so robustness on and off are
    timed minutes apart at most; a request that would end past --budget-s is skipped in both;
-3. OUT/records.json (every record, `wgattn bench --json`'s shape, written after each step),
+3. OUT/records.json (every record, `wgattn bench --json`'s shape, written after each step;
+   --decode's cases in OUT/decode.jsonl, --prefill's in OUT/prefill.jsonl),
    OUT/report.json (adapters, Chromium's version and flags, the live check, the timers'
    resolution, the GPU's clocks before and after), OUT/table.txt; then a table per (op, shape),
    whether the repeats agree within 5%, and what moved against the last committed history
@@ -41,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from bench import decode_bandwidth, history
+from bench import decode_bandwidth, history, prefill
 from bench.demo import CHROMIUM_ARGS, ROOT, serve  # the demo and Chromium's flags, as the e2e tests have them
 from wgattn import bandwidth, bench, protocol
 
@@ -261,7 +262,8 @@ class BrowserPass:
         records, relabelled."""
         what = request_name(req)
         t0 = time.time()
-        call, state_of = ("decodeBench", "decode") if req["op"] == "decode" else ("benchRun", "bench")
+        # an op on one configuration (decode, prefill) through the page's decodeBench, which takes any such op
+        call, state_of = ("decodeBench", "decode") if req["op"] in bench.CONFIG_OPS else ("benchRun", "bench")
         recs = await self.browser.eval(f"window.wgattn.{call}({json.dumps(req)})", timeout)
         state = await self.browser.eval(
             f"(({{status, skipped, failed, checks}}) => ({{status, skipped, failed, checks}}))(window.wgattn.{state_of})"
@@ -309,8 +311,8 @@ GRID_JS = """async (iface) => {
 
 
 def request_name(req: Dict[str, Any]) -> str:
-    if req["op"] == "decode":
-        return f"decode {req['name']}"
+    if req["op"] in bench.CONFIG_OPS:
+        return f"{req['op']} {req['name']}"
     return f"{req['op']} {req['B']},{req['H']},{req['seq_lens']},{req['D']}"
 
 
@@ -448,6 +450,31 @@ def decode_requests(names: Sequence[str], smoke: bool, proto: protocol.Protocol,
     return reqs
 
 
+def prefill_requests(names: Sequence[str], smoke: bool, proto: protocol.Protocol, repeat: int) -> List[Dict]:
+    """The page's prefill requests: one per case of bench/prefill.py's `cases()` named (shrunk by
+    its `smoke` with `smoke`): its kernel on its configuration, beside its yardstick."""
+    known = prefill.cases()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SystemExit(f"suite: --prefill takes cases of bench/prefill.py, {sorted(known)}; not {unknown}")
+    reqs = []
+    for n in names:
+        kernel, config = known[n]
+        config = prefill.smoke(config) if smoke else config
+        reqs.append(
+            {"op": "prefill", "name": n, "impls": kernel, "config": config.to_dict(), "rounds": proto.rounds,
+             "warmup_s": proto.warmup_s, "repeat": repeat}
+        )  # fmt: skip
+    return reqs
+
+
+def write_prefill(out: Path, records: List[Dict]) -> None:
+    """OUT/prefill.jsonl: the prefill records (wgattn.bandwidth.rate_record), each with its share
+    of its own series' yardstick (flash_fwd on the same work unpaged)."""
+    bandwidth.yardstick_shares(records)
+    (out / "prefill.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
 def write_decode(out: Path, records: List[Dict]) -> None:
     """OUT/decode.jsonl: the decode records (bench/decode_bandwidth.py's --json lines), each with
     its share of its own series' copy bandwidth."""
@@ -487,6 +514,13 @@ def parse_args(argv: Optional[Sequence[str]] = None):
         "(comma-separated, e.g. target,target-f32-cache; default none)",
     )
     ap.add_argument("--decode-smoke", action="store_true", help="the decode cases shrunk (decode_bandwidth.smoke)")
+    ap.add_argument(
+        "--prefill",
+        default="",
+        help="prefill cases of bench/prefill.py timed as FLOP/s beside flash_fwd on the same work, in each browser pass "
+        "(comma-separated, e.g. target; default none)",
+    )
+    ap.add_argument("--prefill-smoke", action="store_true", help="the prefill cases shrunk (bench/prefill.py's smoke)")
     ap.add_argument("--driver", choices=("auto", "playwright", "cdp"), default="auto")
     ap.add_argument("--out", default=str(ROOT / ".cache" / "bench"), help="where records.json, report.json, table.txt go")
     ap.add_argument("--history", default=str(ROOT / "bench" / "history"), help="the committed history to compare with")
@@ -533,6 +567,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     decode_names = [n.strip() for n in args.decode.split(",") if n.strip()]
     decode_reqs = decode_requests(decode_names, args.decode_smoke, proto, args.repeat)
     decode_records: List[Dict] = []
+    prefill_names = [n.strip() for n in args.prefill.split(",") if n.strip()]
+    prefill_reqs = prefill_requests(prefill_names, args.prefill_smoke, proto, args.repeat)
+    prefill_records: List[Dict] = []
     log(f"suite: {', '.join(kernels)} at {'; '.join(map(str, shapes))}{' causal' if args.causal else ''}; {sorted(runtimes)}; "
         f"{proto.rounds} rounds, warm-up >= {proto.warmup_s} s, repeat {args.repeat}; out {out}")  # fmt: skip
     if "native" in runtimes:
@@ -568,16 +605,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not names or not set(names) <= set(dawn_of) or len(set(names)) != len(names):
             raise SystemExit(f"suite: --passes takes checked and/or trusted, got {args.passes!r}")
         passes = [BrowserPass(args, n, dawn_of[n], out) for n in names]
-        requests = page_requests(kernels, shapes, args.causal, proto, args.repeat) + decode_reqs
+        requests = page_requests(kernels, shapes, args.causal, proto, args.repeat) + decode_reqs + prefill_reqs
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "py"), os.environ.get("PYTHONPATH", "")) if p))
         if not (ROOT / ".cache" / "pyodide").is_dir():
             raise SystemExit("suite: the page needs Pyodide in .cache/pyodide: run `make setup` (bench/devcarry.py carries it)")
 
         def save(recs: List[Dict]) -> None:
             records.extend(r for r in recs if "kind" not in r)
-            decode_records.extend(r for r in recs if "kind" in r)  # decode and copy records
+            decode_records.extend(r for r in recs if r.get("kind") in ("decode", "copy"))
+            prefill_records.extend(r for r in recs if r.get("kind") == "prefill")
             write(out, records, report)
             write_decode(out, decode_records)
+            write_prefill(out, prefill_records)
 
         for p in passes:
             report[f"chromium_{p.name}"] = p.report
@@ -597,6 +636,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if decode_records:
         write_decode(out, decode_records)
         table += "\n\n" + history.decode_table(decode_records)
+    if prefill_records:
+        write_prefill(out, prefill_records)
+        table += "\n\n" + history.prefill_table(prefill_records)
     (out / "table.txt").write_text(table + "\n")
     log("\n" + table)
     log(f"timestamp resolution (ns): {report['timer_resolution_ns']}")
@@ -607,6 +649,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     log(
         f"suite: {len(records)} records in {report['wall_s']} s -> {out}/records.json"
         + (f", {len(decode_records)} decode records -> {out}/decode.jsonl" if decode_names else "")
+        + (f", {len(prefill_records)} prefill records -> {out}/prefill.jsonl" if prefill_names else "")
     )
     return 0
 

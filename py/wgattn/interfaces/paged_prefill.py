@@ -86,9 +86,10 @@ def naive_f16(
 ) -> Tuple[np.ndarray, np.ndarray]:
     """decode_attention's arguments run naively in float16, PyTorch's math path in half precision
     (as flash_fwd.naive_f16): every tensor (scores, biases, probabilities, out, lse) stored as
-    float16, each product accumulated in float32 and rounded once (NumPy's float16 matmul). The
-    yardstick of kernels that compute in f16 (the tolerance rule's "naive implementation in the
-    same precision")."""
+    float16, each product of float16 operands accumulated in float32 and rounded once (what
+    NumPy's float16 matmul computes, through a float32 matmul: NumPy's own float16 loop takes
+    minutes on a benchmark's 32k-key rows in the page). The yardstick of kernels that compute in
+    f16 (the tolerance rule's "naive implementation in the same precision")."""
     a = _reference.check_decode_args(
         q,
         k_cache,
@@ -117,15 +118,16 @@ def naive_f16(
                         lse[b, :, h] = sink
                     continue
                 blocks = a.block_table[b, : -(-n // bs)]
-                k = a.k_cache[blocks, :, g].reshape(-1, d)[:n].astype(h16)
-                v = a.v_cache[blocks, :, g].reshape(-1, d)[:n].astype(h16)
+                # float16 values, held in float32 for the products (exact: float32 holds every float16)
+                k = a.k_cache[blocks, :, g].reshape(-1, d)[:n].astype(h16).astype(np.float32)
+                v = a.v_cache[blocks, :, g].reshape(-1, d)[:n].astype(h16).astype(np.float32)
                 keys = np.arange(n)
                 for i0 in range(0, sq, rows):
                     pos = np.arange(n - sq + i0, n - sq + min(sq, i0 + rows))
                     visible = keys[None, :] <= pos[:, None]
                     if a.window_left >= 0:
                         visible &= keys[None, :] >= pos[:, None] - a.window_left
-                    s = (a.q[b, i0 : i0 + len(pos), h].astype(h16) @ k.T) * h16(a.scale)
+                    s = (a.q[b, i0 : i0 + len(pos), h].astype(h16).astype(np.float32) @ k.T).astype(h16) * h16(a.scale)
                     if a.softcap > 0:
                         s = (h16(a.softcap) * np.tanh(s / h16(a.softcap))).astype(h16)
                     if a.alibi_slopes is not None:
@@ -140,7 +142,7 @@ def naive_f16(
                     if sink is not None:
                         total = (total + np.exp((sink - m).astype(h16))).astype(h16)
                     p = np.where(total > 0, e / total, h16(0)).astype(h16)
-                    out[b, i0 : i0 + len(pos), h] = p @ v
+                    out[b, i0 : i0 + len(pos), h] = (p.astype(np.float32) @ v).astype(h16)
                     lse[b, i0 : i0 + len(pos), h] = np.where(total[:, 0] > 0, np.log(total[:, 0]) + m[:, 0], -np.inf)
     return out, lse
 
