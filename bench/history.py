@@ -284,7 +284,8 @@ def prefill_table(records: Sequence[Record], markdown: bool = False) -> str:
             groups.setdefault(str(r["case"]), []).append(r)
     out = []
     for case, rows in groups.items():
-        cols = list(dict.fromkeys((str(r.get("runtime", "")), str(r["mode"])) for r in rows))
+        modes = {(str(r.get("runtime", "")), str(r["mode"])) for r in rows}
+        cols = [c for c in DECODE_COLUMNS if c in modes] + sorted(modes - set(DECODE_COLUMNS))
         impls = list(dict.fromkeys(str(r["impl"]) for r in rows))
 
         def cell(impl: str, col: Tuple[str, str]) -> str:

@@ -288,7 +288,7 @@ def test_the_check_on_filled_inputs_judges_the_rows_it_cuts_as_the_whole_referen
     ok = prefill.check_filled(case, {"out": out.astype(np.float32)})
     assert ok["ok"] and ok["max_abs_err"] < 1e-6
     wrong = out.copy()
-    wrong[1, 3] += 0.01  # row 3 of the second sequence: inside the first 8 checked
+    wrong[1, 3] += 0.01  # row 3 of the second sequence: inside the first 4 checked
     assert not prefill.check_filled(case, {"out": wrong.astype(np.float32)})["ok"]
     wrong = out.copy()
     wrong[0, 20] += 0.01  # a middle row: not checked

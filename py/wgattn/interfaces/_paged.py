@@ -289,15 +289,18 @@ def check_filled(
     for b, g in pairs:
         n = a.seq_lens[b]
         heads = np.arange(g * g_size, (g + 1) * g_size)
+        # kv head g of the sequence's blocks, once (each span reads a prefix of them)
+        blocks = a.block_table[b, : max(1, -(-n // bs))] if n else np.zeros(1, np.int64)  # an idle slot reads nothing
+        idx = ((blocks[:, None, None] * bs + np.arange(bs)[None, :, None]) * hkv + g) * d + np.arange(d)[None, None, :]
+        k_all = _values(a.k_cache, "k_cache", idx)[:, :, None, :]
+        v_all = _values(a.v_cache, "v_cache", idx)[:, :, None, :]
         for i0, i1 in spans:
             cut = n - sq + i1 if n else 0  # the sequence ends after the last row checked
-            blocks = a.block_table[b, : max(1, -(-cut // bs))] if cut else np.zeros(1, np.int64)  # an idle slot reads nothing
-            idx = ((blocks[:, None, None] * bs + np.arange(bs)[None, :, None]) * hkv + g) * d + np.arange(d)[None, None, :]
-            k = _values(a.k_cache, "k_cache", idx)[:, :, None, :]
-            v = _values(a.v_cache, "v_cache", idx)[:, :, None, :]
+            used = max(1, -(-cut // bs))
+            k, v = k_all[:used], v_all[:used]
             qi = ((b * sq + np.arange(i0, i1))[:, None, None] * hq + heads[None, :, None]) * d + np.arange(d)[None, None, :]
             q = _values(a.q, "q", qi)[None]
-            args = (q, k, v, np.arange(len(blocks), dtype=np.int32)[None], np.array([cut], np.int32))
+            args = (q, k, v, np.arange(used, dtype=np.int32)[None], np.array([cut], np.int32))
             kw = dict(
                 scale=a.scale,
                 window_left=a.window_left,
