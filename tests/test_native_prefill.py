@@ -226,8 +226,10 @@ def test_what_the_interface_refuses():
         prefill.case_from_reference(q, k_cache, v_cache, table, [40, 39, 0])
     with pytest.raises(ValueError, match=r"q must hold at least one new token"):
         prefill.case_from_reference(q[:, :0], k_cache, v_cache, table, lens)
-    with pytest.raises(ValueError, match=r"must stay within"):
-        PrefillConfig(batch=8, new_tokens=2048, seq_len=32768).tensors()
+    with pytest.raises(ValueError, match=r"the cache \(2 \* batch \* seq_len \* heads_kv \* head_dim = \d+\) must stay within"):
+        PrefillConfig(batch=64, heads=1, heads_kv=1, new_tokens=1, seq_len=200000).tensors()
+    with pytest.raises(ValueError, match=r"case too large: batch\*heads\*new_tokens\*seq_len = 134217728 scores"):
+        PrefillConfig(batch=2, heads=64, heads_kv=1, head_dim=1, new_tokens=1024, seq_len=1024).tensors()
 
 
 def test_the_f16_kernels_upload_a_float16_cache_and_the_yardstick_is_a_naive_f16_run():

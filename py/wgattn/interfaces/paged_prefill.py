@@ -76,7 +76,7 @@ class PrefillConfig(PagedConfig):
         scores = self.batch * self.heads * self.new_tokens * self.seq_len
         if not filled and scores > MAX_SCORES:
             raise ValueError(
-                f"the reference's scores (batch * heads * new_tokens * seq_len = {scores}) must stay within {MAX_SCORES}"
+                f"case too large: batch*heads*new_tokens*seq_len = {scores} scores for the reference; at most {MAX_SCORES}"
             )
         return super().tensors(filled)
 
