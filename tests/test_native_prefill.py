@@ -310,3 +310,70 @@ def test_naive_f16_matches_the_reference_to_half_precision():
 def test_the_decode_interface_still_takes_what_a_decoding_step_has():
     case = decode.conformance_cases()[0]
     assert prefill.case_from_reference(*(case.inputs[n] for n in INPUTS)).inputs["q"].shape[1] == 1
+
+
+# ---------------------------------------------------------------------------
+# the page's benchmark jobs, the native runtime standing in for the browser
+# ---------------------------------------------------------------------------
+
+SMALL = {"batch": 2, "new_tokens": 21, "heads": 4, "heads_kv": 2, "seq_len": 45, "head_dim": 12, "block_size": 8}
+
+
+def _read_back(runtime, plan, name: str) -> bytes:
+    """`plan` run: buffer `name`'s bytes."""
+    from wgattn.plan import Output
+
+    buffers = list(plan.buffers)
+    i = next(i for i, b in enumerate(buffers) if b.name == name)
+    buffers[i] = replace(buffers[i], read=True)
+    return (
+        runtime.run(replace(plan, buffers=buffers, outputs=[Output(name, name, 0, (buffers[i].size,), "uint8")]))
+        .outputs[name]
+        .tobytes()
+    )
+
+
+def test_the_page_checks_the_kernel_then_records_it_beside_its_yardstick(native_runtime):
+    """A prefill request: one series, the kernel (q and the cache filled on the GPU, its output
+    checked) and flash_fwd on the same work (unchecked), FLOP/s records of the same count, the
+    kernel's share of the yardstick once both are in."""
+    import json
+
+    from wgattn.page import bench_jobs
+
+    config = dict(SMALL, window_left=20, softcap=5.0)
+    request = {"op": "prefill", "name": "small", "impls": "paged_prefill.tiled", "config": config, "rounds": 5}
+    # A knob flash_fwd does not take (it takes no ALiBi nor sinks) leaves the series without its
+    # yardstick, saying why, where flash_fwd cannot take the same work.
+    _, other = bench_jobs.start(json.dumps(dict(request, config=dict(config, sinks=True))), native_runtime.target, 1)
+    yard = [j["impl"] for j in other["jobs"]][1:] or [s["reason"] for s in other["skipped"] if s["impl"] == "yardstick"]
+    assert yard == ["flash_fwd.blocked_f16"] or "cannot take the same work" in yard[0], yard
+    job, reply = bench_jobs.start(json.dumps(dict(request, user_agent="HeadlessChrome/156.0.0.0")), native_runtime.target, 1)
+    impls = [reply["jobs"][i]["impl"] for s in reply["series"] for i in s["jobs"]]
+    assert impls == ["paged_prefill.tiled", "flash_fwd.blocked_f16"] and len(reply["series"]) == 1
+    assert reply["jobs"][0]["flops"] == reply["jobs"][1]["flops"] > 0 and reply["jobs"][1]["check"] == ""
+    measured = {"samples": [2.0, 1.0, 1.0, 1.0, 1.0], "reps": 1, "warmup_s": 0.1, "warmed": True, "timer": "wall", "adapter": "a"}
+    records = []
+    for it in reply["jobs"]:
+        (plan,) = bench_jobs.job_plans(job, it["index"], native_runtime.target)
+        if not it["check"]:  # the yardstick: timed on zeros, unchecked
+            assert bench_jobs.fills(job, it["index"]) == [] and plan.dispatches[0].label.startswith("flash_fwd.")
+            records.append(bench_jobs.record(job, it["index"], json.dumps(dict(measured, samples=[2.0] * 5)))[0])
+            continue
+        fills = bench_jobs.fills(job, it["index"])
+        assert [f.buffers[0].name for f in fills] == ["q", "k_cache", "v_cache"]
+        buffers = list(plan.buffers)
+        for f in fills:
+            name = f.buffers[0].name
+            i = next(i for i, b in enumerate(buffers) if b.name == name)
+            buffers[i] = replace(buffers[i], data=_read_back(native_runtime, f, name))
+        raw = _read_back(native_runtime, replace(plan, buffers=buffers), it["check"])
+        verdict = bench_jobs.check(job, it["index"], raw)
+        assert verdict["ok"] and 0 < verdict["max_abs_err"] <= verdict["allowed"], verdict
+        records.append(bench_jobs.record(job, it["index"], json.dumps(measured))[0])
+    bandwidth.yardstick_shares(records)
+    kernel, yard = records
+    assert kernel["kind"] == yard["kind"] == "prefill" and not kernel["yardstick"] and yard["yardstick"]
+    assert kernel["verified"]["ok"] and yard["verified"] is None and kernel["shape"] == PrefillConfig(**config).to_dict()
+    assert kernel["tflops"] == 2 * yard["tflops"] and kernel["pct_of_yardstick"] == 200.0  # 1 ms against 2 ms
+    assert "BS=8" in kernel["config"]
