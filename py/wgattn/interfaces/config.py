@@ -50,6 +50,7 @@ LABELS = {
     "positions": "query positions",
     "seq_q": "query length",
     "seq_k": "key length",
+    "new_tokens": "new tokens a sequence",
     "head_dim": "head dimension",
     "layout": "memory layout",
     "mask": "mask",
