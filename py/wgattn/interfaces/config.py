@@ -50,7 +50,6 @@ LABELS = {
     "positions": "query positions",
     "seq_q": "query length",
     "seq_k": "key length",
-    "new_tokens": "new tokens a sequence",
     "head_dim": "head dimension",
     "layout": "memory layout",
     "mask": "mask",
@@ -63,6 +62,12 @@ LABELS = {
     "padding": "ragged lengths",
     "scale": "score scale",
     "seed": "random seed",
+    "new_tokens": "new tokens per sequence",
+    "seq_len": "cached tokens (first sequence)",
+    "block_size": "cache block size (tokens)",
+    "alibi": "ALiBi slopes",
+    "sinks": "attention sinks",
+    "ragged": "sequences of other lengths",
 }
 _TYPES: Dict[type, Literal["int", "float", "bool", "str"]] = {int: "int", float: "float", bool: "bool", str: "str"}
 
