@@ -384,5 +384,15 @@ class Prefill(Interface):
         new token)."""
         return _paged.head_view(output, head)
 
+    def output_axes(self, case: Case, output: str, ndim: int) -> List[str]:
+        """out [B, Sq_new, Hq, D], lse [B, Sq_new, Hq]."""
+        return ["sequence", "new token", "head", "dim"][:ndim]
+
+    def view_axes(self, case: Case, output: str, ndim: int) -> Tuple[str, str]:
+        return "sequence × new token", ("dim" if ndim > 3 else "")
+
+    def probability_axes(self, case: Case) -> Tuple[str, str]:
+        return "sequence × new token", "cache position"
+
 
 INTERFACE = Prefill()
