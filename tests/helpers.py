@@ -114,11 +114,13 @@ def session_on(runtime):
 
 def chosen_knobs(kernel) -> dict:
     """The knobs `kernel`'s interface chooses for it (Interface.layout_on) on its first grid case on
-    the default target, or {} where the interface leaves them to the kernel's registry entry."""
+    the default target (MATRIX_TARGET for a kernel on subgroup matrices), or {} where the
+    interface leaves them to the kernel's registry entry."""
     from wgattn import interfaces
     from wgattn.interfaces import Interface
 
     iface = interfaces.of(kernel)
     if type(iface).layout_on is Interface.layout_on:
         return {}
-    return dict(iface.layout_on(kernel, iface.conformance_cases()[0], Target()).knobs)
+    target = MATRIX_TARGET if kernel.matrix is not None else Target()
+    return dict(iface.layout_on(kernel, iface.conformance_cases()[0], target).knobs)
