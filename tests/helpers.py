@@ -71,8 +71,9 @@ def ratio(rows: Iterable[Mapping[str, object]]) -> float:
     return worst
 
 
-def first_wide_failure(runtime, kernel, cases, source: str) -> Optional[Tuple[str, float]]:
-    """(case name, ratio) of the first of `cases` that `source`, built as `kernel`, fails by WIDE
+def first_wide_failure(runtime, kernel, cases, source) -> Optional[Tuple[str, float]]:
+    """(case name, ratio) of the first of `cases` that `source` (WGSL, or a function of the case
+    giving it: a kernel whose defines follow the case's sizes), built as `kernel`, fails by WIDE
     times its allowance or more; None when no case does. Narrow rows are tried first: a planted
     bug's WGSL is compiled afresh for each tile shape, and a software adapter's compile grows with
     the head dimension the shape unrolls."""
@@ -82,7 +83,8 @@ def first_wide_failure(runtime, kernel, cases, source: str) -> Optional[Tuple[st
         return max((a.shape[-1] for a in case.inputs.values() if a.ndim > 1), default=0)
 
     for case in sorted(cases, key=width):
-        r = ratio(conformance.run_case(runtime, kernel, case, source=source))
+        text = source(case) if callable(source) else source
+        r = ratio(conformance.run_case(runtime, kernel, case, source=text))
         if r >= WIDE:
             return case.name, r
     return None
