@@ -14,8 +14,9 @@ from wgattn.errors import InterfaceMismatch
 
 REG = registry.load()
 KERNELS = sorted(REG.kernels)
-# Tool shaders with no registry entry (probes; the bandwidth benchmark's copy and fill: wgattn.bandwidth).
-NOT_KERNELS = {"loop_probe", "precision_probe", "stream", "hash_fill"}
+# Tool shaders with no registry entry (probes; the bandwidth benchmark's copy and fill: wgattn.bandwidth;
+# the subgroup-matrix GEMM benchmark: wgattn.gemm).
+NOT_KERNELS = {"loop_probe", "precision_probe", "stream", "hash_fill", "gemm.smx"}
 TEMPLATES = {k.template for k in REG.kernels.values() if k.template}
 
 
@@ -95,7 +96,7 @@ def test_entry_points_and_knobs_are_the_wgsl_s(kid):
     k = REG.kernel(kid)
     chosen = chosen_knobs(k)  # an interface that chooses its kernels' knobs per target
     sizes = {"head_dim": 64, "block_size": 16}  # what the defines name (block_size: decode's)
-    src = k.source(sizes, MATRIX_TARGET, None if chosen else k.knobs(sizes, MATRIX_TARGET))  # defines may name knobs
+    src = k.source(sizes, MATRIX_TARGET, chosen or k.knobs(sizes, MATRIX_TARGET))  # defines may name knobs
     for p in k.abi.passes:
         assert p.entry_point in wgsl.functions(src), p.entry_point
         ones = {p.name: 1 for p in k.abi.params}

@@ -20,69 +20,23 @@ manifest entry, and this object, which owns what Python knows of it:
     the benchmark      `bench_op` and `bench_cases(dense, causal)` for a dense op (fwd, bwd,
                        probs); for an op timed as bandwidth (decode: wgattn.bandwidth) the case
                        of a configuration, `bench_case(config, name)`, with `bench_shape`,
-                       `bench_bytes` and `check_filled` (its output on GPU-filled inputs judged)
-    its pictures       `probabilities(case, head)` and `head_view(...)` (wgattn.pictures draws)
-    localisation       `geometry(case, output, shape)` (wgattn.localise reads it)
+                       `bench_bytes` and `check_filled` (its output on GPU-filled inputs judged);
+                       for an op timed as FLOP/s on a configuration (prefill) `bench_flops` and
+                       `bench_yardstick` (what it is timed beside) instead of `bench_bytes`
+    its pictures       `probabilities(case, head)` and `head_view(...)` (wgattn.pictures draws),
+                       what their axes run over (`probability_axes`, `view_axes`) and which heads
+                       a picture of the probabilities shows (`picture_heads`)
+    localisation       `geometry(case, output, shape)` and `output_axes(case, output, ndim)`
+                       (wgattn.localise reads them)
 
 Nothing outside wgattn.interfaces knows an interface by name: callers ask
 `wgattn.interfaces.get(name)` (or `of(kernel)`) for the object and call these; the native API
 (`wgattn.native.<reference>`) is made from the registry.
 
-Adding an interface touches five files of code, and nothing else (docs/contract.md documents its
-reference function):
-
-    py/wgattn/interfaces/<name>.py     a subclass of `Interface`, assigned to INTERFACE, and its
-                                       live configuration (a LiveConfig dataclass of knob() fields)
-    py/wgattn/reference.py             its float64 reference function (what the manifest's
-                                       "reference" names; `reference()` calls it, and
-                                       wgattn.native gets a function of the same name and
-                                       arguments, plus impl=)
-    shaders/interfaces/<name>.wgsl     the header: `struct Params {...}` (4-byte u32/i32/f32 fields,
-                                       `_` names for padding, a multiple of 16 bytes) and the
-                                       `@group(0) @binding(i)` variables; the registry reads both
-    shaders/<name>.<impl>.wgsl         a kernel: `#include "interfaces/<name>.wgsl"`, an entry point
-                                       per pass, its override constants
-    shaders/manifest.json              "interfaces": {"<name>": {"summary", "reference", "passes":
-                                       [{"name", "entry_point", "uses", "grid": {"items",
-                                       "per_workgroup"}}]}} and "kernels": {"<name>.<impl>":
-                                       {"interface", "rank", "summary", "overrides", ...}}
-
-A worked example, `scale_rows` (out = scale * x: a 4-field Params, three bindings, a 40-line
-module), is tests/test_new_interface.py: it adds the interface to a copy of the tree, counts the
-files that changed (these five), runs every consumer on the copy (`wgattn check`'s grid, the
-native API, a live run, the catalogue and its live form's fields, the server's /api/kernels and
-/api/run, the page's grid and live check) and shows each of the five is needed. Its reference
-function and module:
-
-    def scale_rows(x, *, scale=1.0, dtype=np.float64):    # in wgattn.reference
-        dt = _check_dtype(dtype)
-        return _float_array(x, "x", 1, "[n]").astype(dt) * dt.type(check_scale(scale, 1))
-
-    @dataclass
-    class ScaleRowsConfig(LiveConfig):
-        n: int = knob(1000, 1, 1 << 20)
-        scale: float = knob(2.0, f32="scale")          # the one numeric check of a float
-        seed: int = knob(0, 0, 2**32 - 1)
-        heads = property(lambda self: 1)
-        def tensors(self):
-            return {"x": np.random.RandomState(self.seed).standard_normal(self.n).astype(np.float32)}
-
-    class ScaleRows(Interface):
-        name, OUTPUTS, Config = "scale_rows", ("out",), ScaleRowsConfig
-        GRID = [dict(name="n1", n=1), dict(name="n1000", n=1000, scale=-0.5)]
-        def layout(self, case):                        # checked, then laid out
-            x, scale = ...                             # (wgattn.reference's checkers)
-            return Layout({"n": x.size, "scale": scale},
-                          {"x": data_buffer("x", x), "out": out_buffer("out", x.nbytes)},
-                          [Output("out", "out", 0, x.shape)])
-        def reference(self, case, dtype=np.float64):   # wgattn.reference.scale_rows
-            return {"out": reference.scale_rows(case.inputs["x"], scale=..., dtype=dtype)}
-        def case_from_reference(self, x, *, scale=1.0, name="call"): ...
-        def grid_case(self, rng, name, n, scale=2.0): ...
-        def live_case(self, config, tensors, name): ...
-        def probabilities(self, case, head, max_cells): ...
-
-    INTERFACE = ScaleRows()
+Adding an interface touches five files of code: this package's module, its reference function,
+its WGSL header, a kernel and the manifest (docs/kernels.md, "Adding an interface", says what each
+holds). tests/test_new_interface.py adds one (`scale_rows`: out = scale * x) to a copy of the tree
+and is the worked example.
 """
 
 from __future__ import annotations
@@ -94,6 +48,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, 
 import numpy as np
 
 from .. import ranges, registry
+from ..bandwidth import is_device_filled
 from ..errors import DoesNotFit, InterfaceMismatch
 from ..plan import Buffer, Output, Plan
 from ..registry import Abi, Kernel
@@ -171,7 +126,10 @@ Geometry = Dict[str, Any]
 
 
 def data_buffer(name: str, array: np.ndarray, read: bool = False) -> Buffer:
-    """A storage buffer holding `array`'s bytes."""
+    """A storage buffer holding `array`'s bytes; of its size and no bytes (it starts zeroed) for
+    an input the GPU fills (wgattn.bandwidth.device_filled: a benchmark's GB-sized tensors)."""
+    if is_device_filled(array):
+        return Buffer(name, array.nbytes, "storage", read=read)
     return Buffer(name, array.nbytes, "storage", array.tobytes(), read=read)
 
 
@@ -353,10 +311,20 @@ class Interface(abc.ABC):
         bandwidth's measure."""
         raise ValueError(f"{self.name} serves no benchmark op timed as bandwidth")
 
-    def check_filled(self, case: Case, outputs: Mapping[str, np.ndarray]) -> FilledCheck:
-        """`outputs` of a run on `bench_case`'s case, once the GPU filled its inputs
+    def bench_flops(self, case: Case) -> float:
+        """The FLOPs one run on `bench_case`'s case must compute at least, for an op timed as
+        FLOP/s on one configuration (wgattn.bench.CONFIG_OPS, not BANDWIDTH_OPS)."""
+        raise ValueError(f"{self.name} serves no benchmark op timed as FLOP/s on one configuration")
+
+    def bench_yardstick(self, case: Case, target: Target) -> Tuple[Optional[Kernel], Optional[Case], str]:
+        """What such an op is timed beside, in the same series: (kernel, its case of the same
+        work, "") for another interface's kernel that `target` runs, or (None, None, why not)."""
+        raise ValueError(f"{self.name} serves no benchmark op timed as FLOP/s on one configuration")
+
+    def check_filled(self, case: Case, outputs: Mapping[str, np.ndarray], kernel: Optional[Kernel] = None) -> FilledCheck:
+        """`outputs` of a run of `kernel` on `bench_case`'s case, once the GPU filled its inputs
         (wgattn.bandwidth.fill_values gives their values), against the float64 reference on a
-        part small enough to compute."""
+        part small enough to compute, by the rule of the kernel's precision."""
         raise ValueError(f"{self.name} serves no benchmark op timed as bandwidth")
 
     # --- Pictures and localisation --------------------------------------------------------
@@ -377,3 +345,24 @@ class Interface(abc.ABC):
     def geometry(self, case: Case, output: str, shape: Tuple[int, ...]) -> Optional[Geometry]:
         """Where each element of a packed output sits (wgattn.localise), or None."""
         return None
+
+    def output_axes(self, case: Case, output: str, ndim: int) -> List[str]:
+        """What each of the `ndim` axes of `output` runs over, in words: a failing element and the
+        failure map are named by them (wgattn.localise). This default: a packed output
+        [query token, head, dim]."""
+        return (["query token", "head", "dim"] + [f"axis {i}" for i in range(3, ndim)])[:ndim]
+
+    def view_axes(self, case: Case, output: str, ndim: int) -> Tuple[str, str]:
+        """What runs down and across `head_view`'s 2-D slice of `output` ("" across a one-column
+        slice). This default follows head_view's: the first axis down, the third across."""
+        axes = self.output_axes(case, output, ndim)
+        return axes[0], (axes[2] if ndim > 2 else "")
+
+    def probability_axes(self, case: Case) -> Tuple[str, str]:
+        """What runs down and across `probabilities`' picture."""
+        return "query", "key"
+
+    def picture_heads(self, case: Case, head: int, heads: int) -> List[int]:
+        """The query heads a picture of the probabilities shows when `head` is chosen: this
+        default, that head alone (an interface with few rows a head shows them all, grouped)."""
+        return [head]

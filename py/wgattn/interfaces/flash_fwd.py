@@ -69,11 +69,7 @@ def naive_f16(case: Case) -> Dict[str, np.ndarray]:
     out = np.zeros((total_q, hq, d), dtype=h16)
     lse = np.full((total_q, hq), -np.inf, dtype=h16)
     with np.errstate(all="ignore"):  # -inf on masked scores and empty rows is intended
-        for b in range(cu_q.shape[0] - 1):
-            q0, q1, k0, k1 = int(cu_q[b]), int(cu_q[b + 1]), int(cu_k[b]), int(cu_k[b + 1])
-            if q1 == q0 or k1 == k0:
-                continue  # no rows, or rows with no key: out 0, lse -inf
-            visible = _reference.seq_mask(q1 - q0, k1 - k0, o.causal_align, o.left, o.right)
+        for q0, q1, k0, k1, visible in _reference.visible_sequences(cu_q, cu_k, o.causal_align, o.left, o.right):
             for h in range(hq):
                 g = h // (hq // hkv)
                 s = (q[q0:q1, h].astype(h16) @ k[k0:k1, g].astype(h16).T) * h16(o.scale)
@@ -123,17 +119,7 @@ class FlashFwd(PackedInterface):
         )
         return {"out": out, "lse": lse}
 
-    def case_from_reference(
-        self,
-        q,
-        k,
-        v,
-        cu_seqlens_q,
-        cu_seqlens_k,
-        *,
-        name: str = "call",
-        **keywords: Any,
-    ) -> Case:
+    def case_from_reference(self, q, k, v, cu_seqlens_q, cu_seqlens_k, *, name: str = "call", **keywords: Any) -> Case:
         """A case from varlen_attention_fwd's arguments (ValueError naming a bad one)."""
         q32, k32, v32, cu_q, cu_k = qkv(q, k, v, cu_seqlens_q, cu_seqlens_k)
         opts = case_options(q32.shape[2], keywords)

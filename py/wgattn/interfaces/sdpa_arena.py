@@ -1,4 +1,4 @@
-"""The `sdpa_arena` interface (seed C's): q, k, v, an optional padding mask and out in one f32
+"""The `sdpa_arena` interface (the original sdpa_arena kernel's): q, k, v, an optional padding mask and out in one f32
 arena, addressed through per-tensor strides; 144 bytes of params (shaders/interfaces/sdpa_arena.wgsl).
 
     q:    [B, H, Sq, D] (layout "bhsd") or [B, Sq, H, D] ("bshd"), float32
@@ -7,7 +7,7 @@ arena, addressed through per-tensor strides; 144 bytes of params (shaders/interf
     out:  q's shape
 
 mask_kind: "none"; "causal" (top-left, key j <= query i); "padding"; "window" (keys
-i - window .. i: window + 1 keys, seed C's count). The interface has no GQA.
+i - window .. i: window + 1 keys, the original kernel's count). The interface has no GQA.
 """
 
 from __future__ import annotations
@@ -357,6 +357,18 @@ class SdpaArena(Interface):
         p, _ = _reference.masked_softmax(s, visible, np.dtype(np.float64))
         shown = "" if (b, sq) == (i["q"].shape[0], i["q"].shape[2]) else f"; only the first {b} batches, {sq} queries fit"
         return (p.reshape(b * sq, sk), visible.reshape(b * sq, sk), "rows: queries (batches stacked%s); columns: keys" % shown)
+
+    def output_axes(self, case: Case, output: str, ndim: int) -> List[str]:
+        """out is [B, H, S, D] ("bhsd") or [B, S, H, D] ("bshd")."""
+        if case.options.get("layout", "bhsd") == "bshd":
+            return ["batch", "query", "head", "dim"][:ndim]
+        return ["batch", "head", "query", "dim"][:ndim]
+
+    def view_axes(self, case: Case, output: str, ndim: int) -> Tuple[str, str]:
+        return "query (batches stacked)", "dim"
+
+    def probability_axes(self, case: Case) -> Tuple[str, str]:
+        return "query (batches stacked)", "key"
 
     def head_view(self, case: Case, output: np.ndarray, head: int, heads: int) -> np.ndarray:
         """[B, H, S, D] or [B, S, H, D]: the head's rows, batches stacked."""

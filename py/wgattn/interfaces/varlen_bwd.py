@@ -83,11 +83,7 @@ def naive_f16(case: Case) -> Dict[str, np.ndarray]:
     dv = np.zeros((total_k, hkv, d), dtype=h16)
     scale = h16(o.scale)
     with np.errstate(all="ignore"):  # -inf on masked scores and empty rows is intended
-        for b in range(cu_q.shape[0] - 1):
-            q0, q1, k0, k1 = int(cu_q[b]), int(cu_q[b + 1]), int(cu_k[b]), int(cu_k[b + 1])
-            if q1 == q0 or k1 == k0:
-                continue
-            visible = _reference.seq_mask(q1 - q0, k1 - k0, o.causal_align, o.left, o.right)
+        for q0, q1, k0, k1, visible in _reference.visible_sequences(cu_q, cu_k, o.causal_align, o.left, o.right):
             for h in range(hq):
                 g = h // (hq // hkv)
                 qh, kh, vh = q[q0:q1, h].astype(h16), k[k0:k1, g].astype(h16), v[k0:k1, g].astype(h16)
@@ -186,18 +182,7 @@ class VarlenBwd(PackedInterface):
         return dict(zip(self.OUTPUTS, grads))
 
     def case_from_reference(
-        self,
-        dout,
-        q,
-        k,
-        v,
-        out,
-        lse,
-        cu_seqlens_q,
-        cu_seqlens_k,
-        *,
-        name: str = "call",
-        **keywords: Any,
+        self, dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, *, name: str = "call", **keywords: Any
     ) -> Case:
         """A case from varlen_attention_bwd's arguments (ValueError naming a bad one)."""
         inputs = {

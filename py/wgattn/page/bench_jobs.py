@@ -3,9 +3,13 @@ protocol (wgattn.protocol) and into the same records.
 
 `start` validates the request and lists the jobs grouped in series (the jobs timed together,
 interleaved): for a dense op (fwd, bwd, probs) one job per (seq_len, impl), baseline first within
-a seq_len, a series per seq_len; for an op timed as bandwidth (decode: wgattn.bandwidth) one
-configuration of its interface (its Config, as a live check takes it), a job per kernel and the
-copy of the bytes they read, a series per cache precision. `job_plans` builds the plans of one
+a seq_len, a series per seq_len; for an op timed on one configuration of its interface (its
+Config, as a live check takes it; wgattn.bench.CONFIG_OPS) a job per kernel, and for decode (as
+bandwidth: wgattn.bandwidth) the copy of the bytes they read, a series per cache precision, for
+prefill (as FLOP/s) its yardstick on the same work (flash_fwd unpaged), one series; for the GEMM
+(wgattn.gemm) one configuration (GemmConfig: M, N, K), a job per tile of gemm.smx, in series of
+at most GEMM_SERIES. The last two are cases: one configuration, its inputs filled on the GPU,
+each job's output checked before it is timed. `job_plans` builds the plans of one
 job (their bytes go through plan_bytes, as for a live run). A job with a `check` buffer has its
 inputs filled on the GPU (`fills`) and its output judged (`check`) before it is timed. The page
 uploads a series' plans, then follows the protocol step by step, asking here: `schedule` (the
@@ -20,11 +24,11 @@ import json
 import math
 from typing import Any, Dict, List, Optional, Tuple
 
-from .. import bandwidth, bench, interfaces, live, protocol, registry
-from ..interfaces import FilledCheck
+from .. import bandwidth, bench, gemm, interfaces, live, protocol, registry
+from ..interfaces import Case, FilledCheck
 from ..plan import Plan
 from ..target import Target
-from .replies import BenchCalibration, BenchItem, BenchSeries, BenchSkip, BenchStart, BenchWarm
+from .replies import BenchCalibration, BenchItem, BenchSeries, BenchSkip, BenchStart, BenchWarm, Schedule
 from .tables import BenchJob
 
 # What one request may ask for: (lowest, highest) per knob, ...
@@ -111,7 +115,9 @@ def _impls(value: object, op: str, known: List[str]) -> List[str]:
 def start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, BenchStart]:
     """{"op", "impls"?, "B", "H", "D", "seq_lens", "causal", "rounds"?, "warmup_s"?, "repeat"?,
     "user_agent"?}, or for an op timed as bandwidth {"op", "impls"?, "name"?, "config",
-    "rounds"?, "warmup_s"?, "repeat"?, "user_agent"?} -> the job and the page's reply
+    "rounds"?, "warmup_s"?, "repeat"?, "user_agent"?}, or for the GEMM {"op": "gemm", "name"?,
+    "config"?, "tiles"?: [{Tile's knobs}], "rounds"?, "warmup_s"?, "repeat"?, "user_agent"?}
+    (without tiles, wgattn.gemm.tiles_for's) -> the job and the page's reply
     (BenchStart: {"bench", "op", "baseline", "impls", "seq_lens", "protocol", "repeat", "jobs",
     "series", "stamps_kept", "skipped", "limits"}); ValueError says what is wrong and what is
     allowed. Kernels that `target`, the browser's device, cannot run are skipped with the reason
@@ -119,13 +125,15 @@ def start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, B
     for. `user_agent` names the runtime."""
     request = _json_object(request_json, "the benchmark request")
     op = request.get("op", "fwd")
-    ops = bench.OPS + bench.BANDWIDTH_OPS
+    ops = bench.OPS + bench.CONFIG_OPS + (gemm.OP,)
     if op not in ops:
         raise ValueError(f"op must be one of {list(ops)}, got {op!r}")
+    if op == gemm.OP:
+        return _gemm_start(request, target, bench_id)
     known = bench.kernel_impls(op)
     impls = _impls(request.get("impls"), op, known)
-    if op in bench.BANDWIDTH_OPS:
-        return _bandwidth_start(request, op, known, impls, target, bench_id)
+    if op in bench.CONFIG_OPS:
+        return _config_start(request, op, known, impls, target, bench_id)
     b, h, d = _int_in(request, "B"), _int_in(request, "H"), _int_in(request, "D")
     seq_lens = _seq_lens(request.get("seq_lens", "128,256,512,1024"))
     rounds = _int_in(request, "rounds", default=10)
@@ -157,28 +165,39 @@ def start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, B
             items.append(_item(len(items), op, impl, shape, bench.dtype_of(impl), causal, bench.flops(op, shape, causal), plans))
         if len(items) > first:
             series.append({"shape": shape, "jobs": list(range(first, len(items)))})
+    job = BenchJob(items, proto, repeat, info, [sr["jobs"] for sr in series])
     reply: BenchStart = {
-        "bench": bench_id,
+        **_schedule(bench_id, job, series, skipped),
         "op": op,
         "baseline": known[0],
         "impls": impls,
         "seq_lens": seq_lens,
-        "protocol": proto,
-        "repeat": repeat,
-        "jobs": items,
+        "limits": LIMITS,
+    }
+    return job, reply
+
+
+def _schedule(bench_id: int, job: BenchJob, series: List[BenchSeries], skipped: List[BenchSkip]) -> Schedule:
+    """What every benchmark's start tells the page of its jobs."""
+    return {
+        "bench": bench_id,
+        "protocol": job.protocol,
+        "repeat": job.repeat,
+        "jobs": job.items,
         "series": series,
         "stamps_kept": protocol.STAMPS_KEPT,
         "skipped": skipped,
-        "limits": LIMITS,
     }
-    return BenchJob(items, proto, repeat, info, [sr["jobs"] for sr in series]), reply
 
 
-def _item(index: int, op: str, impl: str, shape: List[int], dtype: str, causal=False, flops=0.0, plans=1, check="") -> BenchItem:
+def _item(
+    index: int, op: str, impl: str, shape: List[int], dtype: str, causal=False, flops=0.0, plans=1, check="", config=""
+) -> BenchItem:
     return {
         "index": index,
         "op": op,
         "impl": impl,
+        "config": config,
         "shape": shape,
         "causal": causal,
         "flops": flops,
@@ -211,56 +230,118 @@ def _runnable(impls: List[str], target: Target) -> Tuple[List[BenchSkip], List[s
     return skipped, runnable
 
 
-def _bandwidth_start(
+def _config_start(
     request: Dict[str, Any], op: str, known: List[str], impls: List[str], target: Target, bench_id: int
 ) -> Tuple[BenchJob, BenchStart]:
-    """An op timed as bandwidth: one configuration of its interface (checked as a live one is),
-    its case with the inputs the GPU fills, a series per cache precision of its kernels and the
-    copy of the bytes they read (at most a binding's worth, as the target can bind)."""
+    """An op timed on one configuration of its interface (checked as a live one is), its case
+    with the inputs the GPU fills: timed as bandwidth (decode), a series per cache precision of
+    its kernels and the copy of the bytes they read (at most a binding's worth, as the target can
+    bind); or as FLOP/s (prefill), one series of its kernels and its interface's yardstick on the
+    same work (skipped, saying why, where the target runs none)."""
     (iface,) = bench.serving(op)
     config = live.make_config(iface, request.get("config"))
-    name = request.get("name", op)
+    name, proto, repeat, info = _case_request(request)
+    case = iface.bench_case(config, name)
+    shape = iface.bench_shape(config)
+    reg = registry.load()
+    skipped, runnable = _runnable(impls, target)
+    items: List[BenchItem] = []
+    series: List[BenchSeries] = []
+    nbytes: Dict[int, int] = {}
+    cases: Dict[int, Tuple[str, Case]] = {}
+    if op in bench.BANDWIDTH_OPS:
+        groups: Dict[str, List[str]] = {}
+        for impl in impls:  # a precision whose kernels are all skipped keeps its copy
+            groups.setdefault(bench.dtype_of(impl), []).append(impl)
+        max_binding = target.limit("max-storage-buffer-binding-size")
+        for dtype, group in groups.items():
+            first = len(items)
+            for impl in group:
+                if impl in runnable:
+                    nbytes[len(items)] = iface.bench_bytes(reg.kernel(impl), case)
+                    items.append(_item(len(items), op, impl, shape, dtype, check=iface.OUTPUTS[0]))
+            nbytes[len(items)] = bandwidth.copy_bytes(iface.bench_bytes(reg.kernel(group[0]), case), max_binding)
+            items.append(_item(len(items), op, bandwidth.COPY, shape, dtype))
+            series.append({"shape": shape, "jobs": list(range(first, len(items)))})
+    else:
+        flops = iface.bench_flops(case)
+        for impl in runnable:
+            items.append(_item(len(items), op, impl, shape, bench.dtype_of(impl), True, flops, check=iface.OUTPUTS[0]))
+        yard, yard_case, why = iface.bench_yardstick(case, target)
+        if yard is None or yard_case is None:
+            skipped.append({"impl": "yardstick", "reason": why})
+        else:
+            cases[len(items)] = (yard.id, yard_case)
+            items.append(_item(len(items), op, yard.id, shape, yard.precision, True, flops))
+        if items:
+            series.append({"shape": shape, "jobs": list(range(len(items)))})
+    job = BenchJob(items, proto, repeat, info, [sr["jobs"] for sr in series])
+    job.case, job.name, job.config, job.nbytes, job.cases = case, name, config.to_dict(), nbytes, cases
+    reply: BenchStart = {
+        **_schedule(bench_id, job, series, skipped),
+        "op": op,
+        "baseline": known[0],
+        "impls": impls,
+        "seq_lens": [shape[2]],
+        "limits": {**{k: LIMITS[k] for k in ("rounds", "repeat", "warmup_s")}, "config": iface.Config.schema()},
+    }
+    return job, reply
+
+
+GEMM_SERIES = 8  # GEMM tiles timed together, interleaved
+
+
+def _case_request(request: Dict[str, Any]) -> Tuple[str, protocol.Protocol, int, bench.RunInfo]:
+    """What every case's request shares: its name, protocol, repeats and run."""
+    name = request.get("name", request.get("op"))
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string (the case's name in its records), got {name!r}")
     rounds = _int_in(request, "rounds", default=10)
     repeat = _int_in(request, "repeat", default=1)
     proto = protocol.Protocol.of(rounds, _seconds(request, "warmup_s", protocol.Protocol.warmup_s))
-    info = _run_info(request)
-    case = iface.bench_case(config, name)
-    shape = iface.bench_shape(config)
-    reg = registry.load()
-    skipped, runnable = _runnable(impls, target)
-    groups: Dict[str, List[str]] = {}
-    for impl in impls:  # a precision whose kernels are all skipped keeps its copy
-        groups.setdefault(bench.dtype_of(impl), []).append(impl)
+    return name, proto, repeat, _run_info(request)
+
+
+def _gemm_start(request: Dict[str, Any], target: Target, bench_id: int) -> Tuple[BenchJob, BenchStart]:
+    """The GEMM: one configuration (wgattn.gemm.GemmConfig), a job per tile of gemm.smx, its
+    inputs filled on the GPU and its C checked before it is timed; a tile the target cannot run
+    is skipped with the reason."""
+    config = live.config_of(gemm.GemmConfig, request.get("config"), "the GEMM")
+    name, proto, repeat, info = _case_request(request)
+    tiles = gemm.tiles_of(request["tiles"]) if request.get("tiles") is not None else gemm.tiles_for(config, target)
+    case = gemm.case(config, name)
+    shape = list(gemm.sizes(case))
+    skipped: List[BenchSkip] = []
+    if not tiles:
+        skipped.append({"impl": gemm.KERNEL, "reason": f"{target.name} offers no f16 x f16 -> f32 subgroup matrices"})
     items: List[BenchItem] = []
-    series: List[BenchSeries] = []
-    nbytes: Dict[int, int] = {}
-    max_binding = target.limit("max-storage-buffer-binding-size")
-    for dtype, group in groups.items():
-        first = len(items)
-        for impl in group:
-            if impl in runnable:
-                nbytes[len(items)] = iface.bench_bytes(reg.kernel(impl), case)
-                items.append(_item(len(items), op, impl, shape, dtype, check=iface.OUTPUTS[0]))
-        nbytes[len(items)] = bandwidth.copy_bytes(iface.bench_bytes(reg.kernel(group[0]), case), max_binding)
-        items.append(_item(len(items), op, bandwidth.COPY, shape, dtype))
-        series.append({"shape": shape, "jobs": list(range(first, len(items)))})
-    job = BenchJob(items, proto, repeat, info, [sr["jobs"] for sr in series])
-    job.case, job.name, job.config, job.nbytes = case, name, config.to_dict(), nbytes
+    kept: Dict[int, gemm.Tile] = {}
+    unrunnable: Dict[str, List[str]] = {}  # the reason -> the tiles it keeps out (one skip each reason)
+    for tile in tiles:
+        why = gemm.plan(case, tile, target).unavailable
+        if why:
+            unrunnable.setdefault(why, []).append(tile.tag())
+            continue
+        kept[len(items)] = tile
+        items.append(_item(len(items), gemm.OP, gemm.KERNEL, shape, "f16", flops=gemm.flops(case), check="c", config=tile.tag()))
+    for why, tags in unrunnable.items():
+        skipped.append(
+            {"impl": f"{gemm.KERNEL} {tags[0]}" if len(tags) == 1 else f"{gemm.KERNEL} ({len(tags)} tiles)", "reason": why}
+        )
+    series = [list(range(i, min(i + GEMM_SERIES, len(items)))) for i in range(0, len(items), GEMM_SERIES)]
+    job = BenchJob(items, proto, repeat, info, series)
+    job.case, job.name, job.config, job.tiles = case, name, config.to_dict(), kept
     reply: BenchStart = {
-        "bench": bench_id,
-        "op": op,
-        "baseline": known[0],
-        "impls": impls,
-        "seq_lens": [shape[2]],
-        "protocol": proto,
-        "repeat": repeat,
-        "jobs": items,
-        "series": series,
-        "stamps_kept": protocol.STAMPS_KEPT,
-        "skipped": skipped,
-        "limits": {**{k: LIMITS[k] for k in ("rounds", "repeat", "warmup_s")}, "config": iface.Config.schema()},
+        **_schedule(bench_id, job, [{"shape": shape, "jobs": s} for s in series], skipped),
+        "op": gemm.OP,
+        "baseline": gemm.KERNEL,
+        "impls": [gemm.KERNEL],
+        "seq_lens": [],
+        "limits": {
+            **{k: LIMITS[k] for k in ("rounds", "repeat", "warmup_s")},
+            "config": gemm.GemmConfig.schema(),
+            "tiles": gemm.Tile.schema(),
+        },
     }
     return job, reply
 
@@ -285,6 +366,12 @@ def job_plans(job: BenchJob, index: int, target: Target) -> List[Plan]:
         elif it["impl"] == bandwidth.COPY:
             plans = [bandwidth.stream_plan(job.nbytes[index])]
             plans[0].unavailable = target.why_not(plans[0])
+        elif index in job.cases:  # a yardstick: another interface's kernel on the same work
+            kernel_id, other = job.cases[index]
+            kernel = registry.load().kernel(kernel_id)
+            plans = [interfaces.of(kernel).plan(kernel, other, target)]
+        elif it["op"] == gemm.OP:
+            plans = [gemm.plan(job.case, job.tiles[index], target)]
         else:  # the case's filled inputs hold no bytes: its plan is small
             kernel = registry.load().kernel(it["impl"])
             plans = [interfaces.of(kernel).plan(kernel, job.case, target)]
@@ -390,7 +477,7 @@ def record(job: BenchJob, index: int, payload_json: str) -> Tuple[Dict[str, obje
         resolution_ns=protocol.resolution_of(known, _stamps(p.get("stamps", []), "stamps")),
     )
     if job.case is not None:
-        return _bandwidth_record(job, index, measured, timer, adapter, repeat), repeat == job.repeat - 1
+        return _case_record(job, index, measured, timer, adapter, repeat), repeat == job.repeat - 1
     try:
         rec = bench.make_record(
             it["op"], it["impl"], it["shape"], it["causal"], it["dtype"], adapter, measured, job.protocol, timer, job.info
@@ -421,18 +508,34 @@ def check(job: BenchJob, index: int, raw: bytes) -> FilledCheck:
     if plan is None:
         raise ValueError(f"job {index}'s plan is not built (bench_plan), or was checked already")
     outputs = {o.name: o.take(raw) for o in plan.outputs if o.buffer == it["check"]}
-    verdict = interfaces.of(registry.load().kernel(it["impl"])).check_filled(job.case, outputs)
+    if it["op"] == gemm.OP:
+        verdict = gemm.check_filled(job.case, outputs)
+    else:
+        kernel = registry.load().kernel(it["impl"])
+        verdict = interfaces.of(kernel).check_filled(job.case, outputs, kernel)
     job.checks[index] = verdict
     return verdict
 
 
-def _bandwidth_record(
+def _case_record(
     job: BenchJob, index: int, measured: protocol.Measured, timer: str, adapter: str, repeat: int
 ) -> Dict[str, object]:
+    """A case's record (a bandwidth op's, prefill's, the GEMM's), once its output passed its check."""
     it = item(job, index)
     verified = job.checks.get(index)
     if it["check"] and not (verified and verified["ok"]):
-        raise ValueError(f"{it['impl']}: its output was not checked against the reference (bench_check): not recording it")
+        what = f"{it['impl']} {it['config']}".strip()
+        raise ValueError(f"{what}: its output was not checked against the reference (bench_check): not recording it")
+    if it["op"] == gemm.OP and job.case is not None:
+        return gemm.record(
+            job.case, job.tiles[index], measured, job.protocol, timer, adapter, job.info, repeat=repeat, verified=verified
+        )  # fmt: skip
+    if it["op"] in bench.CONFIG_OPS and it["op"] not in bench.BANDWIDTH_OPS:
+        return bandwidth.rate_record(
+            job.name, job.config, it["impl"], it["dtype"], it["flops"], measured, job.protocol, timer, adapter, job.info,
+            mode="checked", config=job.configs.get(index), repeat=repeat, verified=verified, yardstick=index in job.cases,
+            kind=it["op"],
+        )  # fmt: skip
     copy = it["impl"] == bandwidth.COPY
     return bandwidth.record(
         job.name, job.config, it["impl"], it["dtype"], (2 if copy else 1) * job.nbytes[index], measured, job.protocol,
