@@ -19,6 +19,7 @@ from wgattn import live, tolerance, wire
 
 SMALL = {"kernel": "sdpa_arena.seed", "config": {"batch": 1, "heads": 2, "seq_q": 6, "seq_k": 9, "head_dim": 4, "mask": "none"}}
 FLASH = {"batch": 1, "heads": 1, "seq_q": 3, "seq_k": 5}
+PREFILL = {"batch": 1, "heads": 2, "heads_kv": 1, "seq_len": 20, "new_tokens": 17, "block_size": 8}
 
 
 @pytest.fixture
@@ -64,25 +65,30 @@ def held(monkeypatch):
     gate.open.set()
 
 
-def new_shapes(rt, n):
-    """`n` flash_fwd.tiled requests whose pipelines `rt` has not compiled (the smallest head_dim
+# Small configurations whose head_dim a test varies to get shapes not compiled yet: the forward's,
+# and a chunked prefill's over a paged cache (its own interface and kernels, the same queues).
+SHAPES = {"flash_fwd.tiled": FLASH, "paged_prefill.tiled": PREFILL}
+
+
+def new_shapes(rt, n, kernel="flash_fwd.tiled"):
+    """`n` requests of `kernel` whose pipelines `rt` has not compiled (the smallest head_dim
     classes first: they compile fastest), each with its plan."""
-    return [(request, plan) for request, plan, _ in new_shapes_keys(rt, n)]
+    return [(request, plan) for request, plan, _ in new_shapes_keys(rt, n, kernel)]
 
 
-def new_shapes_keys(rt, n):
+def new_shapes_keys(rt, n, kernel="flash_fwd.tiled"):
     """`new_shapes`, each with the key set of its missing pipelines."""
     found, seen = [], set()
     for d in range(1, 257):
-        run = live.build("flash_fwd.tiled", dict(FLASH, head_dim=d))
-        plan = run.plan(rt.target)
+        config = dict(SHAPES[kernel], head_dim=d)
+        plan = live.build(kernel, config).plan(rt.target)
         keys = frozenset(rt.missing(plan))
         if keys and keys not in seen:
             seen.add(keys)
-            found.append(({"kernel": "flash_fwd.tiled", "config": dict(FLASH, head_dim=d)}, plan, keys))
+            found.append(({"kernel": kernel, "config": config}, plan, keys))
             if len(found) == n:
                 return found
-    raise AssertionError("no uncompiled flash_fwd.tiled shape left")
+    raise AssertionError(f"no uncompiled {kernel} shape left")
 
 
 def assert_right(body, request):
@@ -105,11 +111,12 @@ def runtime(client, app):
     return app.state.native.runtime
 
 
-def test_a_cached_run_does_not_wait_behind_a_compile(app, client, held):
+@pytest.mark.parametrize("kernel", list(SHAPES))
+def test_a_cached_run_does_not_wait_behind_a_compile(app, client, held, kernel):
     held.open.set()
     rt = runtime(client, app)  # SMALL compiled
     held.open.clear()
-    ((request, _),) = new_shapes(rt, 1)
+    ((request, _),) = new_shapes(rt, 1, kernel)
     n0 = len(held.started)
     t, new = in_thread(lambda: client.post("/api/run", json=request))
     held.wait_started(n0 + 1)

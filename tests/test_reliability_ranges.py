@@ -13,6 +13,7 @@ from bench.demo import start
 from wgattn import conformance, interfaces, live, registry, tolerance, wire
 
 DECODE = {"batch": 2, "heads": 2, "heads_kv": 1, "seq_len": 40, "head_dim": 16, "block_size": 16}
+PREFILL = dict(DECODE, new_tokens=20)
 FLASH = {"batch": 1, "heads": 2, "seq_q": 8, "seq_k": 8, "head_dim": 8}
 PROBS = {"heads": 2, "heads_kv": 1, "history": 16, "head_dim": 8, "positions": 4}
 SDPA = {"batch": 1, "heads": 1, "seq_q": 8, "seq_k": 8, "head_dim": 8, "mask": "none"}
@@ -57,12 +58,14 @@ def scaled_to(a, largest):
 
 
 @pytest.mark.parametrize("cache", ["k_cache", "v_cache"])
-def test_a_float16_cache_past_65504_is_refused(server, cache):
-    t = seeded("paged_decode.split_f16", DECODE)
+@pytest.mark.parametrize("kernel, config", [("paged_decode.split_f16", DECODE), ("paged_prefill.tiled_f16", PREFILL)])
+def test_a_float16_cache_past_65504_is_refused(server, cache, kernel, config):
+    t = seeded(kernel, config)
     t[cache] = t[cache] * np.float32(70000)
-    status, body, _ = send(server, "paged_decode.split_f16", DECODE, t)
+    status, body, _ = send(server, kernel, config, t)
     assert status == 422, body
-    assert f"accepts max|{cache}| <= 65504" in body["detail"] and "paged_decode.split" in body["detail"]
+    f32 = kernel.replace("_f16", "")  # the float32 kernel the refusal points to
+    assert f"accepts max|{cache}| <= 65504" in body["detail"] and f32 in body["detail"]
 
 
 def test_a_float16_cache_at_65504_is_right(server):
@@ -97,17 +100,18 @@ def test_a_scale_whose_scores_overflow_float32_is_refused_and_a_large_one_is_rig
     assert_right("attn_probs_batched.fast", config, seeded("attn_probs_batched.fast", config), body)
 
 
-def test_alibi_slopes_whose_bias_overflows_float32_are_refused_and_large_ones_are_right(server):
-    config = dict(DECODE, alibi=True)
-    t = seeded("paged_decode.split", config)
+@pytest.mark.parametrize("kernel, config", [("paged_decode.split", DECODE), ("paged_prefill.tiled", PREFILL)])
+def test_alibi_slopes_whose_bias_overflows_float32_are_refused_and_large_ones_are_right(server, kernel, config):
+    config = dict(config, alibi=True)
+    t = seeded(kernel, config)
     t["alibi_slopes"] = np.full_like(t["alibi_slopes"], -3.4028e38)
-    status, body, _ = send(server, "paged_decode.split", config, t)
+    status, body, _ = send(server, kernel, config, t)
     assert status == 422, body
     assert "accepts |alibi_slopes| <=" in body["detail"]
     t["alibi_slopes"] = np.full_like(t["alibi_slopes"], -1e30)
-    status, body, _ = send(server, "paged_decode.split", config, t)
+    status, body, _ = send(server, kernel, config, t)
     assert status == 200, body
-    assert_right("paged_decode.split", config, t, body)
+    assert_right(kernel, config, t, body)
 
 
 def test_inputs_whose_scores_overflow_float32_are_refused_and_large_ones_are_right(server):
