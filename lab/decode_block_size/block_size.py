@@ -12,7 +12,7 @@ reads the same bytes whatever they hold); before timing, both run a small case o
 and must agree bit for bit (the same indices, the same arithmetic).
 
     python3 -m lab.decode_block_size.block_size [--json block_size.jsonl] [--smoke]
-    (on the lent H100: python3 -m bench.devcarry run -- sh lab/decode_block_size/device.sh; about 90 s
+    (on the lent H100: python3 -m bench.devcarry run -- bash lab/decode_block_size/device.sh; about 90 s
      with lab/server_load/new_shape_cost.py, a new shape's compile seconds there)
 """
 

@@ -4,7 +4,8 @@ first run, less a second run: a driver may compile at either). With Mesa's shade
 lavapipe compiles for real (a warm cache answers in milliseconds).
 
     MESA_SHADER_CACHE_DIR=$(mktemp -d) .venv/bin/python -m lab.server_load.new_shape_cost [--json costs.jsonl]
-    (on the lent H100: part of lab/decode_block_size/device.sh)
+        [--kernels PREFIX,...]
+    (on the lent H100: part of lab/decode_block_size/device.sh, NVIDIA's shader disk cache off)
 
 Prints a table and `uptime`'s load averages (a compile's seconds scale with the CPU it gets).
 """
@@ -22,12 +23,13 @@ from typing import List, Optional, Sequence
 from wgattn import live, native, registry
 
 
-def compile_seconds(trusted: bool = True) -> List[dict]:
-    """Per runnable kernel, its page default's compile on a fresh device (module docstring)."""
+def compile_seconds(trusted: bool = True, prefixes: Sequence[str] = ("",)) -> List[dict]:
+    """Per runnable kernel whose id starts with one of `prefixes`, its page default's compile on a
+    fresh device (module docstring)."""
     fresh = native.NativeRuntime(check_loops=False, trusted=trusted)
     rows = []
     for k in registry.load().kernels.values():
-        if fresh.target.lacks(k):
+        if fresh.target.lacks(k) or not k.id.startswith(tuple(prefixes)):
             continue
         plan = live.build(k.id).plan(fresh.target)
         if plan.unavailable:
@@ -49,9 +51,10 @@ def compile_seconds(trusted: bool = True) -> List[dict]:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", type=Path, help="append one JSON line per kernel")
+    ap.add_argument("--kernels", default="", help="only kernels whose id starts with one of these (comma-separated)")
     args = ap.parse_args(argv)
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    rows = compile_seconds()
+    rows = compile_seconds(prefixes=args.kernels.split(","))
     adapter = native.NativeRuntime(check_loops=False).name
     if args.json:
         with open(args.json, "a") as f:
