@@ -462,16 +462,16 @@ def decode_requests(names: Sequence[str], smoke: bool, proto: protocol.Protocol,
 
 
 def gemm_requests(spec: str, shape: str, proto: protocol.Protocol, repeat: int) -> List[Dict]:
-    """The page's GEMM requests at `shape` (M,N,K): `spec` "sweep" (wgattn.gemm.tiles_for: one
-    request per fragment shape, each skipped where the adapter lacks it) or a JSON file of tiles (a
-    list of wgattn.gemm.Tile's knobs), one request."""
+    """The page's GEMM request at `shape` (M,N,K): `spec` "sweep" (wgattn.gemm.tiles_for: the
+    default tiles of every fragment shape the adapter offers) or a JSON file of tiles (a list of
+    wgattn.gemm.Tile's knobs). One request: its tiles are timed in series, interleaved."""
     if not spec:
         return []
     rows, cols, depth = (int(x) for x in shape.split(","))
     common = {"op": gemm.OP, **protocol_fields(proto), "repeat": repeat}
     config = {"rows": rows, "cols": cols, "depth": depth}
     if spec == "sweep":
-        return [{**common, "config": {**config, "fragment": "x".join(map(str, f))}} for f in gemm.FRAGMENTS]
+        return [{**common, "config": config}]
     return [{**common, "config": config, "tiles": json.loads(Path(spec).read_text())}]
 
 
@@ -530,7 +530,7 @@ def parse_args(argv: Optional[Sequence[str]] = None):
     ap.add_argument(
         "--gemm",
         default="",
-        help="the subgroup-matrix GEMM in each browser pass: 'sweep' (wgattn.gemm's tiles for every fragment shape) "
+        help="the subgroup-matrix GEMM in each browser pass: 'sweep' (wgattn.gemm's default tiles of each fragment shape) "
         "or a JSON file of tiles (a list of wgattn.gemm.Tile's knobs); default none",
     )
     ap.add_argument("--gemm-shape", default="4096,4096,4096", help="M,N,K of the GEMM (default: %(default)s)")
