@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any, ClassVar, Dict, Mapping, Optional, Tuple
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
 from .. import reference as _reference
+from ..bandwidth import is_device_filled
 from .base import MAX_ELEMENTS, MAX_SCORES, Case, Geometry, Interface, Option
 from .config import LiveConfig, knob
 
@@ -50,7 +51,10 @@ def qkv(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any, copies: in
     wgattn.reference.check_varlen_inputs, then against the kernels' index arithmetic: `copies`
     [total, heads, D] tensors share one buffer, element indices fit in u32, totals in i32."""
     q, k, v, cu_q, cu_k, _ = _reference.check_varlen_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k)
-    q, k, v = (np.ascontiguousarray(t, dtype=np.float32) for t in (q, k, v))
+    # an input the GPU fills (a benchmark's, wgattn.bandwidth.device_filled) holds no bytes to copy
+    q, k, v = (
+        t if is_device_filled(t) and t.dtype == np.float32 else np.ascontiguousarray(t, dtype=np.float32) for t in (q, k, v)
+    )
     if copies * q.size > U32_MAX or copies * k.size > U32_MAX:
         raise ValueError(f"q ({q.shape}) or k ({k.shape}) is too large: element indices must fit in u32")
     if q.shape[0] > I32_MAX or k.shape[0] > I32_MAX:
@@ -303,6 +307,15 @@ class PackedInterface(Interface):
         whole = n == len(i["cu_seqlens_q"]) - 1 and rows == int(cu_q[-1])
         shown = "" if whole else f"; only the first {n} of {len(i['cu_seqlens_q']) - 1} sequences, {rows} rows fit"
         return p, visible, f"rows: packed queries; columns: packed keys (one block per sequence{shown})"
+
+    def output_axes(self, case: Case, output: str, ndim: int) -> List[str]:
+        """[token, head, dim]: key tokens and key/value heads for the outputs by key (dk, dv)."""
+        if output in self.KEY_OUTPUTS:
+            return ["key token", "key/value head", "dim"][:ndim]
+        return ["query token", "head", "dim"][:ndim]
+
+    def probability_axes(self, case: Case) -> Tuple[str, str]:
+        return "query token (sequences packed)", "key token (sequences packed)"
 
     def geometry(self, case: Case, output: str, shape: Tuple[int, ...]) -> Optional[Geometry]:
         """Per token of the output's first axis: (sequence, row in it, first and last visible

@@ -17,9 +17,14 @@ manifest entry, and this object, which owns what Python knows of it:
     the benchmark      `bench_op` and `bench_cases(dense, causal)` for a dense op (fwd, bwd,
                        probs); for an op timed as bandwidth (decode: wgattn.bandwidth) the case
                        of a configuration, `bench_case(config, name)`, with `bench_shape`,
-                       `bench_bytes` and `check_filled` (its output on GPU-filled inputs judged)
-    its pictures       `probabilities(case, head)` and `head_view(...)` (wgattn.pictures draws)
-    localisation       `geometry(case, output, shape)` (wgattn.localise reads it)
+                       `bench_bytes` and `check_filled` (its output on GPU-filled inputs judged);
+                       for an op timed as FLOP/s on a configuration (prefill) `bench_flops` and
+                       `bench_yardstick` (what it is timed beside) instead of `bench_bytes`
+    its pictures       `probabilities(case, head)` and `head_view(...)` (wgattn.pictures draws),
+                       what their axes run over (`probability_axes`, `view_axes`) and which heads
+                       a picture of the probabilities shows (`picture_heads`)
+    localisation       `geometry(case, output, shape)` and `output_axes(case, output, ndim)`
+                       (wgattn.localise reads them)
 
 Nothing outside wgattn.interfaces knows an interface by name: callers ask
 `wgattn.interfaces.get(name)` (or `of(kernel)`) for the object and call these; the native API
@@ -40,6 +45,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, 
 import numpy as np
 
 from .. import registry
+from ..bandwidth import is_device_filled
 from ..errors import DoesNotFit, InterfaceMismatch
 from ..plan import Buffer, Output, Plan
 from ..registry import Abi, Kernel
@@ -117,7 +123,10 @@ Geometry = Dict[str, Any]
 
 
 def data_buffer(name: str, array: np.ndarray, read: bool = False) -> Buffer:
-    """A storage buffer holding `array`'s bytes."""
+    """A storage buffer holding `array`'s bytes; of its size and no bytes (it starts zeroed) for
+    an input the GPU fills (wgattn.bandwidth.device_filled: a benchmark's GB-sized tensors)."""
+    if is_device_filled(array):
+        return Buffer(name, array.nbytes, "storage", read=read)
     return Buffer(name, array.nbytes, "storage", array.tobytes(), read=read)
 
 
@@ -263,10 +272,20 @@ class Interface(abc.ABC):
         bandwidth's measure."""
         raise ValueError(f"{self.name} serves no benchmark op timed as bandwidth")
 
-    def check_filled(self, case: Case, outputs: Mapping[str, np.ndarray]) -> FilledCheck:
-        """`outputs` of a run on `bench_case`'s case, once the GPU filled its inputs
+    def bench_flops(self, case: Case) -> float:
+        """The FLOPs one run on `bench_case`'s case must compute at least, for an op timed as
+        FLOP/s on one configuration (wgattn.bench.CONFIG_OPS, not BANDWIDTH_OPS)."""
+        raise ValueError(f"{self.name} serves no benchmark op timed as FLOP/s on one configuration")
+
+    def bench_yardstick(self, case: Case, target: Target) -> Tuple[Optional[Kernel], Optional[Case], str]:
+        """What such an op is timed beside, in the same series: (kernel, its case of the same
+        work, "") for another interface's kernel that `target` runs, or (None, None, why not)."""
+        raise ValueError(f"{self.name} serves no benchmark op timed as FLOP/s on one configuration")
+
+    def check_filled(self, case: Case, outputs: Mapping[str, np.ndarray], kernel: Optional[Kernel] = None) -> FilledCheck:
+        """`outputs` of a run of `kernel` on `bench_case`'s case, once the GPU filled its inputs
         (wgattn.bandwidth.fill_values gives their values), against the float64 reference on a
-        part small enough to compute."""
+        part small enough to compute, by the rule of the kernel's precision."""
         raise ValueError(f"{self.name} serves no benchmark op timed as bandwidth")
 
     # --- Pictures and localisation --------------------------------------------------------
@@ -287,3 +306,24 @@ class Interface(abc.ABC):
     def geometry(self, case: Case, output: str, shape: Tuple[int, ...]) -> Optional[Geometry]:
         """Where each element of a packed output sits (wgattn.localise), or None."""
         return None
+
+    def output_axes(self, case: Case, output: str, ndim: int) -> List[str]:
+        """What each of the `ndim` axes of `output` runs over, in words: a failing element and the
+        failure map are named by them (wgattn.localise). This default: a packed output
+        [query token, head, dim]."""
+        return (["query token", "head", "dim"] + [f"axis {i}" for i in range(3, ndim)])[:ndim]
+
+    def view_axes(self, case: Case, output: str, ndim: int) -> Tuple[str, str]:
+        """What runs down and across `head_view`'s 2-D slice of `output` ("" across a one-column
+        slice). This default follows head_view's: the first axis down, the third across."""
+        axes = self.output_axes(case, output, ndim)
+        return axes[0], (axes[2] if ndim > 2 else "")
+
+    def probability_axes(self, case: Case) -> Tuple[str, str]:
+        """What runs down and across `probabilities`' picture."""
+        return "query", "key"
+
+    def picture_heads(self, case: Case, head: int, heads: int) -> List[int]:
+        """The query heads a picture of the probabilities shows when `head` is chosen: this
+        default, that head alone (an interface with few rows a head shows them all, grouped)."""
+        return [head]
