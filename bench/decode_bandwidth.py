@@ -227,10 +227,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--sweep", default="1,4,8,16,32,64,128", help="split counts tried on the first case ('' for none)")
     ap.add_argument("--rounds", type=int, default=20, help="the protocol's interleaved rounds")
     ap.add_argument("--warm", type=float, default=2.0, help="the protocol's warm-up, seconds (capped at 3x)")
+    ap.add_argument("--min-sample-ms", type=float, default=None, help="the protocol's shortest sample (default: its own)")
     ap.add_argument("--json", help="append one JSON line per record to this file")
     ap.add_argument("--smoke", action="store_true", help="shrunk cases (2 sequences of 700 tokens): does the script run?")
     args = ap.parse_args(argv)
-    proto = protocol.Protocol.of(args.rounds, args.warm)
+    proto = protocol.Protocol.of(args.rounds, args.warm, args.min_sample_ms)
 
     from wgattn import native
 

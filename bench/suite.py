@@ -69,6 +69,9 @@ NVIDIA_ARGS = [
     "--disable-accelerated-2d-canvas",
 ]
 NVIDIA_DAWN = ["vulkan_enable_f16_on_nvidia", "allow_unsafe_apis"]  # shader-f16 (and f16 subgroup matrices) on NVIDIA
+# A sample's shortest time on a GPU: an H100 timing 0.4 ms kernels in 2 ms samples, with the page's round
+# trips between them, lowered its clock to 1020 MHz mid-series (its rounds bimodal, 0.45 / 0.70 ms).
+GPU_SAMPLE_MS = 20.0
 SMALL_FIRST_RUN = "/?heads=1&seq_q=8&seq_k=8&head_dim=4"  # the page's first live run, kept small
 
 
@@ -414,6 +417,11 @@ def gpu_state() -> Optional[str]:
     return (r.stdout or r.stderr).strip()
 
 
+def protocol_fields(proto: protocol.Protocol) -> Dict[str, float]:
+    """What a page request says of the protocol (wgattn.page.bench_jobs: the rest is its default)."""
+    return {"rounds": proto.rounds, "warmup_s": proto.warmup_s, "min_sample_ms": proto.min_sample_ms}
+
+
 def page_requests(kernels: Sequence[str], shapes, causal: bool, proto: protocol.Protocol, repeat: int) -> List[Dict]:
     """The page's benchmark requests: one per (op, shape); a request carries B, H, D and the
     sequence length."""
@@ -430,8 +438,7 @@ def page_requests(kernels: Sequence[str], shapes, causal: bool, proto: protocol.
                     "D": d,
                     "seq_lens": str(s),
                     "causal": causal,
-                    "rounds": proto.rounds,
-                    "warmup_s": proto.warmup_s,
+                    **protocol_fields(proto),
                     "repeat": repeat,
                 }
             )
@@ -450,23 +457,22 @@ def decode_requests(names: Sequence[str], smoke: bool, proto: protocol.Protocol,
         kernel, config = known[n]
         config = decode_bandwidth.smoke(config) if smoke else config
         reqs.append(
-            {"op": "decode", "name": n, "impls": kernel, "config": config.to_dict(), "rounds": proto.rounds,
-             "warmup_s": proto.warmup_s, "repeat": repeat}
-        )  # fmt: skip
+            {"op": "decode", "name": n, "impls": kernel, "config": config.to_dict(), **protocol_fields(proto), "repeat": repeat}
+        )
     return reqs
 
 
 def gemm_requests(spec: str, shape: str, proto: protocol.Protocol, repeat: int) -> List[Dict]:
-    """The page's GEMM requests at `shape` (M,N,K): `spec` "sweep" (wgattn.gemm.tiles_for: one
-    request per fragment shape, each skipped where the adapter lacks it) or a JSON file of tiles (a
-    list of wgattn.gemm.Tile's knobs), one request."""
+    """The page's GEMM request at `shape` (M,N,K): `spec` "sweep" (wgattn.gemm.tiles_for: the
+    default tiles of every fragment shape the adapter offers) or a JSON file of tiles (a list of
+    wgattn.gemm.Tile's knobs). One request: its tiles are timed in series, interleaved."""
     if not spec:
         return []
     rows, cols, depth = (int(x) for x in shape.split(","))
-    common = {"op": gemm.OP, "rounds": proto.rounds, "warmup_s": proto.warmup_s, "repeat": repeat}
+    common = {"op": gemm.OP, **protocol_fields(proto), "repeat": repeat}
     config = {"rows": rows, "cols": cols, "depth": depth}
     if spec == "sweep":
-        return [{**common, "config": {**config, "fragment": "x".join(map(str, f))}} for f in gemm.FRAGMENTS]
+        return [{**common, "config": config}]
     return [{**common, "config": config, "tiles": json.loads(Path(spec).read_text())}]
 
 
@@ -520,6 +526,13 @@ def parse_args(argv: Optional[Sequence[str]] = None):
     ap.add_argument("--no-causal", dest="causal", action="store_false", help="full attention (default: causal)")
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--warmup-s", type=float, default=2.0)
+    ap.add_argument(
+        "--min-sample-ms",
+        type=float,
+        default=None,
+        help="a sample (and a warm-up sample) lasts at least this long, natively and in the page: a GPU kept busy keeps "
+        f"its clock (default: {GPU_SAMPLE_MS:g} on a GPU, else the protocol's {protocol.Protocol.min_sample_ms:g})",
+    )
     ap.add_argument("--repeat", type=int, default=2, help="each series this many times back to back (1..3)")
     ap.add_argument("--runtimes", default="native,chromium", help="native, chromium or both (default: %(default)s)")
     ap.add_argument("--chromium", default=os.environ.get("WGATTN_CHROMIUM", "/usr/bin/chromium"))
@@ -550,7 +563,7 @@ def parse_args(argv: Optional[Sequence[str]] = None):
     ap.add_argument(
         "--gemm",
         default="",
-        help="the subgroup-matrix GEMM in each browser pass: 'sweep' (wgattn.gemm's tiles for every fragment shape) "
+        help="the subgroup-matrix GEMM in each browser pass: 'sweep' (wgattn.gemm's default tiles of each fragment shape) "
         "or a JSON file of tiles (a list of wgattn.gemm.Tile's knobs); default none",
     )
     ap.add_argument("--gemm-shape", default="4096,4096,4096", help="M,N,K of the GEMM (default: %(default)s)")
@@ -564,6 +577,18 @@ def parse_args(argv: Optional[Sequence[str]] = None):
         help="the run's time: a browser request starts only if it should end within it (default: %(default)s)",
     )
     return ap.parse_args(argv)
+
+
+def suite_protocol(args) -> protocol.Protocol:
+    """The protocol of every series of the run, native and in the page: samples of GPU_SAMPLE_MS on
+    a GPU (args.gpu resolved) unless --min-sample-ms says otherwise."""
+    min_ms = args.min_sample_ms
+    if min_ms is None:
+        min_ms = GPU_SAMPLE_MS if args.gpu == "nvidia" else protocol.Protocol.min_sample_ms
+    try:
+        return protocol.Protocol.of(args.rounds, args.warmup_s, min_ms)
+    except ValueError as exc:
+        raise SystemExit(f"suite: {exc}") from None
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -580,7 +605,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     dawn = [t for t in args.dawn.split(",") if t and t != "auto"] or (
         NVIDIA_DAWN if args.gpu == "nvidia" and args.dawn == "auto" else []
     )
-    proto = protocol.Protocol.of(args.rounds, args.warmup_s)
+    proto = suite_protocol(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     info = bench.RunInfo.now(commit=bench.git_commit())
@@ -606,7 +631,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     prefill_reqs = prefill_requests(prefill_names, args.prefill_smoke, proto, args.repeat)
     prefill_records: List[Dict] = []
     log(f"suite: {', '.join(kernels)} at {'; '.join(map(str, shapes))}{' causal' if args.causal else ''}; {sorted(runtimes)}; "
-        f"{proto.rounds} rounds, warm-up >= {proto.warmup_s} s, repeat {args.repeat}; out {out}")  # fmt: skip
+        f"{proto.rounds} rounds, warm-up >= {proto.warmup_s} s, samples >= {proto.min_sample_ms:g} ms, "
+        f"repeat {args.repeat}; out {out}")  # fmt: skip
     if "native" in runtimes:
         t0 = time.time()
         impls = kernels + ["torch"]
@@ -624,7 +650,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         t0 = time.time()
         native_jsonl = out / "decode-native.jsonl"
         native_jsonl.unlink(missing_ok=True)
-        argv = [f"--case={n}" for n in decode_names] + ["--sweep=", f"--rounds={proto.rounds}", f"--warm={proto.warmup_s}"]
+        argv = [f"--case={n}" for n in decode_names] + [
+            "--sweep=",
+            f"--rounds={proto.rounds}",
+            f"--warm={proto.warmup_s}",
+            f"--min-sample-ms={proto.min_sample_ms}",
+        ]
         try:
             decode_bandwidth.main(argv + [f"--json={native_jsonl}"] + (["--smoke"] if args.decode_smoke else []))
         except (Exception, SystemExit) as exc:  # a wrong answer (SystemExit) or no adapter: the browser still runs

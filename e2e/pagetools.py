@@ -8,6 +8,7 @@ import json
 import pytest
 
 from bench.demo import ROOT
+from wgattn.page.session import PageSession
 
 
 def needs_pyodide() -> None:
@@ -27,7 +28,7 @@ def in_progress(page) -> dict:
     precision probe that the page starts on load first (it holds a run while it runs)."""
     page.wait_for_function("['done', 'error'].includes(document.getElementById('precision')?.dataset.status)", timeout=120_000)
     held = json.loads(page.evaluate("window.wgattn.ctx.page.stats()"))
-    assert 0 <= held.pop("finished") <= 16
+    assert 0 <= held.pop("finished") <= PageSession.KEEP_FINISHED
     return {kind: n for kind, n in held.items() if n}
 
 

@@ -20,10 +20,11 @@ import { urlWithBench } from "./url_state.js";
 
 /**
  * The benchmark's shapes that Python makes (BenchStart, BenchJob, BenchPlan, BenchWarm,
- * BenchCalibration, BenchRecord: `wgattn bench --json`'s records) are declared in wire.d.ts,
+ * BenchWarmReps, BenchCalibration, BenchRecord: `wgattn bench --json`'s records) are declared in wire.d.ts,
  * generated from the Python.
  * @typedef {{ op: string, impls: string, B: string, H: string, D: string, seq_lens: string, causal: boolean,
- *   rounds: string, warmup_s: string, repeat: string }} BenchRequest the form's fields, as typed: Python checks them
+ *   rounds: string, warmup_s: string, repeat: string, min_sample_ms?: number | string }} BenchRequest the form's fields,
+ *   as typed (a script may add min_sample_ms: the protocol's shortest sample): Python checks them
  * @typedef {"idle" | "running" | "done" | "error" | "cancelled"} BenchStatus
  * @typedef {{ status: BenchStatus, records: BenchRecord[], skipped: Array<{ impl: string, shape: number[] | null, reason: string }>,
  *   failed: string[], error: string | null, request: BenchRequest | null, cancel: boolean,
@@ -168,7 +169,13 @@ async function timeSeries(ctx, executor, start, entries, adapter, say, keep) {
   /** @param {Entry} e @param {number} reps */
   const sample = async (e, reps) => { stopIfCancelled(); return executor.sample(e.timed, reps, e.timer); };
   say(`priming (${entries[0].job.shape})`);
-  for (const e of entries) await sample(e, 1);  // untimed: a driver may compile a pipeline at its first dispatch
+  /** @type {number[]} */
+  const firstMs = [];
+  for (const e of entries) firstMs.push((await sample(e, 1)).ms);  // untimed: a driver may compile a pipeline at its first dispatch
+  // Warm-up samples as long as timed ones: a GPU left idle between short ones lowers its clock.
+  /** @type {BenchWarmReps} */
+  const warm = JSON.parse(page.bench_warm_reps(bench, JSON.stringify({
+    first_ms: firstMs, passes: entries.map((e) => e.timed.passes) })));
   for (let rep = 0; rep < start.repeat; rep++) {
     const what = `(${entries[0].job.shape})${start.repeat > 1 ? `, repeat ${rep + 1} of ${start.repeat}` : ""}`;
     say(`warming up at ${what}`);
@@ -182,12 +189,12 @@ async function timeSeries(ctx, executor, start, entries, adapter, say, keep) {
     /** @type {BenchWarm} */
     let verdict;
     do {
-      let total = 0;
+      let total = 0;  // the round's work: ms per run times runs
       for (const i of order[rounds.length % order.length]) {
-        const s = await sample(entries[i], 1);
+        const s = await sample(entries[i], warm.reps[i]);
         perRun[i].push(s.ms);
         stamps[i].push(...s.stamps.slice(0, start.stamps_kept));
-        total += s.ms;
+        total += s.ms * warm.reps[i];
       }
       rounds.push(total);
       verdict = JSON.parse(page.bench_warm(bench, JSON.stringify({ elapsed_s: (performance.now() - t0) / 1e3, rounds })));
@@ -345,7 +352,8 @@ export const caseState = { status: "idle", records: [], checks: [], skipped: [],
  * or pass its check costs that job alone.
  * @param {import("./context.js").ReadyContext} ctx
  * @param {{ op: string, name?: string, config?: Record<string, unknown>, impls?: string,
- *   tiles?: Array<Record<string, number | boolean>>, rounds?: number | string, warmup_s?: number | string, repeat?: number }} request
+ *   tiles?: Array<Record<string, number | boolean>>, rounds?: number | string, warmup_s?: number | string, repeat?: number,
+ *   min_sample_ms?: number }} request
  *   the benchmark request of a case (Python checks it)
  * @param {(text: string, done: number, total: number) => void} [say] hears each step (jobs done of all)
  * @returns {Promise<Array<Record<string, any>>>} */

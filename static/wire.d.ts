@@ -434,6 +434,11 @@ interface BenchWarm {
   warmed: boolean;
 }
 
+/** PageSession.bench_warm_reps: per entry of a series, dispatches per warm-up sample. (Python: wgattn.page.replies.BenchWarmReps) */
+interface BenchWarmReps {
+  reps: number[];
+}
+
 /** PageSession.bench_calibrate: per entry of a series, dispatches per sample and its timer's resolution (ns). (Python: wgattn.page.replies.BenchCalibration) */
 interface BenchCalibration {
   reps: number[];
@@ -545,6 +550,8 @@ interface WgattnPage {
   bench_validate(request_json: string): string;
   /** After a warm-up round: JSON {"done", "warmed"} (wgattn.page.bench_jobs.warm). */
   bench_warm(bench_id: number, state_json: string): string;
+  /** After the priming runs: JSON {"reps"} per entry for the warm-up (bench_jobs.warm_reps). */
+  bench_warm_reps(bench_id: number, state_json: string): string;
   /** JSON picture of |a - b| for one output and query head of a finished run. */
   error_map(run: number, output: string, a: string, b: string, head?: number): string;
   /** Compare every pair of runtimes on every output (wgattn.page.compare) and judge the run (wgattn.page.verdict): JSON LiveResult {kernel, config, pairs, runtimes, verdict, ...}. The run is kept, for its pictures, among the last KEEP_FINISHED finished ones. */

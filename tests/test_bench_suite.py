@@ -6,8 +6,14 @@ only. A clock that the fake page advances stands in for time (no test waits)."""
 from __future__ import annotations
 
 import asyncio
+import json
+
+import pytest
 
 from bench import suite
+from helpers import TARGET
+from wgattn import protocol
+from wgattn.page import bench_jobs
 
 
 class Clock:
@@ -106,3 +112,31 @@ def test_a_failed_request_costs_that_request_and_a_hung_page_its_pass(monkeypatc
     assert passes[0].report["failed_requests"][0]["error"] == "RuntimeError: the page threw" and "error" not in passes[0].report
     assert passes[1].report["error"] == "TimeoutError: no answer"
     assert [(r["mode"], r["op"]) for r in saved] == [("checked", "r1")]
+
+
+@pytest.mark.parametrize(
+    "argv, want_ms",
+    [
+        (["--gpu", "nvidia"], suite.GPU_SAMPLE_MS),
+        (["--gpu", "software"], protocol.Protocol.min_sample_ms),
+        (["--gpu", "nvidia", "--min-sample-ms", "5"], 5.0),
+    ],
+)
+def test_every_series_native_and_in_the_page_takes_the_runs_shortest_sample(argv, want_ms, tmp_path):
+    """A GPU's samples default to GPU_SAMPLE_MS (busy enough to keep its clock); the page's requests
+    carry it, and the page's protocol is then the suite's."""
+    proto = suite.suite_protocol(suite.parse_args(argv))
+    assert proto.min_sample_ms == want_ms
+    (fwd,) = suite.page_requests(["flash_fwd.tiled"], [(1, 2, 64, 16)], True, proto, 1)
+    tiles = tmp_path / "tiles.json"
+    tiles.write_text("[]")
+    (gemm,) = suite.gemm_requests(str(tiles), "64,64,64", proto, 1)
+    for req in (fwd, gemm):
+        assert req["min_sample_ms"] == want_ms
+    job, _ = bench_jobs.start(json.dumps(fwd), TARGET, 1)
+    assert job.protocol == proto
+
+
+def test_a_min_sample_the_protocol_refuses_stops_the_suite_with_why():
+    with pytest.raises(SystemExit, match="suite: min_sample_ms must be a number in 0.0..10000.0"):
+        suite.suite_protocol(suite.parse_args(["--min-sample-ms", "-3"]))

@@ -113,6 +113,46 @@ def test_reps_make_a_sample_long_against_the_timer_tick():
     assert protocol.reps_for(p, 0.5, 0.0) == 4  # an unknown tick: 2 ms
 
 
+class Counted(Entry):
+    """A stand-in that also logs how many runs each sample asked for."""
+
+    def sample(self, reps):
+        self.asked = getattr(self, "asked", []) + [reps]
+        return super().sample(reps)
+
+
+def test_a_warm_up_sample_lasts_min_sample_ms_by_the_priming_run_and_counts_as_that_much_work():
+    """A 0.4 ms kernel with 20 ms samples: 50 runs a warm-up sample as in the rounds, so the GPU is
+    as busy warming as timing; the warm-up's rounds are its work, and it settles as long ones do."""
+    clock, log = Clock(), []
+    p = protocol.Protocol.of(10, 0.5, 20.0)
+    a = Counted("a", clock, lambda t: 0.4, log)
+    (m,) = protocol.measure([a], p, clock=clock)
+    warm = a.asked[1 : len(a.asked) - p.rounds]
+    assert a.asked[0] == 1 and warm and set(warm) == {50} and m.reps == 50  # priming, warm-up, rounds
+    assert m.warmed and m.warmup_s == pytest.approx(len(warm) * 0.02, rel=0.01)
+    assert protocol.warm_reps(p, [0.4, 0.0, 30.0], [1, 1, 1]) == [50, p.max_reps, 1]  # unseen: bounded by max_reps
+    assert protocol.warm_reps(protocol.Protocol(), [0.4], [1]) == [5]  # the default 2 ms
+
+
+def test_a_longer_min_sample_raises_max_sample_ms_with_it_and_the_page_takes_it_from_the_request():
+    assert protocol.Protocol.of(10, 1.0, 250.0).max_sample_ms == 250.0
+    assert protocol.Protocol.of(10, 1.0, 20.0).max_sample_ms == protocol.Protocol.max_sample_ms
+    with pytest.raises(ValueError, match="min_sample_ms must be a number in 0.0..10000.0"):
+        protocol.Protocol.of(10, 1.0, -1.0)
+    request = {"op": "fwd", "impls": "flash_fwd.tiled", "B": 1, "H": 2, "D": 16, "seq_lens": "64", "rounds": 5}
+    job, reply = bench_jobs.start(json.dumps(dict(request, min_sample_ms=20)), TARGET, bench_id=1)
+    assert job.protocol.min_sample_ms == 20.0 and reply["protocol"].min_sample_ms == 20.0
+    job, _ = bench_jobs.start(json.dumps(request), TARGET, bench_id=1)
+    assert job.protocol.min_sample_ms == protocol.Protocol.min_sample_ms
+    with pytest.raises(ValueError, match=r"min_sample_ms must be a number of milliseconds in 0..1000, got 5000"):
+        bench_jobs.start(json.dumps(dict(request, min_sample_ms=5000)), TARGET, bench_id=1)
+    job, _ = bench_jobs.start(json.dumps(dict(request, min_sample_ms="10")), TARGET, bench_id=1)
+    assert bench_jobs.warm_reps(job, json.dumps({"first_ms": [0.5, 20.0], "passes": [1, 2]})) == {"reps": [20, 1]}
+    with pytest.raises(ValueError, match="one item per entry"):
+        bench_jobs.warm_reps(job, json.dumps({"first_ms": [0.5], "passes": [1, 2]}))
+
+
 def test_a_sample_lasts_at_most_max_sample_ms_or_one_run_whatever_the_tick_is_believed_to_be():
     p = protocol.Protocol(max_sample_ms=100.0)
     for per_run in (1e-4, 0.05, 0.7, 3.0, 40.0, 51.0, 99.0, 101.0, 1000.0, 60e3):

@@ -20,7 +20,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 log() { echo "[$(date +%T) +${SECONDS}s] $*" | tee -a "$out/device.log"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv >> "$out/device.log" 2>&1
 kernels=$(python3 "$here/fwd_candidates.py" kernels)
-if ! grep -q '"flash_fwd.smx_loops"' shaders/manifest.json; then
+if ! grep -q 'lab/coopmat_ceiling/fwd_candidates.py' shaders/manifest.json; then
   log "the candidates are not registered here (fwd_candidates.py apply before packing): flash_fwd.smx alone"
   kernels=flash_fwd.smx
 fi

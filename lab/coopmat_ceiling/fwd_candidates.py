@@ -2,23 +2,30 @@
 kernels so that the benchmark suite times them beside the kernel as registered:
 
     python3 -m lab.coopmat_ceiling.fwd_candidates apply     # shaders/ files + manifest entries
-    python3 -m lab.coopmat_ceiling.fwd_candidates kernels   # the comma-separated ids device_s2.sh times
+    python3 -m lab.coopmat_ceiling.fwd_candidates kernels   # the comma-separated ids to time
     python3 -m lab.coopmat_ceiling.fwd_candidates revert    # removes both again
 
-The candidates (each at both benchmark shapes):
-    flash_fwd.smx            the kernel as registered (products and shares written out), its tiles
-    flash_fwd.smx_loops      the kernel before that (BEFORE: loops over register arrays), its tiles:
-                             the same call's baseline
-    flash_fwd.smx_t<RB>x<BC>  the registered kernel with one tile only (TILES): RB row blocks, BC
-                             keys a tile, two subgroups a row block where D > 64 (as registered)
-                             unless s1 (one) or d2 (two); r2: two row blocks a matrix subgroup
-                             (RPS); a tile the adapter cannot hold is skipped by the suite
+The candidates (each at both benchmark shapes; the first tile that fits the adapter is taken, so
+the later ones are for smaller adapters, lavapipe's 32 KiB among them):
+    flash_fwd.smx_r2     flash_fwd.smx with two row blocks a matrix subgroup (RPS = 2: each Kᵀ and V
+                         fragment loaded feeds two products, the GEMM's reuse) and every subgroup on
+                         matrix work: the softmax's invocations per row halved with it (TPR), so the
+                         workgroup is 256 invocations, not 512 (S2's RPS = 2 left half the subgroups
+                         idle and capped every invocation at 128 registers). 8 row blocks, 32 keys a
+                         tile, two subgroups a row block, at both head dims.
+    flash_fwd.smx_pipe   flash_fwd.smx_pipe.wgsl (here): the key tiles software-pipelined, three
+                         barriers a tile instead of five (O += P V of the last tile beside S = Q Kᵀ of
+                         this one; the softmax beside the staging); P in its own array. 8 row blocks
+                         of 32 keys at D = 64 (45 KiB), 4 at D = 128 (8 do not fit 48 KiB; S2's
+                         flash_fwd.smx_t4x32 is the same tile unpipelined: 74.1 TFLOP/s there).
+    flash_fwd.smx_pipe_r2  both: pipelined, two row blocks a subgroup, every subgroup on matrix work.
 
 Each is a copy of flash_fwd.smx's manifest entry under its own id, ranked below it (the page and
 the API never prefer it). Only entries and files this script made are removed by `revert`, so
 another helper's applied variants (the backward's) may sit beside them. The benchmark does not
-check a dense op's outputs: the candidates' code is the registered kernel's (checked on the
-lavapipe test bed and in Chromium's conformance grid) or the one it replaced.
+check a dense op's outputs: each candidate passes flash_fwd's quick cases on the lavapipe test bed
+(`bash bench/smx_testbed/testbed.sh check --kernel ID --cases quick` after `apply`), and the suite's
+`--grid flash_fwd` runs the conformance grid on every registered flash_fwd kernel the adapter runs.
 """
 
 from __future__ import annotations
@@ -26,46 +33,54 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import subprocess
+import shutil
 import sys
 from pathlib import Path
 from typing import Dict, List
 
 ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
 SHADERS = ROOT / "shaders"
 MANIFEST = SHADERS / "manifest.json"
 BASE = "flash_fwd.smx"
-BEFORE = "a9dbfdbaf833d5f7c71615f1d53a490570e713f9"  # main's flash_fwd.smx before its loops were written out
+PIPE = f"{BASE}_pipe"  # its template: HERE/flash_fwd.smx_pipe.wgsl, copied into shaders/
 DS = "min(2, ceil_div(head_dim, 64))"  # as registered: two subgroups a row block where D > 64
-TILES = {  # id suffix -> the one tile: t<RB>x<BC>, s1 one subgroup a row block, d2 two, r2 two row blocks a subgroup
-    "t8x32": {"RB": 8, "BC": 32, "DS": DS},
-    "t4x32": {"RB": 4, "BC": 32, "DS": DS},
-    "t4x32s1": {"RB": 4, "BC": 32},
-    "t4x64": {"RB": 4, "BC": 64, "DS": DS},
-    "t2x64": {"RB": 2, "BC": 64, "DS": DS},
-    "t8x32r2": {"RB": 8, "BC": 32, "DS": DS, "RPS": 2},
-    "t8x32d2r2": {"RB": 8, "BC": 32, "DS": 2, "RPS": 2},
-    "t4x64r2": {"RB": 4, "BC": 64, "DS": DS, "RPS": 2},
+TPR_ALL = "DS * SUBGROUP_SIZE // SGM_M // RPS"  # every subgroup on matrix work, RPS row blocks each
+R2 = [  # two row blocks a subgroup; the 16-key tile for lavapipe (8-wide fragments: 2 of them)
+    {"RB": 8, "BC": 32, "DS": 2, "RPS": 2},
+    {"RB": 4, "BC": 16, "DS": 2, "RPS": 2},
+]
+PIPED = [  # 8 row blocks where they fit (D = 64 on the H100), else 4; then smaller
+    {"RB": 8, "BC": 32, "DS": DS},
+    {"RB": 4, "BC": 32, "DS": DS},
+    {"RB": 4, "BC": 16},
+    {"RB": 2, "BC": 16},
+]
+LAST = [{"RB": 8, "BC": 16}, {"RB": 2, "BC": 16}]  # one row block a subgroup: every other head dim gets a plan
+CANDIDATES = {  # id -> (template, tiles, the softmax's TPR or None for the registered rule)
+    f"{BASE}_r2": (BASE, R2 + LAST, TPR_ALL),
+    PIPE: (PIPE, PIPED + LAST, None),
+    f"{PIPE}_r2": (PIPE, [R2[0], {"RB": 4, "BC": 32, "DS": 2, "RPS": 2}, R2[1], *LAST], TPR_ALL),
 }
 RANK0 = 51  # below flash_fwd.smx (60), above flash_fwd.blocked_f16 (50)
 MARK = "lab/coopmat_ceiling/fwd_candidates.py"  # in each entry's summary: what revert removes
+TPR_CONSTRAINT = "max(0, 1 - TPR)"  # a softmax row needs an invocation (TPR_ALL can reach 0)
 
 
 def candidates(manifest: Dict) -> Dict[str, Dict]:
     """{id: manifest entry} of every candidate (flash_fwd.smx as registered is not one)."""
     base = manifest["kernels"][BASE]
     out: Dict[str, Dict] = {}
-    loops = copy.deepcopy(base)
-    loops["template"] = f"{BASE}_loops"
-    out[f"{BASE}_loops"] = loops
-    for name, tile in TILES.items():
+    for i, (kid, (template, tiles, tpr)) in enumerate(CANDIDATES.items()):
         e = copy.deepcopy(base)
-        e["template"] = BASE
-        e["tiles"] = [tile]
-        out[f"{BASE}_{name}"] = e
-    for i, (kid, e) in enumerate(out.items()):
+        e["template"] = template
+        e["tiles"] = copy.deepcopy(tiles)
+        if tpr:
+            e["overrides"]["TPR"] = tpr
+            e["constraints"] = [*e["constraints"], TPR_CONSTRAINT]
         e["rank"] = RANK0 + i
         e["summary"] = f"A candidate of {BASE} ({MARK}): {kid}."
+        out[kid] = e
     return out
 
 
@@ -75,10 +90,7 @@ def apply() -> None:
     clash = sorted(set(made) & set(manifest["kernels"]))
     if clash:
         raise SystemExit(f"fwd_candidates: {clash} are registered already: revert first")
-    before = subprocess.run(
-        ["git", "show", f"{BEFORE}:shaders/{BASE}.wgsl"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
-    (SHADERS / f"{BASE}_loops.wgsl").write_text(before)
+    shutil.copyfile(HERE / f"{PIPE}.wgsl", SHADERS / f"{PIPE}.wgsl")
     manifest["kernels"].update(made)
     MANIFEST.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     print(f"fwd_candidates: registered {', '.join(made)}")
@@ -90,7 +102,7 @@ def revert() -> None:
     for k in mine:
         del manifest["kernels"][k]
     MANIFEST.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
-    (SHADERS / f"{BASE}_loops.wgsl").unlink(missing_ok=True)
+    (SHADERS / f"{PIPE}.wgsl").unlink(missing_ok=True)
     print(f"fwd_candidates: removed {', '.join(mine) or 'nothing'}")
 
 

@@ -4,7 +4,7 @@ wgattn check --interface NAME [--wgsl FILE] [--kernel ID ...] [--case PREFIX ...
              [--checked] [--json]
 wgattn probe [--json] [--samples N]
 wgattn bench [--op NAME] [--impl A,B] [--shape B,H,S,D ...] [--causal] [--rounds N] [--warmup-s S] [--repeat N]
-             [--mode M] [--json]
+             [--min-sample-ms MS] [--mode M] [--json]
 """
 
 from __future__ import annotations
@@ -64,6 +64,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         default=protocol.Protocol.warmup_s,
         help="warm each series at least this long (seconds), until consecutive rounds agree",
     )
+    b.add_argument(
+        "--min-sample-ms",
+        type=float,
+        default=protocol.Protocol.min_sample_ms,
+        help="a sample lasts at least this long (milliseconds): longer keeps a GPU busy, and its clock up, between samples",
+    )
     b.add_argument("--repeat", type=int, default=1, help="time each series this many times back to back (1..5)")
     b.add_argument(
         "--mode",
@@ -121,7 +127,7 @@ def _bench(args) -> int:
             bench.kernel_impls(op)  # ValueError naming the ops
         shapes = [bench.parse_shape(s) for s in args.shape] if args.shape else None
         impls = [i.strip() for i in args.impl.split(",") if i.strip()] if args.impl else None
-        proto = protocol.Protocol.of(args.rounds, args.warmup_s)
+        proto = protocol.Protocol.of(args.rounds, args.warmup_s, args.min_sample_ms)
         records = bench.run(
             ops,
             impls,

@@ -13,7 +13,12 @@ at one (op, shape, causal), like this:
    AND the round times of the last `settle_s` seconds of GPU work (at least `settle_rounds`
    rounds) agree within `settle_tol` of each other, so that a clock still ramping up, even
    slowly, keeps it warming; or until `warmup_cap_s` has passed, and then the records say the
-   warm-up did not settle (`warmed`).
+   warm-up did not settle (`warmed`). A warm-up sample is as long as a timed one is at least
+   (`warm_reps`: `min_sample_ms` by the entry's priming run): a short kernel run once between
+   the host's round trips leaves the GPU idle most of the time, and an idle GPU lowers its clock
+   (an H100 fell to 1020 MHz so, with 0.4 ms kernels and 2 ms samples, and its rounds were then
+   bimodal). A longer `min_sample_ms` (bench/suite.py's --min-sample-ms) keeps it busier still;
+   what a sample measures, the time of one run, is the same.
 2. Calibration. Each entry gets `reps` dispatches per sample, enough for a sample to last
    `min_sample_ms` and `resolutions_per_sample` ticks of its timer (a quantized timer, such as a
    browser's coarsened timestamps, then costs under 1/`resolutions_per_sample` of a sample), but
@@ -45,6 +50,7 @@ __all__ = [
     "schedule",
     "warm_verdict",
     "reps_for",
+    "warm_reps",
     "timer_resolution_ns",
     "resolution_of",
     "calibrate",
@@ -106,10 +112,16 @@ class Protocol:
             raise ValueError(f"max_sample_ms ({self.max_sample_ms}) must be at least min_sample_ms ({self.min_sample_ms})")
 
     @classmethod
-    def of(cls, rounds: int, warmup_s: float) -> "Protocol":
+    def of(cls, rounds: int, warmup_s: float, min_sample_ms: Optional[float] = None) -> "Protocol":
         """The protocol with `rounds` and a warm-up of at least `warmup_s`, capped at three times
-        that (what `wgattn bench`, the page and the suite ask for)."""
-        return cls(rounds=rounds, warmup_s=warmup_s, warmup_cap_s=3 * warmup_s)
+        that (what `wgattn bench`, the page and the suite ask for), and samples of at least
+        `min_sample_ms` (None: the default), at most `max_sample_ms` (raised to it if need be)."""
+        if min_sample_ms is None:
+            return cls(rounds=rounds, warmup_s=warmup_s, warmup_cap_s=3 * warmup_s)
+        most = cls.max_sample_ms
+        if isinstance(min_sample_ms, (int, float)) and not isinstance(min_sample_ms, bool):
+            most = max(most, min_sample_ms)  # else __post_init__ says what is wrong with it
+        return cls(rounds=rounds, warmup_s=warmup_s, warmup_cap_s=3 * warmup_s, min_sample_ms=min_sample_ms, max_sample_ms=most)
 
     def to_json(self) -> Dict[str, object]:
         return asdict(self)
@@ -165,7 +177,8 @@ def schedule(n_entries: int, rounds: int) -> List[List[int]]:
 def warm_verdict(protocol: Protocol, elapsed_s: float, round_ms: Sequence[float]) -> Optional[bool]:
     """After a warm-up round: None to go on warming, True when warm (long enough, and the rounds
     of the last `settle_s` seconds of work, `settle_rounds` at least, agree), False when
-    `warmup_cap_s` passed without that. `round_ms` are the rounds' times so far, oldest first."""
+    `warmup_cap_s` passed without that. `round_ms` are the rounds' work so far (ms per run times
+    runs, summed over the round's entries), oldest first."""
     last: List[float] = []
     for ms in reversed(round_ms):
         if len(last) >= protocol.settle_rounds and sum(last) >= protocol.settle_s * 1e3:
@@ -195,6 +208,13 @@ def reps_for(protocol: Protocol, per_run_ms: float, resolution_ns: float, passes
         reps = protocol.max_reps
     most = max(1, min(protocol.max_reps, MOST_QUERIES // (2 * max(1, passes))))
     return int(min(max(reps, 1), most))
+
+
+def warm_reps(protocol: Protocol, first_ms: Sequence[float], passes: Sequence[int]) -> List[int]:
+    """Dispatches per warm-up sample of each entry, from its priming run (`first_ms`, 0 where its
+    timer did not see it): enough for `min_sample_ms` (`reps_for` with the tick unknown), so that
+    the warm-up keeps the GPU as busy as the rounds will."""
+    return [reps_for(protocol, float(ms), 0.0, int(n)) for ms, n in zip(first_ms, passes)]
 
 
 def timer_resolution_ns(stamps: Sequence[int]) -> int:
@@ -282,16 +302,17 @@ def measure(
     stamps: List[List[int]] = [[] for _ in entries]
     per_run: List[List[float]] = [[] for _ in entries]
     rounds: List[float] = []
-    for e in entries:
-        e.sample(1)  # priming: compiled and touched before the warm-up's clock starts
+    # Priming: compiled and touched before the warm-up's clock starts; its time sizes the warm-up's samples.
+    first = [e.sample(1)[0] for e in entries]
+    warm = warm_reps(protocol, first, [e.passes for e in entries])
     t0 = clock()
     while True:
-        total = 0.0
+        total = 0.0  # the round's work: ms per run times runs
         for i in order[len(rounds) % len(order)]:
-            ms, st = entries[i].sample(1)
+            ms, st = entries[i].sample(warm[i])
             per_run[i].append(ms)
             stamps[i].extend(list(st)[:STAMPS_KEPT])
-            total += ms
+            total += ms * warm[i]
         rounds.append(total)
         verdict = warm_verdict(protocol, clock() - t0, rounds)
         if verdict is not None:

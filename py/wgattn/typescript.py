@@ -64,6 +64,7 @@ WIRE: List[Tuple[str, Any]] = [
     ("BenchSeries", replies.BenchSeries),
     ("BenchStart", replies.BenchStart),
     ("BenchWarm", replies.BenchWarm),
+    ("BenchWarmReps", replies.BenchWarmReps),
     ("BenchCalibration", replies.BenchCalibration),
     ("BenchPlan", replies.BenchPlan),
     ("BenchPlanned", replies.BenchPlanned),

@@ -28,7 +28,7 @@ from .. import bandwidth, bench, gemm, interfaces, live, protocol, registry
 from ..interfaces import Case, FilledCheck
 from ..plan import Plan
 from ..target import Target
-from .replies import BenchCalibration, BenchItem, BenchSeries, BenchSkip, BenchStart, BenchWarm, Schedule
+from .replies import BenchCalibration, BenchItem, BenchSeries, BenchSkip, BenchStart, BenchWarm, BenchWarmReps, Schedule
 from .tables import BenchJob
 
 # What one request may ask for: (lowest, highest) per knob, ...
@@ -41,11 +41,13 @@ RANGES: Dict[str, Tuple[int, int]] = {
     "repeat": (1, 3),
 }
 WARMUP_S = (0.0, 30.0)  # seconds of warm-up a request may ask for
+SAMPLE_MS = (0.0, 1000.0)  # milliseconds a sample lasts at least (min_sample_ms), as a request may ask
 MOST_SEQ_LENS = 8  # ... at most this many sequence lengths ...
 MOST_ELEMENTS = 1 << 24  # ... and B*H*S*D per tensor: 64 MiB of float32
 LIMITS: Dict[str, object] = {
     **RANGES,
     "warmup_s": WARMUP_S,
+    "min_sample_ms": SAMPLE_MS,
     "seq_lens": MOST_SEQ_LENS,
     "elements": MOST_ELEMENTS,
 }  # as the page is told
@@ -64,8 +66,8 @@ def _int_in(request: Dict[str, Any], key: str, default: Optional[int] = None) ->
     return value
 
 
-def _seconds(request: Dict[str, Any], key: str, default: float) -> float:
-    lo, hi = WARMUP_S
+def _seconds(request: Dict[str, Any], key: str, default: float, bounds=WARMUP_S, unit="seconds") -> float:
+    lo, hi = bounds
     value = request.get(key, default)
     if isinstance(value, str) and value.strip():
         try:
@@ -73,8 +75,17 @@ def _seconds(request: Dict[str, Any], key: str, default: float) -> float:
         except ValueError:
             pass
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not lo <= value <= hi:
-        raise ValueError(f"{key} must be a number of seconds in {lo:g}..{hi:g}, got {value!r}")
+        raise ValueError(f"{key} must be a number of {unit} in {lo:g}..{hi:g}, got {value!r}")
     return float(value)
+
+
+def _protocol(request: Dict[str, Any]) -> protocol.Protocol:
+    """The protocol a request asks for: its rounds, warm-up and shortest sample (wgattn.protocol's
+    defaults where it does not say)."""
+    rounds = _int_in(request, "rounds", default=10)
+    warmup_s = _seconds(request, "warmup_s", protocol.Protocol.warmup_s)
+    min_ms = _seconds(request, "min_sample_ms", protocol.Protocol.min_sample_ms, SAMPLE_MS, "milliseconds")
+    return protocol.Protocol.of(rounds, warmup_s, min_ms)
 
 
 def _seq_lens(value: object) -> List[int]:
@@ -136,10 +147,8 @@ def start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, B
         return _config_start(request, op, known, impls, target, bench_id)
     b, h, d = _int_in(request, "B"), _int_in(request, "H"), _int_in(request, "D")
     seq_lens = _seq_lens(request.get("seq_lens", "128,256,512,1024"))
-    rounds = _int_in(request, "rounds", default=10)
+    proto = _protocol(request)
     repeat = _int_in(request, "repeat", default=1)
-    warmup_s = _seconds(request, "warmup_s", protocol.Protocol.warmup_s)
-    proto = protocol.Protocol.of(rounds, warmup_s)
     causal = request.get("causal", False)
     if not isinstance(causal, bool):
         raise ValueError(f"causal must be true or false, got {causal!r}")
@@ -283,7 +292,7 @@ def _config_start(
         "baseline": known[0],
         "impls": impls,
         "seq_lens": [shape[2]],
-        "limits": {**{k: LIMITS[k] for k in ("rounds", "repeat", "warmup_s")}, "config": iface.Config.schema()},
+        "limits": {**{k: LIMITS[k] for k in ("rounds", "repeat", "warmup_s", "min_sample_ms")}, "config": iface.Config.schema()},
     }
     return job, reply
 
@@ -296,9 +305,8 @@ def _case_request(request: Dict[str, Any]) -> Tuple[str, protocol.Protocol, int,
     name = request.get("name", request.get("op"))
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string (the case's name in its records), got {name!r}")
-    rounds = _int_in(request, "rounds", default=10)
+    proto = _protocol(request)
     repeat = _int_in(request, "repeat", default=1)
-    proto = protocol.Protocol.of(rounds, _seconds(request, "warmup_s", protocol.Protocol.warmup_s))
     return name, proto, repeat, _run_info(request)
 
 
@@ -338,7 +346,7 @@ def _gemm_start(request: Dict[str, Any], target: Target, bench_id: int) -> Tuple
         "impls": [gemm.KERNEL],
         "seq_lens": [],
         "limits": {
-            **{k: LIMITS[k] for k in ("rounds", "repeat", "warmup_s")},
+            **{k: LIMITS[k] for k in ("rounds", "repeat", "warmup_s", "min_sample_ms")},
             "config": gemm.GemmConfig.schema(),
             "tiles": gemm.Tile.schema(),
         },
@@ -430,6 +438,16 @@ def warm(job: BenchJob, state_json: str) -> BenchWarm:
     elapsed = _numbers([state.get("elapsed_s")], "elapsed_s")[0]
     verdict = protocol.warm_verdict(job.protocol, elapsed, _numbers(state.get("rounds"), "rounds"))
     return {"done": verdict is not None, "warmed": bool(verdict)}
+
+
+def warm_reps(job: BenchJob, state_json: str) -> BenchWarmReps:
+    """{"first_ms": [ms of each entry's priming run, 0 where its timer saw nothing], "passes": [per
+    entry]} -> {"reps"}: each entry's dispatches per warm-up sample (wgattn.protocol.warm_reps)."""
+    state = _json_object(state_json, "the priming state")
+    first, passes = _numbers(state.get("first_ms"), "first_ms"), _numbers(state.get("passes"), "passes")
+    if len(first) != len(passes):
+        raise ValueError("first_ms and passes must have one item per entry")
+    return {"reps": protocol.warm_reps(job.protocol, first, [int(n) for n in passes])}
 
 
 def calibrate(job: BenchJob, state_json: str) -> BenchCalibration:

@@ -29,6 +29,7 @@ __all__ = [
     "BenchSeries",
     "BenchStart",
     "BenchWarm",
+    "BenchWarmReps",
     "BenchCalibration",
     "BenchPlan",
     "BenchPlanned",
@@ -183,6 +184,12 @@ class BenchWarm(TypedDict):
 
     done: bool
     warmed: bool
+
+
+class BenchWarmReps(TypedDict):
+    """PageSession.bench_warm_reps: per entry of a series, dispatches per warm-up sample."""
+
+    reps: List[int]
 
 
 class BenchCalibration(TypedDict):

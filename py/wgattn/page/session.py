@@ -308,6 +308,10 @@ class PageSession:
         """After a warm-up round: JSON {"done", "warmed"} (wgattn.page.bench_jobs.warm)."""
         return json.dumps(bench_jobs.warm(self._bench(bench_id), state_json))
 
+    def bench_warm_reps(self, bench_id: int, state_json: str) -> str:
+        """After the priming runs: JSON {"reps"} per entry for the warm-up (bench_jobs.warm_reps)."""
+        return json.dumps(bench_jobs.warm_reps(self._bench(bench_id), state_json))
+
     def bench_calibrate(self, bench_id: int, state_json: str) -> str:
         """After the warm-up: JSON {"reps", "resolution_ns"} per entry (bench_jobs.calibrate)."""
         return json.dumps(bench_jobs.calibrate(self._bench(bench_id), state_json))

@@ -1,0 +1,489 @@
+// flash_fwd.smx_pipe: flash_fwd.smx (shaders/flash_fwd.smx.wgsl) with its key tiles software-pipelined,
+// three barriers a tile instead of five: a candidate of lab/coopmat_ceiling (fwd_candidates.py
+// writes it into shaders/ and registers it beside flash_fwd.smx), everything else as there.
+// Iteration i, between two points where the workgroup meets:
+//   phase 1: O += P_{i-1} V_{i-1} and S_i = Q K_iᵀ (both products, one after the other, no barrier)
+//   -- barrier --
+//   phase 2: the softmax of S_i -> P_i; V_i and K_{i+1} stored from registers, V_{i+1} and K_{i+2}
+//   fetched into them
+//   -- workgroupUniformLoad of the rescale flag (two barriers): the rare rescale of O for P_i --
+// so K, V, P and S each have their own workgroup array (P no longer takes Kᵀ's place: both are
+// written in phase 2 and read in phase 1), which costs memory: a tile that does not fit is
+// refused and the next one tried (D = 128 gets 4 row blocks of 32 keys in 48 KiB, not 8).
+//
+// flash_fwd.smx's header follows.
+// FlashAttention-2 forward on subgroup matrices (tensor cores where the adapter has
+// them): Q·Kᵀ and P·V are f16 x f16 -> f32 matrix products, the online softmax is f32. wgattn's
+// flash_fwd contract: packed varlen, GQA, (left, right) windows in both alignments, softcap, lse.
+//
+//   Per sequence b, query row i (head h), key j (kv head g = h / (heads_q / heads_kv)):
+//     s0_ij = scale * q_i . k_j;  s_ij = softcap * tanh(s0_ij / softcap) if softcap > 0 else s0_ij
+//     out_i = sum_j softmax_j(s_ij) v_j over visible j;  lse_i = log sum_j exp(s_ij)
+//   Visible: with offset = len_k - len_q (bottom-right) or 0 (top-left),
+//     (window_left < 0 or j >= i + offset - window_left) and (window_right < 0 or j <= i + offset + window_right).
+//   A row with no visible key gets out = 0 and lse = -inf.
+//
+// Layout (token-major, f32): q, out [total_q, heads_q, D]; k, v [total_k, heads_kv, D];
+// lse [total_q, heads_q]; cu_seqlens_* [batch_size + 1]. q, k and v are rounded to f16 as they are
+// staged (the kernel is judged by the f16 rule: f16-rounded inputs against the float64 reference).
+//
+// Matrix shapes: the adapter's subgroupMatrixConfigs decide M x N x K (the plan picks one and
+// sets the defines SMX_M16 / SMX_N16 / SMX_K16: 16 when set, else 8; WGSL wants the dimensions as
+// constants). One configuration serves both products:
+//   S (M x N keys)  += Q (M x K dims) · Kᵀ (K dims x N keys)
+//   O (M x N dims)  += P (M x K keys) · V  (K keys x N dims)
+// Work split: one workgroup of WG invocations per (block of BR = RB * M query rows, sequence,
+// query head), heads fastest, the longest (causal) row blocks first. RPS row blocks at a time
+// (rows f*M .. (f+RPS)*M-1, f a multiple of RPS) have DS subgroups for the matrix work,
+// f/RPS*DS .. f/RPS*DS+DS-1: each keeps their Q fragments and 1/DS of their O accumulators (D/N/DS
+// result matrices: head-dim chunks) in registers for the whole kernel, and computes 1/DS of each
+// tile's S fragments of them; each K and V fragment it loads feeds RPS products (the GEMM's
+// reuse of a right fragment across a subgroup's rows). DS = 2 halves the registers O
+// takes (64 of them at D = 128) and doubles the subgroups a workgroup has to hide latency with:
+// measured faster on the H100 at D > 64, slower at D = 64, where the tiles keep DS = 1 (the
+// history holds the figures). The softmax is spread over all WG invocations independently of
+// the subgroup size: invocation t owns row t / TPR and the BC / TPR columns
+// (t % TPR) * BC / TPR .. of each key tile; the TPR invocations of a row are neighbouring lanes
+// of one subgroup and combine row maxima and sums with subgroupShuffleXor.
+// Subgroups are taken as WG / subgroup_size runs of consecutive local_invocation_index (every
+// Vulkan driver lays a 1-D workgroup out so); the conformance cases would fail loudly otherwise.
+//
+// Per key tile of BC keys (3 barriers + one uniform load):
+//   store the prefetched K and V (f32 -> f16), load the next tile's into registers (in flight
+//   while this one is computed) | S = Q Kᵀ, stored to workgroup memory | softmax: mask, scale,
+//   softcap, running max, P (f16) to workgroup memory | rescale O if needed (rare) | O += P V.
+// The rescale is lazy (FlashAttention-4): a row keeps its running max until a tile's max exceeds it
+// by more than TAU (natural-log units; p = exp(s - max) then stays <= exp(TAU), fine in f16), and
+// only then is O scaled. An accumulator cannot be scaled per row, so that rare path stores O to
+// workgroup memory, scales rows there and loads it back; it is workgroup-uniform (any row in the
+// block asks for it through an atomic flag read with workgroupUniformLoad). TAU = 0 rescales on
+// every increase of the max, as FlashAttention-2 does.
+//
+// Robustness: every operand in workgroup memory lives in an array of fragments (one inner array
+// per M x K, K x N or M x N block, rows padded by PADH halves so the 16-byte rows of a fragment
+// fall in different banks); a matrix load or store takes a pointer to one inner array, offset 0
+// and a constant stride, so Dawn's robustness transform proves it in bounds and adds no
+// predicate to it; only the outer index gets a clamp (min), which keeps the address aligned.
+// (Robustness's check of a computed offset makes the stride a runtime value: NVIDIA's own GEMM
+// sample with that check added runs at a sixth of its speed.)
+// Straight-line: every loop over fragments, over a tile's K/V share and over a row's columns is
+// written out (wgsl.py's #for: q{c}, o{cl}, k{f}/v{f}, x{c4}), so no register array exists for a
+// driver to demote to local memory when it does not unroll a loop (NVIDIA's does not unroll
+// loops without hints once they grow, and Tint emits none; gemm.smx measures it).
+// Dawn zero-fills workgroup memory and wgpu does not: everything read is written first here.
+// Reference: wgattn.reference.varlen_attention_fwd, keywords mapped in wgattn/interfaces/flash_fwd.py.
+#include "lib/subgroup_matrix.wgsl"
+
+#include "lib/varlen.wgsl"
+#include "lib/softcap.wgsl"
+
+#if SMX_M16
+const SM: u32 = 16u;  // M: query rows of a fragment
+#else
+const SM: u32 = 8u;
+#endif
+#if SMX_N16
+const SN: u32 = 16u;  // N: keys of an S fragment, head-dim columns of an O fragment
+#else
+const SN: u32 = 8u;
+#endif
+#if SMX_K16
+const SK: u32 = 16u;  // K: head-dim chunk of Q·Kᵀ, key chunk of P·V
+#else
+const SK: u32 = 8u;
+#endif
+const PADH: u32 = 8u;               // f16 row padding of a fragment: rows start 16 bytes apart mod 128
+const KP4: u32 = (SK + PADH) / 4u;  // vec4 stride of a fragment row of K halves (Q, Kᵀ, P)
+const NP4: u32 = (SN + PADH) / 4u;  // vec4 stride of a fragment row of N halves (V)
+const SP4: u32 = (SN + 4u) / 4u;    // vec4 stride of a fragment row of N floats (S, O)
+// The counts the written-out code repeats, from the plan's defines (for this head_dim, subgroup
+// size and tile): MAX_DK = DP / K Q fragments; MAX_DN = DP / N O fragments, DNS = MAX_DN / DS of
+// them a subgroup; SBD = BC / N / DS S fragments a subgroup computes, PBK = BC / K P fragments;
+// MAX_CPI4: vec4 columns of a tile one invocation holds in the softmax (BC / TPR / 4); MAX_KVPI:
+// vec4 of K (and of V) it prefetches. Q and O are moved to and from workgroup memory by code over
+// every fragment that picks a chunk's (a fragment chosen by an index computed in the chunk loop
+// put O in local memory, a large loss at D = 64).
+#const MAX_DK
+#const MAX_DN
+#const MAX_CPI4
+// DS: subgroups per row block (a tile knob: 1, or 2 where DN and SB are even).
+#const DS
+#const DNS
+// RPS: row blocks per matrix subgroup (a tile knob: 1, or 2 where RB is even).
+#const RPS
+#const SBD
+#const PBK
+const LOWEST: f32 = -3.4028234663852886e38;  // stands for -inf in the running max
+const LOG2E: f32 = 1.4426950408889634;
+
+alias LF = subgroup_matrix_left<f16, SK, SM>;    // Q and P fragments: M rows x K
+alias RF = subgroup_matrix_right<f16, SN, SK>;   // Kᵀ (K dims x N keys) and V (K keys x N dims)
+alias AF = subgroup_matrix_result<f32, SN, SM>;  // S and O: M rows x N
+
+override WG: u32;    // invocations per workgroup: TPR * BR, a multiple of the subgroup size
+override RB: u32;    // row blocks: BR = RB * M; RB * DS subgroups have matrix work
+override BC: u32;    // keys per tile, a multiple of N and K and of 4 * TPR
+override DP: u32;    // head_dim padded to a multiple of N and K (zeros past head_dim)
+override TPR: u32;   // invocations per query row in the softmax: 1, 2 or 4 (<= the subgroup size)
+override TAU: f32 = 5.5;   // lazy-rescale threshold (natural log): p <= exp(TAU) ~ 245
+override BR: u32 = RB * SM;               // query rows per workgroup
+override DK: u32 = DP / SK;               // Q and Kᵀ fragments along the head dim
+override DN: u32 = DP / SN;               // O and V fragments along the head dim
+override SB: u32 = BC / SN;               // S fragments per row block
+override PB: u32 = BC / SK;               // P fragments per row block
+override CPI: u32 = BC / TPR;             // tile columns per invocation in the softmax
+override KVPI: u32 = (BC * DP / 4u + WG - 1u) / WG;  // vec4 of K (and of V) each invocation stages
+override QPI: u32 = (BR * BC / 4u + WG - 1u) / WG;   // vec4 of a Q chunk each invocation stages
+
+// The interface: Params and bindings.
+#include "interfaces/flash_fwd.wgsl"
+
+// Fragment arrays: [fragment][row * stride + vec4 column]. Key tile fragment (n, c) holds keys
+// n*N.. and dims c*K.. (column-major Kᵀ: one key a row); V fragment (kk, c) keys kk*K.., dims
+// c*N..; S/P/Q fragment (s, n) the rows of row block s. Q is staged once through kf.
+// Kᵀ is read only before the barrier that publishes S, and P is written only after it, so P takes
+// Kᵀ's place: kf holds Kᵀ, then P (and Q's chunks before the first tile). That leaves room for 32
+// keys a tile at D = 128 in 48 KiB (measured faster on the H100 than 16).
+var<workgroup> vf: array<array<vec4<f16>, SK * NP4>, PB * DN>;  // V of the tile
+var<workgroup> kf: array<array<vec4<f16>, SN * KP4>, SB * DK>;  // Kᵀ of the tile
+var<workgroup> pf: array<array<vec4<f16>, SM * KP4>, RB * PB>;  // P of the tile (Q's chunks first)
+var<workgroup> sf: array<array<vec4<f32>, SM * SP4>, RB * SB>;  // S of the tile; O on its way out
+// [0] = 1: some row's max grew by more than TAU in this tile. Four words, not one: NVIDIA's driver
+// reads a subgroup matrix from its address rounded down to 16 bytes, and a 4-byte variable laid
+// out beside the fragment arrays left two of them (Q/P and V) at 8 mod 16, so every Q and V
+// fragment was read one vec4<f16> early on the H100 (lavapipe reads the exact address). With every
+// workgroup variable a multiple of 16 bytes, each fragment array starts 16-byte aligned.
+var<workgroup> rescale: array<atomic<u32>, 4>;
+
+// Vec4 column c of token-major row `row` of q (k, v: from_v picks) with zeros past head_dim.
+#if VEC4
+fn load_q(row: u32, c: u32, dim: u32) -> vec4<f32> {
+  if (c * 4u >= dim) {
+    return vec4<f32>(0.0);
+  }
+  return q[row * (dim / 4u) + c];
+}
+fn load_kv(from_v: bool, row: u32, c: u32, dim: u32) -> vec4<f32> {
+  if (c * 4u >= dim) {
+    return vec4<f32>(0.0);
+  }
+  if (from_v) {
+    return v[row * (dim / 4u) + c];
+  }
+  return k[row * (dim / 4u) + c];
+}
+#else
+#include "lib/flash_fwd_loads.wgsl"
+#endif
+
+// Element (row, col) of a block of fragments of `cols` columns and `w`-wide fragments with row
+// stride `p4` vec4: (fragment, vec4 index in it) for the 4 columns col..col+3 (col % 4 == 0).
+fn frag_at(row: u32, col: u32, h: u32, w: u32, p4: u32, per_row_block: u32) -> vec2<u32> {
+  return vec2<u32>((row / h) * per_row_block + col / w, (row % h) * p4 + (col % w) / 4u);
+}
+
+// This invocation's share of the K and V tile of BC keys from t0 (vec4 lid + WG * f of the tile
+// is key (lid + WG * f) / (DP / 4)): f32, converted to f16 when stored (so that the prefetch does
+// not wait for its loads), zeros past `hi` and past head_dim.
+alias KVT = vec4<f32>;
+fn fetch_one(t0: i32, hi: i32, k_start: i32, hkv: u32, kvh: u32, dim: u32, e: u32, from_v: bool) -> KVT {
+  let j = e / (DP / 4u);
+  let c = e % (DP / 4u);
+  if (e >= BC * DP / 4u || t0 + i32(j) >= hi) {
+    return KVT(0.0);
+  }
+  let row = u32(k_start + t0 + i32(j)) * hkv + kvh;
+  return load_kv(from_v, row, c, dim);
+}
+
+// Stores vec4 e of the tile (fetched by fetch_one) into the fragments of kf or vf.
+fn store_one(e: u32, x: KVT, to_v: bool) {
+  if (e < BC * DP / 4u) {
+    let j = e / (DP / 4u);
+    let d = (e % (DP / 4u)) * 4u;
+    if (to_v) {
+      let va = frag_at(j, d, SK, SN, NP4, DN);
+      vf[va.x][va.y] = vec4<f16>(x);
+    } else {
+      let ka = frag_at(j, d, SN, SK, KP4, DK);
+      kf[ka.x][ka.y] = vec4<f16>(x);
+    }
+  }
+}
+
+// The next tile's share is held in registers (k{f}, v{f}) while this tile is computed.
+#const MAX_KVPI
+
+@compute @workgroup_size(WG)
+fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) lid: u32, @builtin(subgroup_size) sg_size: u32) {
+  #include "lib/flash_fwd_grid.wgsl"
+  let blocks = (params.max_seqlen_q + BR - 1u) / BR;
+  let from_end = w / (hq * nb);
+  if (from_end >= blocks) {
+    return;
+  }
+  let block = blocks - 1u - from_end;  // the longest causal blocks start first
+  #include "lib/flash_fwd_block.wgsl"
+  let d4 = (dim + 3u) / 4u;
+
+  let sg = lid / sg_size;  // this subgroup: row blocks fb .. fb + RPS - 1, part sg % DS, when mx
+  let fb = sg / DS * RPS;
+  let part = sg % DS;
+  let mx = sg < RB / RPS * DS;  // has matrix work
+  // Softmax role: row r of the block, columns c0 .. c0 + CPI of each tile.
+  let r = lid / TPR;
+  let c0 = (lid % TPR) * CPI;
+  let i = row0 + i32(r);
+  let row_ok = i <= row_last;
+  var lo = 0;
+  var hi = select(0, len_k, row_ok);  // a row past the sequence sees nothing
+  if (wl >= 0) {
+    lo = max(lo, i + offset - wl);
+  }
+  if (wr >= 0) {
+    hi = min(hi, i + offset + wr + 1);
+  }
+
+  // Q: staged as f16 through kf in chunks of BC dims, loaded into registers.
+#for rr RPS
+#for c MAX_DK
+  var q{rr}_{c}: LF;  // row block fb + {rr}'s fragment {c}
+#endfor
+#endfor
+  for (var ch = 0u; ch < (DK + PB - 1u) / PB; ch++) {
+    for (var f = 0u; f < QPI; f++) {
+      let e = lid + WG * f;
+      if (e < BR * BC / 4u) {
+        let rr = e / (BC / 4u);
+        let col = (e % (BC / 4u)) * 4u;
+        var x = vec4<f32>(0.0);
+        if (row0 + i32(rr) <= row_last) {
+          x = load_q(u32(q_start + row0 + i32(rr)) * hq + head, (ch * BC + col) / 4u, dim);
+        }
+        let at = frag_at(rr, col, SM, SK, KP4, PB);
+        pf[at.x][at.y] = vec4<f16>(x);
+      }
+    }
+    workgroupBarrier();
+    if (mx) {
+#for rr RPS
+#for c MAX_DK
+      if ({c}u / PB == ch) {
+        q{rr}_{c} = subgroupMatrixLoad<LF, row_major>(&pf[(fb + {rr}u) * PB + {c}u % PB], 0u, KP4);
+      }
+#endfor
+#endfor
+    }
+    workgroupBarrier();
+  }
+
+  if (lid == 0u) {
+    atomicStore(&rescale[0], 0u);
+  }
+  let cap = params.softcap;
+  let scale = params.scale;
+  var m = LOWEST;  // the row's running max (the one p was taken against)
+  var l = 0.0;     // this invocation's share of the row sum
+#for rr RPS
+#for cl DNS
+  var o{rr}_{cl}: AF;  // head-dim chunk part * DNS + {cl} of row block fb + {rr}'s O (zeros)
+#endfor
+#endfor
+
+  // K_0 staged; K_1 and V_0 in registers.
+#for f MAX_KVPI
+  var k{f} = fetch_one(band.x, band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, false);
+#endfor
+#for f MAX_KVPI
+  store_one(lid + WG * {f}u, k{f}, false);
+  k{f} = fetch_one(band.x + i32(BC), band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, false);
+  var v{f} = fetch_one(band.x, band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, true);
+#endfor
+  var alpha = 1.0;  // this row's rescale for the last softmax's P
+  let tiles = u32(max(band.y - band.x, 0) + i32(BC) - 1) / BC;
+  for (var it = 0u; it <= tiles; it++) {
+    let t0 = band.x + i32(it * BC);
+    // Kᵀ_it, V_{it-1} and P_{it-1} staged (the barriers of the uniform load); did a row's max grow?
+    if (workgroupUniformLoad(&rescale[0]) != 0u) {
+      // O *= alpha per row, through sf in chunks of SB fragments (rare: see the header).
+      for (var ch = 0u; ch < (DN + SB - 1u) / SB; ch++) {
+        if (mx) {
+#for rr RPS
+#for cl DNS
+          if ((part * DNS + {cl}u) / SB == ch) {
+            subgroupMatrixStore<row_major>(&sf[(fb + {rr}u) * SB + (part * DNS + {cl}u) % SB], 0u, o{rr}_{cl}, SP4);
+          }
+#endfor
+#endfor
+        }
+        workgroupBarrier();
+#for c4 MAX_CPI4
+        {
+          let at = frag_at(r, c0 + 4u * {c4}u, SM, SN, SP4, SB);
+          sf[at.x][at.y] *= alpha;
+        }
+#endfor
+        workgroupBarrier();
+        if (mx) {
+#for rr RPS
+#for cl DNS
+          if ((part * DNS + {cl}u) / SB == ch) {
+            o{rr}_{cl} = subgroupMatrixLoad<AF, row_major>(&sf[(fb + {rr}u) * SB + (part * DNS + {cl}u) % SB], 0u, SP4);
+          }
+#endfor
+#endfor
+        }
+        workgroupBarrier();
+      }
+      if (lid == 0u) {
+        atomicStore(&rescale[0], 0u);  // read by all above; the next write is after the next barrier
+      }
+    }
+
+    // Phase 1. O += P_{it-1} V_{it-1} for this subgroup's head-dim chunks.
+    if (mx && it > 0u) {
+#for kk PBK
+      {
+#for rr RPS
+        let p{rr} = subgroupMatrixLoad<LF, row_major>(&pf[(fb + {rr}u) * PB + {kk}u], 0u, KP4);
+#endfor
+#for cl DNS
+        {
+          let vt = subgroupMatrixLoad<RF, row_major>(&vf[{kk}u * DN + part * DNS + {cl}u], 0u, NP4);
+#for rr RPS
+          o{rr}_{cl} = subgroupMatrixMultiplyAccumulate(p{rr}, vt, o{rr}_{cl});
+#endfor
+        }
+#endfor
+      }
+#endfor
+    }
+    if (it == tiles) {
+      break;
+    }
+    // S_it = Q Kᵀ_it for row blocks fb.., this subgroup's SBD fragments of each, to workgroup memory.
+    if (mx) {
+#for nl SBD
+      {
+        let n = part * SBD + {nl}u;
+#for rr RPS
+        var acc{rr} = AF();
+#endfor
+#for c MAX_DK
+        {
+          let kt = subgroupMatrixLoad<RF, col_major>(&kf[n * DK + {c}u], 0u, KP4);
+#for rr RPS
+          acc{rr} = subgroupMatrixMultiplyAccumulate(q{rr}_{c}, kt, acc{rr});
+#endfor
+        }
+#endfor
+#for rr RPS
+        subgroupMatrixStore<row_major>(&sf[(fb + {rr}u) * SB + n], 0u, acc{rr}, SP4);
+#endfor
+      }
+#endfor
+    }
+    workgroupBarrier();  // S_it is in workgroup memory; Kᵀ_it, P_{it-1} and V_{it-1} are no longer read
+
+    // Phase 2. Softmax over this invocation's columns of row r.
+    var tile_max = LOWEST;
+#for c4 MAX_CPI4
+    var x{c4}: vec4<f32>;
+    {
+      let col = c0 + 4u * {c4}u;
+      let at = frag_at(r, col, SM, SN, SP4, SB);
+      var s = sf[at.x][at.y] * scale;
+      if (cap > 0.0) {
+        s = vec4<f32>(softcap_apply(s.x, cap), softcap_apply(s.y, cap), softcap_apply(s.z, cap),
+                      softcap_apply(s.w, cap));
+      }
+      let j = vec4<i32>(t0 + i32(col)) + vec4<i32>(0, 1, 2, 3);
+      s = select(vec4<f32>(LOWEST), s, (j >= vec4<i32>(lo)) & (j < vec4<i32>(hi)));
+      x{c4} = s;
+      tile_max = max(tile_max, max(max(s.x, s.y), max(s.z, s.w)));
+    }
+#endfor
+    if (TPR > 1u) {
+      tile_max = max(tile_max, subgroupShuffleXor(tile_max, 1u));
+    }
+    if (TPR > 2u) {
+      tile_max = max(tile_max, subgroupShuffleXor(tile_max, 2u));
+    }
+    alpha = 1.0;
+    if (tile_max > LOWEST) {
+      if (m == LOWEST) {
+        m = tile_max;  // the row's first visible keys: its O is still zero
+      } else if (tile_max > m + TAU) {
+        alpha = exp2((m - tile_max) * LOG2E);
+        m = tile_max;
+        atomicOr(&rescale[0], 1u);
+      }
+    }
+    var sum = 0.0;
+#for c4 MAX_CPI4
+    {
+      let p = select(vec4<f32>(0.0), exp2((x{c4} - m) * LOG2E), x{c4} > vec4<f32>(LOWEST));
+      sum += (p.x + p.y) + (p.z + p.w);
+      let at = frag_at(r, c0 + 4u * {c4}u, SM, SK, KP4, PB);
+      pf[at.x][at.y] = vec4<f16>(p);
+    }
+#endfor
+    l = l * alpha + sum;
+    // V_it and Kᵀ_{it+1} staged from registers; V_{it+1} and K_{it+2} fetched (in flight over phase 1).
+#for f MAX_KVPI
+    store_one(lid + WG * {f}u, v{f}, true);
+    store_one(lid + WG * {f}u, k{f}, false);
+    v{f} = fetch_one(t0 + i32(BC), band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, true);
+    k{f} = fetch_one(t0 + 2 * i32(BC), band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, false);
+#endfor
+  }
+
+  // Row sums, then O / sum through sf in chunks of SB fragments (BC columns).
+  var total = l;
+  if (TPR > 1u) {
+    total += subgroupShuffleXor(total, 1u);
+  }
+  if (TPR > 2u) {
+    total += subgroupShuffleXor(total, 2u);
+  }
+  let visible = total > 0.0;
+  let inv = select(0.0, 1.0 / total, visible);
+  let row = u32(q_start + i) * hq + head;
+  for (var ch = 0u; ch < (DN + SB - 1u) / SB; ch++) {
+    if (mx) {
+#for rr RPS
+#for cl DNS
+      if ((part * DNS + {cl}u) / SB == ch) {
+        subgroupMatrixStore<row_major>(&sf[(fb + {rr}u) * SB + (part * DNS + {cl}u) % SB], 0u, o{rr}_{cl}, SP4);
+      }
+#endfor
+#endfor
+    }
+    workgroupBarrier();
+    if (row_ok) {
+      for (var c4 = 0u; c4 < CPI / 4u; c4++) {
+        let col = c0 + 4u * c4;
+        let d = ch * BC + col;  // head-dim column of O
+        if (d < dim) {
+          let at = frag_at(r, col, SM, SN, SP4, SB);
+          let y = sf[at.x][at.y] * inv;
+#if VEC4
+          out[row * (dim / 4u) + d / 4u] = y;
+#else
+          for (var e = 0u; e < 4u; e++) {
+            if (d + e < dim) {
+              out[row * dim + d + e] = y[e];
+            }
+          }
+#endif
+        }
+      }
+    }
+    workgroupBarrier();
+  }
+  if (row_ok && c0 == 0u) {
+    lse[row] = select(neg_inf(), m + log(total), visible);
+  }
+}
+
