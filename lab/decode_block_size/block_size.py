@@ -61,9 +61,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--json", type=Path, help="append one JSON line per record")
     ap.add_argument("--rounds", type=int, default=12)
     ap.add_argument("--warm", type=float, default=2.0)
+    ap.add_argument("--min-sample-ms", type=float, help="the protocol's shortest sample (device.sh: the suite's 20 ms on a GPU)")
     ap.add_argument("--smoke", action="store_true", help="the cases shrunk: does the script run?")
     args = ap.parse_args(argv)
-    proto = protocol.Protocol.of(args.rounds, args.warm)
+    proto = protocol.Protocol.of(args.rounds, args.warm, args.min_sample_ms)
     rt = native.runtime()
     rt.trusted = True
     cases = {
