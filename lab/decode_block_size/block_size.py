@@ -73,7 +73,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "target-bs24": (db.F16, replace(db.TARGET, block_size=24)),
         "target-f32-cache": (db.F32, db.TARGET),
     }
-    print(f"adapter: {rt.name}; {proto}; commit {bench.git_commit()}", flush=True)
+    commit = bench.git_commit()
+    print(f"adapter: {rt.name}; {proto}; commit {commit}", flush=True)
     records = []
     with tempfile.TemporaryDirectory() as tmp:
         olds = {}
@@ -113,6 +114,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     "warmed": m.warmed,
                     "adapter": rt.name,
                     "same_outputs": same,
+                    "commit": commit,
                 }
                 records.append(rec)
     if args.json:
