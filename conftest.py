@@ -9,13 +9,22 @@
 - No test reaches the network: a socket this process opens to anything but the loopback fails the
   test at once, naming the address (set-up fetches what tests need). A test that must reach the
   network would say so with `@pytest.mark.network`; none does.
+- The server's settings under test (app/limits.py reads them at import, and every server a test
+  starts inherits them): no start-up compiles (WGATTN_WARMUP=0: they would take the CPU from the
+  tests), and no per-request time limit (WGATTN_RUN_TIMEOUT_S a day), so that no verdict depends
+  on how loaded the machine is: a kernel's first compile on lavapipe takes seconds alone and
+  minutes beside other work. The tests of the limit and of the start-up compiles set their own.
 """
 
 import ipaddress
+import os
 import socket
 
 import numpy as np
 import pytest
+
+os.environ.setdefault("WGATTN_WARMUP", "0")
+os.environ.setdefault("WGATTN_RUN_TIMEOUT_S", str(24 * 3600))
 
 _connect = socket.socket.connect
 

@@ -10,7 +10,7 @@ from wgattn import live, wire
 from .connections import open_connections
 from .errors import RESPONSES
 from .json_body import JSONBodyRoute
-from .native_service import POLL_S, Abandoned, Busy, NativeService
+from .native_service import POLL_S, Abandoned, Busy, NativeService, client_key
 from .schemas import RunRequest, RunResponse
 
 # Every route reads its body through JSONBodyRoute and documents the errors of app/errors.py.
@@ -31,9 +31,11 @@ def service(request: Request) -> NativeService:
 
 @router.get("/health")
 def health(request: Request):
-    """Whether the server answers, with its run queue and compiled-pipeline cache (entries, the
-    bound, hits, misses, evictions; null until the first native run creates the runtime) and
-    its open connections (under uvicorn; null otherwise)."""
+    """Whether the server answers, with its run queue and how its runs ended, its compiles (queued,
+    running, how they ended, the seconds of the latest) and start-up compiles, every request
+    abandoned or timed out by where it was, the compiled-pipeline cache (entries, the bound,
+    hits, misses, evictions; null until the first native run creates the runtime) and its open
+    connections (under uvicorn; null otherwise)."""
     return dict(service(request).stats(), connections=open_connections())
 
 
@@ -74,10 +76,10 @@ async def _prepared(body: RunRequest, request: Request):
             await slots.acquire()
             break
         if await request.is_disconnected():
-            raise Abandoned("dropped before its inputs were drawn")
+            raise Abandoned("dropped before its inputs were drawn", "drawing")
     try:
         if await request.is_disconnected():
-            raise Abandoned("dropped before its inputs were drawn")
+            raise Abandoned("dropped before its inputs were drawn", "drawing")
         return await run_in_threadpool(_prepare, body)
     finally:
         slots.release()
@@ -94,28 +96,34 @@ def _answer(run_, info, result) -> dict:
     }
 
 
+def _plan(run_, target):
+    """The run's plan for the native device (its tile shapes, its limits), or HTTPException 422."""
+    try:
+        return run_.plan(target)
+    except ValueError as exc:  # does not fit this adapter
+        raise HTTPException(status_code=422, detail=str(exc)) from None
+
+
 @router.post("/run", response_model=RunResponse)
 async def run(body: RunRequest, request: Request):
     """Run any registered kernel natively with wgpu-py on a seeded configuration (wgattn.live, the
     page builds the identical case) and return its outputs (base64), the input digest and timings.
     Runs are queued (503 + Retry-After when the queue is full) and time-limited (504); a run
+    whose pipelines are compiled never waits behind a compile (app/native_service.py); a run
     whose client leaves is dropped, or stopped at its next dispatch."""
     run_ = await _prepared(body, request)
     native = service(request)
     info = await native.adapter_info()
     if "error" in info:
         raise HTTPException(status_code=503, detail=info["error"])
-
-    def attempt(rt, stop):  # planned for the native device (its tile shapes, its limits)
-        plan = run_.plan(rt.target)
-        if plan.unavailable and not plan.dispatches:  # a kernel this adapter cannot run at all
-            return plan.unavailable
-        return rt.run(plan, between=stop)
-
+    rt = await native.ready()
+    plan = await run_in_threadpool(_plan, run_, rt.target)
+    if plan.unavailable and not plan.dispatches:  # a kernel this adapter cannot run at all
+        # `unavailable` lets a client (the page) report it as not run here, not as failed
+        return JSONResponse({"detail": plan.unavailable, "unavailable": True}, status_code=422)
+    client = client_key(request.client.host if request.client else None)
     try:
-        result = await native.run(attempt, request.is_disconnected)
+        result = await native.run_plan(plan, client, request.is_disconnected)
     except ValueError as exc:  # does not fit this adapter, or does not compile
         raise HTTPException(status_code=422, detail=str(exc)) from None
-    if isinstance(result, str):  # `unavailable` lets a client (the page) report it as not run here, not as failed
-        return JSONResponse({"detail": result, "unavailable": True}, status_code=422)
     return await run_in_threadpool(_answer, run_, info, result)

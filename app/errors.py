@@ -71,10 +71,13 @@ RESPONSES = {
     415: _doc("the body is not application/json"),
     422: _doc("the body is not valid JSON, or fails validation (a list of items) or the kernel's checks"),
     503: _doc(
-        "no usable native adapter, the run queue is full, the device failed, or the server is shutting down "
+        "no usable native adapter, the run or compile queue is full, the device failed, or the server is shutting down "
         "(Retry-After says when to retry)"
     ),
-    504: _doc(f"the run took longer than the per-request limit ({limits.RUN_TIMEOUT_S:g} s)"),
+    504: _doc(
+        f"the kernel's compile or the run took longer than the per-request limit ({limits.RUN_TIMEOUT_S:g} s); "
+        "a compile goes on and is kept"
+    ),
 }
 
 
@@ -118,11 +121,13 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ClientDisconnect)
     async def left_while_sending(request: Request, exc: ClientDisconnect):
         request.state.abandoned = "it left while sending its body"
+        request.app.state.native.note_abandoned("sending")
         return Response(status_code=499)  # to nobody: uvicorn drops it; AbandonedLog logs the request
 
     @app.exception_handler(native_service.Abandoned)
     async def left_while_waiting(request: Request, exc: native_service.Abandoned):
         request.state.abandoned = str(exc)
+        request.app.state.native.note_abandoned(exc.stage)
         return Response(status_code=499)
 
     @app.exception_handler(native_service.Busy)

@@ -10,8 +10,15 @@
   millions of tiny values (`[1,1,1,...]`) cost seconds of CPU and gigabytes to parse.
 - WGATTN_RUN_QUEUE: native runs admitted at once (one runs, the rest wait); the next is
   refused with 503 and Retry-After instead of piling up.
-- WGATTN_RUN_TIMEOUT_S: a run (not its wait in the queue) that takes longer is abandoned and
-  the client gets 504; the runtime is replaced so that the next run does not wait behind it.
+- WGATTN_RUN_TIMEOUT_S: a request that waits longer for its kernel's compile, or whose run (not
+  its wait in the run queue) takes longer, gets 504; the compile goes on and is kept, the run is
+  stopped at its next dispatch boundary, the runtime and its compiled pipelines stay.
+- WGATTN_COMPILE_WORKERS: pipeline compiles at once, each on a thread and device of its own,
+  beside the one run thread (on a software adapter each takes a CPU core while it compiles).
+- WGATTN_COMPILES_PER_CLIENT, WGATTN_COMPILE_QUEUE: compiles one client (one address) may have
+  queued, and all clients together; the next is refused with 503 and Retry-After.
+- WGATTN_WARMUP: 1 (default) compiles the pipelines of the page's default configurations and of
+  the conformance grids in the background at start-up; 0 leaves a quiet server (the tests).
 
 Connections (app/connections.py applies these to uvicorn's HTTP protocol):
 - WGATTN_MAX_CONNECTIONS: connections held open at once (fewer where the process's file-descriptor
@@ -47,6 +54,10 @@ __all__ = [
     "MAX_JSON_VALUES",
     "RUN_QUEUE",
     "RUN_TIMEOUT_S",
+    "COMPILE_WORKERS",
+    "COMPILES_PER_CLIENT",
+    "COMPILE_QUEUE",
+    "WARMUP",
     "RETRY_AFTER_S",
     "MAX_CONNECTIONS",
     "FD_RESERVE",
@@ -76,6 +87,10 @@ MAX_BODY_BYTES = _env("WGATTN_MAX_BODY_BYTES", math.ceil(MAX_ELEMENTS * 16 / 3) 
 MAX_JSON_VALUES = _env("WGATTN_MAX_JSON_VALUES", 10_000)
 RUN_QUEUE = _env("WGATTN_RUN_QUEUE", 64)
 RUN_TIMEOUT_S = _env("WGATTN_RUN_TIMEOUT_S", 120.0, float, minimum=0.001)
+COMPILE_WORKERS = _env("WGATTN_COMPILE_WORKERS", 1)
+COMPILES_PER_CLIENT = _env("WGATTN_COMPILES_PER_CLIENT", 4)
+COMPILE_QUEUE = _env("WGATTN_COMPILE_QUEUE", 32)
+WARMUP = bool(_env("WGATTN_WARMUP", 1, minimum=0))
 RETRY_AFTER_S = 1
 MAX_CONNECTIONS = _env("WGATTN_MAX_CONNECTIONS", 1000)
 FD_RESERVE = 64  # descriptors kept for files served, the driver, logs (app/connections.py)

@@ -114,6 +114,7 @@ class App(FastAPI):
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI):
+    app.state.native.start()  # the start-up compiles, in the background (WGATTN_WARMUP)
     yield
     # Bounded: queued runs are dropped, a running one is asked to stop (native_service).
     await run_in_threadpool(app.state.native.close)

@@ -11,8 +11,8 @@
 //   A row with nothing visible and no sink (an idle slot, n = 0) gets out = 0 and lse = -inf.
 //
 // Layout: q, out [B, Sq_new, Hq, D] f32; k_cache, v_cache [num_blocks, block_size, Hkv, D], f32 or
-// (F16) f16, key j of sequence b in block block_table[b * max_blocks + j / BS] at slot j % BS
-// (BS = block_size); seq_lens [B] i32; alibi_slopes, sinks [Hq] f32 (zero slopes when ALiBi is off:
+// (F16) f16, key j of sequence b in block block_table[b * max_blocks + j / block_size] at slot
+// j % block_size; seq_lens [B] i32; alibi_slopes, sinks [Hq] f32 (zero slopes when ALiBi is off:
 // they add exactly nothing); lse [B, Sq_new, Hq]. Partial states, row gr = (b * Sq_new + i) * Hq + h:
 // part_o [rows, num_splits, D4] (vec4, unnormalised) and part_ml [rows, num_splits] (max, sum).
 //
@@ -74,9 +74,6 @@ override NC: u32;    // column lanes of the combine (a power of two)
 override NRG: u32;   // rows per combine workgroup
 override NSL: u32;   // split lanes per row of the combine: WG / (NC * NRG)
 override CPT: u32;   // vec4 columns per combine invocation: ceil(D4 / NC), at most MAX_CPT
-override BS: u32;    // tokens per cache block: a constant, so that j / BS and j % BS compile to
-                     // multiplies and shifts instead of a division in every load (one pipeline per
-                     // block size, which a model fixes)
 // The tile: the manifest's candidates give WG and KPG (best first, per kind of adapter), the other
 // knobs follow from them and head_dim, RB from the rows (wgattn.interfaces.paged_decode.tiles).
 // KPG sets the bytes each invocation has in flight, which the cache's latency needs; they are
@@ -114,6 +111,32 @@ struct Row8 {
   b: vec4<f32>,
 }
 
+// Key j's block (j / block_size), the first row of a block, and j's slot in it: block_size is a
+// Params field, so that one pipeline serves every block size. A power of two (POW2_BLOCKS: every
+// model's block size) takes a shift and a mask, as a constant block size compiled to; any other
+// block size a division (the pipeline for those, one for all of them).
+#if POW2_BLOCKS
+fn block_of(j: u32) -> u32 {
+  return j >> params.block_shift;
+}
+fn block_start(blk: u32) -> u32 {
+  return blk << params.block_shift;
+}
+fn slot_of(j: u32) -> u32 {
+  return j & (params.block_size - 1u);
+}
+#else
+fn block_of(j: u32) -> u32 {
+  return j / params.block_size;
+}
+fn block_start(blk: u32) -> u32 {
+  return blk * params.block_size;
+}
+fn slot_of(j: u32) -> u32 {
+  return j % params.block_size;
+}
+#endif
+
 // exp(d) for d <= 0, through exp2; d is clamped so that no infinity is formed.
 fn exp_le0(d: f32) -> f32 {
   return exp2(max(d, -1000.0) * LOG2E);
@@ -128,7 +151,7 @@ fn load_q(row: u32, c: u32, dim: u32) -> vec4<f32> {
 #include "lib/scalar_q.wgsl"
 #endif
 
-// Chunk c (columns 8c..8c+7) of cache row `row` (= (block * BS + slot) * Hkv + g) as the cache
+// Chunk c (columns 8c..8c+7) of cache row `row` (= (block * block_size + slot) * Hkv + g) as the cache
 // holds it, kept raw in registers while in flight (half the registers of f32 for an f16 cache),
 // zeros past head_dim; widen() makes it f32.
 #if PACK8
@@ -202,7 +225,7 @@ fn key_blocks(t0: u32, end: u32, b: u32, z: u32) -> array<i32, MAX_KPG> {
     blks[i] = -1;
     let j = t0 + i * KG + z;
     if (j < end) {
-      blks[i] = block_table[b * params.max_blocks + j / BS];
+      blks[i] = block_table[b * params.max_blocks + block_of(j)];
     }
   }
   return blks;
@@ -217,7 +240,7 @@ fn key_rows(blks: array<i32, MAX_KPG>, t0: u32, g: u32, z: u32) -> array<u32, MA
     let j = t0 + i * KG + z;
     let blk = blks[i];
     if (blk >= 0 && u32(blk) < params.num_blocks) {
-      rows[i] = (u32(blk) * BS + j % BS) * params.heads_kv + g;
+      rows[i] = (block_start(u32(blk)) + slot_of(j)) * params.heads_kv + g;
     }
   }
   return rows;
@@ -258,7 +281,7 @@ fn decode_split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
   let dim = params.head_dim;
   // Tokens in the cache, at most what the block table addresses; fewer than Sq_new (an idle
   // slot holds 0) means nothing is visible.
-  let n = min(u32(max(seq_lens[b], 0)), params.max_blocks * BS);
+  let n = min(u32(max(seq_lens[b], 0)), params.max_blocks * params.block_size);
   let live = n >= sq && nrows > 0u;
   let wl = params.window_left;
   // Keys any row of the block sees, [lo, hi): the first row's window start to the last row's key.

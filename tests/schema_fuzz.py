@@ -42,6 +42,9 @@ REFUSALS = {
     ),
     # A kernel needing what this adapter lacks (the answer says `unavailable`).
     "adapter": r"needs adapter features",
+    # A value the kernel's float32 (or float16) arithmetic cannot hold: a bound on a product of
+    # the scale and the inputs' magnitudes (wgattn.ranges), which depends on the tensors' values.
+    "range": r"cannot hold this case: ",
 }
 
 

@@ -85,9 +85,15 @@ def test_bad_directives_say_what_is_wrong(src, message):
         preprocess(src, {}, _files())
 
 
+def params(kernel, head_dim=64):
+    """Sizes for a kernel's defines and knobs: every Params field (a define may name any: decode's
+    names block_size), 16 each but head_dim."""
+    return {**{p.name: 16 for p in kernel.abi.params if not p.padding}, "head_dim": head_dim}
+
+
 @pytest.mark.parametrize("kernel", list(REG.kernels.values()), ids=lambda k: k.id)
 def test_every_kernel_source_is_expanded(kernel):
-    sizes = {"head_dim": 64}
+    sizes = params(kernel)
     knobs = chosen_knobs(kernel) or kernel.knobs(sizes, MATRIX_TARGET)  # defines may name knobs
     src = kernel.source(sizes, MATRIX_TARGET, knobs)
     assert not [line for line in src.splitlines() if line.lstrip().startswith("#")]
@@ -134,7 +140,7 @@ fn helper() { b[0] = 1.0; }
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: f"{t.name}{'-cpu' if t.software else ''}")
 def test_tile_choice_fits_the_adapter(kernel, dim, target):
     try:
-        fit = kernel.fit({"head_dim": dim}, target)
+        fit = kernel.fit(params(kernel, dim), target)
     except ValueError as exc:
         assert "no tile shape fits" in str(exc) and kernel.interface in str(exc)
         assert dim == 256 or target.limit("max-compute-workgroup-storage-size") <= 16384, (
@@ -144,7 +150,7 @@ def test_tile_choice_fits_the_adapter(kernel, dim, target):
     knobs = fit.knobs
     assert fit.storage <= target.limit("max-compute-workgroup-storage-size")
     assert fit.invocations <= target.limit("max-compute-invocations-per-workgroup")
-    for name, most in kernel.caps(kernel.source({"head_dim": dim}, target, knobs)).items():
+    for name, most in kernel.caps(kernel.source(params(kernel, dim), target, knobs)).items():
         assert knobs[name] <= most
     for expr in kernel.constraints:
         assert evaluate(expr, {**kernel.target_names(target), **knobs}) == 0
@@ -172,7 +178,7 @@ def test_every_trusted_kernel_s_knobs_are_held_to_its_wgsl(kernel):
     """Whatever the kernel (tiled or not), fit() holds its knobs to the caps its WGSL declares
     (`const MAX_<knob>`), its constraints, and the workgroup storage and invocations its WGSL's
     arrays and @workgroup_size need on the adapter: a knob past any of them is refused."""
-    src = kernel.source({"head_dim": 64})
+    src = kernel.source(params(kernel))
     sizes = {p.name: 64 for p in kernel.abi.params}
     chosen = chosen_knobs(kernel) or None  # knobs its interface chooses per target, held alike
     fit = kernel.fit(sizes, TARGET, chosen=chosen)

@@ -124,9 +124,14 @@ PLANTED = {
         "more-splits-than-tiles",
     ),
     "the slot inside a block off by one": (
-        "(u32(blk) * BS + j % BS)",
-        "(u32(blk) * BS + (j + 1u) % BS)",
+        "(block_start(u32(blk)) + slot_of(j))",
+        "(block_start(u32(blk)) + slot_of(j + 1u))",
         "more-splits-than-tiles",
+    ),
+    "a block size not a power of two: the slot off by one": (
+        "  return j % params.block_size;",
+        "  return (j + 1u) % params.block_size;",
+        "block-size-24-gqa2-alibi",
     ),
     "the scores' keys not the ones a key group loaded": (
         "let j = t0 + (e / RB) % KPG * KG + e / RB / KPG;",
@@ -156,7 +161,7 @@ PLANTED = {
 def test_planted_bugs_are_caught(native_runtime, bug):
     old, new, name = PLANTED[bug]
     case = CASES[name]
-    source = SPLIT.source({"head_dim": case.inputs["q"].shape[3]})
+    source = SPLIT.source({"head_dim": case.inputs["q"].shape[3], "block_size": case.inputs["k_cache"].shape[1]})
     assert source.count(old) == 1, f"planted bug {bug!r} no longer matches the kernel"
     r = ratio(conformance.run_case(native_runtime, SPLIT, case, source=source.replace(old, new)))
     assert r >= WIDE, f"{name} fails the planted bug by {r:.3g}x its allowance, not {WIDE}x: {bug}"
@@ -182,8 +187,9 @@ TARGETS = [_target(16384, False), _target(32768, True), _target(49152, False)]
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.name)
 def test_tiles_fit_the_adapter_and_the_private_arrays(kernel, dim, rows, target):
     t, row_blocks = tiles(kernel, dim, rows, target)
-    src = kernel.source({"head_dim": dim})
-    fit = kernel.fit({"head_dim": dim}, target, source=src, chosen=t)  # the registry's checks hold
+    sizes = {"head_dim": dim, "block_size": 16}
+    src = kernel.source(sizes)
+    fit = kernel.fit(sizes, target, source=src, chosen=t)  # the registry's checks hold
     assert fit.storage <= target.limit("max-compute-workgroup-storage-size")
     caps = {name[4:]: n for name, n in wgsl.consts(src).items() if name.startswith("MAX_")}
     assert t["WG"] % t["NL"] == 0 and t["WG"] % t["NC"] == 0 and t["KG"] * t["NL"] == t["WG"]

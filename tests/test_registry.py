@@ -95,7 +95,7 @@ def test_entry_points_and_knobs_are_the_wgsl_s(kid):
     override it must be given is a knob, and each grid expression names only params and knobs."""
     k = REG.kernel(kid)
     chosen = chosen_knobs(k)  # an interface that chooses its kernels' knobs per target
-    sizes = {"head_dim": 64}
+    sizes = {"head_dim": 64, "block_size": 16}  # what the defines name (block_size: decode's)
     src = k.source(sizes, MATRIX_TARGET, chosen or k.knobs(sizes, MATRIX_TARGET))  # defines may name knobs
     for p in k.abi.passes:
         assert p.entry_point in wgsl.functions(src), p.entry_point

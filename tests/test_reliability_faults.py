@@ -55,7 +55,7 @@ def patch_run(monkeypatch, service, fake):
     """Make the service's runtime (created now) run `fake(real_run, plan)` instead of run(plan)."""
     rt = call(service, lambda rt: rt)
     real = rt.run
-    monkeypatch.setattr(rt, "run", lambda plan, between=None: fake(real, plan))
+    monkeypatch.setattr(rt, "run", lambda plan, between=None, pipelines=None: fake(real, plan))
     return rt
 
 
@@ -107,36 +107,63 @@ def test_device_lost_mid_run_recreates_the_runtime(service, client, monkeypatch,
     assert service.runtime.device is not lost.device
 
 
-def test_a_kernel_that_runs_too_long_is_cut_off(service, client, monkeypatch, native_runtime):
-    """Over the per-request limit: 504 at the limit (not when the kernel ends), the run queued
-    behind it is told to retry, and the next run gets a fresh worker and device at once."""
+def test_a_run_past_the_limit_gets_504_and_keeps_the_runtime(service, client, monkeypatch, native_runtime):
+    """Over the per-request limit: 504 at the limit (not when the kernel ends), the run told to
+    stop; the runtime keeps its device and every compiled pipeline (nothing is compiled again),
+    and the run queued behind it is answered once the long one returns."""
+    run_ok(client)  # SMALL's pipeline compiled
     monkeypatch.setattr(limits, "RUN_TIMEOUT_S", 0.5)
     release = threading.Event()
 
     def slow(real, plan):
-        release.wait(10)  # a kernel that does not come back (until the test ends)
+        release.wait(10)  # a kernel that does not come back until the test lets it
         return real(plan)
 
-    stuck = patch_run(monkeypatch, service, slow)
-    behind = {}
-
-    def queued():
-        time.sleep(0.1)
-        behind["r"] = client.post("/api/run", json={"config": SMALL})
-
-    t = threading.Thread(target=queued)
-    t.start()
+    rt = patch_run(monkeypatch, service, slow)
+    cached = rt.pipeline_cache_stats()
     t0 = time.monotonic()
     r = client.post("/api/run", json={"config": SMALL})
     took = time.monotonic() - t0
-    t.join(10)
     assert r.status_code == 504, r.text
-    assert "longer than the server's limit of 0.5 s" in r.json()["detail"]
+    assert "longer than the server's limit of 0.5 s" in r.json()["detail"] and "stopped" in r.json()["detail"]
     assert took < 3, f"the client waited {took:.1f} s for a 0.5 s limit"
-    assert behind["r"].status_code == 503 and "retry" in behind["r"].json()["detail"]
-    t0 = time.monotonic()
+    assert service.runtime is rt and rt.pipeline_cache_stats()["entries"] == cached["entries"]
+    monkeypatch.setattr(limits, "RUN_TIMEOUT_S", 60.0)  # the next one waits for the slow one
+    behind = {}
+    t = threading.Thread(target=lambda: behind.update(r=client.post("/api/run", json={"config": SMALL})))
+    t.start()
+    time.sleep(0.2)
+    assert "r" not in behind  # queued behind the run still on the device
+    release.set()
+    t.join(30)
+    assert behind["r"].status_code == 200, behind["r"].text
+    assert service.runtime is rt and rt.pipeline_cache_stats()["misses"] == cached["misses"]
+    assert service.stats()["requests"]["timed_out"] == {"running": 1, "total": 1}
+
+
+def test_a_device_that_does_not_return_is_replaced(service, client, monkeypatch, native_runtime):
+    """A run still on the device twice the limit after it started (its client had its 504 at the
+    limit) is taken for a hung device: the run waiting behind it is told to retry and the next
+    run gets a fresh worker and device at once."""
+    monkeypatch.setattr(limits, "RUN_TIMEOUT_S", 0.3)
+    release = threading.Event()
+
+    def stuck(real, plan):
+        release.wait(30)
+        return real(plan)
+
+    hung = patch_run(monkeypatch, service, stuck)
+    first = {}
+    t = threading.Thread(target=lambda: first.update(r=client.post("/api/run", json={"config": SMALL})))
+    t.start()
+    time.sleep(0.1)
+    behind = client.post("/api/run", json={"config": SMALL})
+    t.join(10)
+    assert first["r"].status_code == 504, first["r"].text
+    assert behind.status_code == 503 and "did not return from a run and has been replaced" in behind.json()["detail"]
+    monkeypatch.setattr(limits, "RUN_TIMEOUT_S", 60.0)
     run_ok(client)
-    assert time.monotonic() - t0 < 5 and service.runtime is not stuck
+    assert service.runtime is not None and service.runtime is not hung
     release.set()
 
 

@@ -353,9 +353,11 @@ def test_a_foreign_host_is_refused_and_the_loopback_names_are_served(bounded, ou
 
 def test_abandoned_slow_runs_are_dropped_and_logged_with_their_time(bounded):
     """Ten clients send a slow run and hang up: no run is left to hold the device (dropped before
-    its inputs were drawn or before it started; at most one already on the device runs its one
-    dispatch out), each leaves a 499 line with its time, and the next run is answered."""
+    its inputs were drawn, while its kernel compiled or before it started; at most one already on
+    the device runs its one dispatch out), each leaves a 499 line with its time and is counted in
+    GET /api/health, and the next run is answered."""
     before = health(bounded.url)["runs"]
+    abandoned = health(bounded.url)["requests"]["abandoned"]["total"]
     logged = len(bounded.log_text())  # lines from here on
     abandon(bounded, SLOW_RUN, 10, 0.05)
     status, took = timed_small_run(bounded.url, timeout=120)
@@ -372,10 +374,13 @@ def test_abandoned_slow_runs_are_dropped_and_logged_with_their_time(bounded):
         "the run was dropped before it started",
         "it left while sending its body",
         "the run was told to stop at its next dispatch boundary",
+        "its kernel compiles on for other requests",
+        "its kernel compiles on, and is kept for the next request of this shape",
     }
     assert set(reasons) <= allowed and reasons.count("the run was told to stop at its next dispatch boundary") <= 1, reasons
-    after = health(bounded.url)["runs"]
-    assert after["finished"] - before["finished"] <= 2  # the small run, and a slow one at most
+    after = health(bounded.url)
+    assert after["runs"]["finished"] - before["finished"] <= 2  # the small run, and a slow one at most
+    assert after["requests"]["abandoned"]["total"] - abandoned == 10, after["requests"]
     print(f"\n10 abandoned slow runs: {sorted(set(reasons))}; next small run {took:.3f} s")
 
 

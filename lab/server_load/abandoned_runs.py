@@ -21,7 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench.demo import start
-from lab.server_load.options import log_folder, server_arguments
+from lab.server_load.options import QUIET, log_folder, server_arguments
 from tests.real_server import SLOW_RUN, abandon, get, timed_small_run
 
 SLOW = {
@@ -36,7 +36,7 @@ def health(url: str):
 
 
 def measure(runs: int, after: float, log_dir: Path, root=None, settle: float = 0) -> dict:
-    with start(log_dir, name="abandoned", root=root) as server:
+    with start(log_dir, QUIET, name="abandoned", root=root) as server:
         timed_small_run(server.url)  # the first run creates the runtime
         unloaded = statistics.median(timed_small_run(server.url)[1] for _ in range(7))
         abandon(server, SLOW_RUN, runs, after)

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from bench.demo import ROOT, start
-from lab.server_load.options import log_folder, server_arguments
+from lab.server_load.options import QUIET, log_folder, server_arguments
 from tests.real_server import open_fds, timed_small_run
 
 
@@ -56,7 +56,7 @@ def child(port: int, count: int, hold: float) -> None:
 
 
 def measure(sockets: int, procs: int, hold: float, log_dir: Path, root=None) -> dict:
-    with start(log_dir, name="idle", root=root) as server:
+    with start(log_dir, QUIET, name="idle", root=root) as server:
         base = [timed_small_run(server.url)[1] for _ in range(5)]
         kids = [
             subprocess.Popen(

@@ -1,5 +1,7 @@
 """What the server-load scripts share: --root (serve another checkout, to measure main beside a
-change) and --log-dir (keep the server's log), and the folder that log goes to."""
+change) and --log-dir (keep the server's log), the folder that log goes to, and QUIET, the
+server's environment for a measurement: its start-up compiles off (they would take a core for
+minutes and grow its memory while they run; compile_stall.py measures them on their own)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import contextlib
 import tempfile
 from pathlib import Path
 from typing import Iterator, Optional
+
+QUIET = {"WGATTN_WARMUP": "0"}
 
 
 def server_arguments(ap: argparse.ArgumentParser) -> None:

@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench.demo import start
-from lab.server_load.options import log_folder, server_arguments
+from lab.server_load.options import QUIET, log_folder, server_arguments
 from lab.server_load.soak import SMALL
 from tests.real_server import get, post
 
@@ -42,7 +42,7 @@ def shape(i: int, kernels: list) -> dict:
 
 
 def measure(shapes: int, every: int, log_dir: Path, root=None, only=None, cache=None) -> dict:
-    env = {"WGATTN_PIPELINE_CACHE": str(cache)} if cache else None
+    env = dict(QUIET, **({"WGATTN_PIPELINE_CACHE": str(cache)} if cache else {}))
     with start(log_dir, env, name="shapes", root=root) as server:
         kernels = [(k["id"], k["interface"]) for k in json.loads(get(server.url, "/api/kernels")[1])["kernels"]]
         kernels = [k for k in kernels if not only or k[0] in only]
@@ -80,7 +80,7 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", type=int, default=1000)
     ap.add_argument("--every", type=int, default=100)
     ap.add_argument("--kernels", help="comma-separated kernel ids (default: every registered kernel)")
-    ap.add_argument("--cache", type=int, help="the server's WGATTN_PIPELINE_CACHE (default: its own, 64)")
+    ap.add_argument("--cache", type=int, help="the server's WGATTN_PIPELINE_CACHE (default: its own, 128)")
     ap.add_argument("--json", type=Path, help="write the summary here")
     server_arguments(ap)
     args = ap.parse_args(argv)

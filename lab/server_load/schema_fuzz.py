@@ -15,7 +15,7 @@ import json
 import time
 
 from bench.demo import start
-from lab.server_load.options import log_folder, server_arguments
+from lab.server_load.options import QUIET, log_folder, server_arguments
 from tests.real_server import timed_small_run
 from tests.schema_fuzz import fuzz
 
@@ -26,7 +26,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0, help="0: derandomized (the same cases every run)")
     server_arguments(ap)
     args = ap.parse_args()
-    with log_folder(args.log_dir) as logs, start(logs, name="schema-fuzz", root=args.root) as server:
+    with log_folder(args.log_dir) as logs, start(logs, QUIET, name="schema-fuzz", root=args.root) as server:
         t0 = time.time()
         summary = fuzz(server.url, args.examples, seed=args.seed)
         summary["seconds"] = round(time.time() - t0, 1)

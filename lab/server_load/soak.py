@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.demo import start
-from lab.server_load.options import log_folder, server_arguments
+from lab.server_load.options import QUIET, log_folder, server_arguments
 from tests.real_server import get, post
 
 # A small configuration per interface: every kernel runs in milliseconds on lavapipe.
@@ -60,7 +60,7 @@ HEAD_DIMS = (16, 24, 32, 8, 40, 48, 56, 64)
 
 
 def soak(minutes: float, warmup: float, clients: int, every: float, log_dir: Path, root=None, shapes: int = 4) -> dict:
-    with start(log_dir, name="soak", root=root) as server:
+    with start(log_dir, QUIET, name="soak", root=root) as server:
         kernels = runnable(server.url)
         statuses: collections.Counter = collections.Counter()
         stop = threading.Event()

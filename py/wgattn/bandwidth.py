@@ -30,6 +30,7 @@ from .plan import Buffer, Dispatch, Plan
 from .registry import Pass, shader_dir
 
 __all__ = [
+    "FILL_MAX",
     "COPY",
     "COPY_PER",
     "device_filled",
@@ -52,6 +53,7 @@ COPY_PER = 8  # vec4s per invocation of the copy (stream.wgsl's PER)
 # One fill per tensor the GPU fills, each its own values (hash_fill.wgsl's SEED): decode's and
 # prefill's q and cache, the GEMM's inputs (wgattn.gemm).
 SEEDS = {"q": 0x71717171, "k_cache": 0x6B6B6B6B, "v_cache": 0x76767676, "a": 0x61616161, "b": 0x62626262}
+FILL_MAX = 2.0  # the largest magnitude fill_values gives: (0..255 - 128) / 64
 _WG = 256  # stream.wgsl's and hash_fill.wgsl's workgroup size
 
 

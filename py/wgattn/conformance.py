@@ -30,11 +30,14 @@ PRECISIONS = ("f32", "f16")
 
 def judged_case(kernel: Kernel, case: Case) -> Case:
     """The case as a kernel of `kernel.precision` is judged on it: an f16 kernel gets its float
-    inputs rounded to float16 first (what it can represent), so only its arithmetic is judged."""
+    inputs rounded to float16 first (what it can represent), so only its arithmetic is judged.
+    A value it could not hold is refused first, on the inputs as given (ValueError saying the
+    range: Interface.check_range), not rounded to an infinity."""
     if kernel.precision not in PRECISIONS:
         raise ValueError(f"{kernel.id}: precision must be one of {PRECISIONS}, got {kernel.precision!r}")
     if kernel.precision == "f32":
         return case
+    interfaces.of(kernel).check_range(kernel, case)
     rounded = {name: (a.astype(np.float16).astype(np.float32) if a.dtype.kind == "f" else a) for name, a in case.inputs.items()}
     return Case(case.name, rounded, dict(case.options))
 

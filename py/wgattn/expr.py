@@ -7,12 +7,27 @@ quantity is a count."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
-from typing import Mapping
+import threading
+from typing import List, Mapping
 
-__all__ = ["evaluate"]
+__all__ = ["evaluate", "product_terms"]
 
 _SUFFIX = re.compile(r"\b(\d+)[ui]\b")
+# CPython 3.11 (up to 3.11.8) keeps ast.parse's recursion count in one global: two threads parsing
+# at once (a server's compile and planning threads) fail with "SystemError: AST constructor
+# recursion depth mismatch". Each expression is parsed once, one at a time.
+_PARSING = threading.Lock()
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(expr: str) -> ast.Expression:
+    try:
+        with _PARSING:
+            return ast.parse(_SUFFIX.sub(r"\1", expr.strip()), mode="eval")
+    except SyntaxError:
+        raise ValueError(f"expression {expr!r}: unsupported syntax") from None
 
 
 def evaluate(expr: str, names: Mapping[str, int]) -> int:
@@ -51,8 +66,16 @@ def evaluate(expr: str, names: Mapping[str, int]) -> int:
                 return min(a, b) if node.func.id == "min" else max(a, b)
         raise ValueError(f"expression {expr!r}: unsupported syntax")
 
-    try:
-        tree = ast.parse(_SUFFIX.sub(r"\1", expr.strip()), mode="eval")
-    except SyntaxError:
-        raise ValueError(f"expression {expr!r}: unsupported syntax") from None
-    return ev(tree)
+    return ev(_parsed(expr))
+
+
+_TERM = re.compile(r"^(?:[a-z_][a-z0-9_]*|\d+(?:\.\d+)?)$")
+
+
+def product_terms(expr: str) -> List[str]:
+    """The terms of a product of names and numbers (a float16 kernel's manifest "half", e.g.
+    "4 * v"); ValueError for anything else."""
+    terms = [t.strip() for t in expr.split("*")]
+    if not all(_TERM.match(t) for t in terms):
+        raise ValueError(f"{expr!r}: a product of names and numbers, such as '4 * v'")
+    return terms

@@ -13,6 +13,7 @@ import inspect
 import os
 import re
 import struct
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -105,49 +106,71 @@ def _timestamp_period(device: "wgpu.GPUDevice") -> float:
 
 class PipelineCache:
     """Compiled compute pipelines by what they are compiled from, the least recently used
-    dropped past `size` entries (WGATTN_PIPELINE_CACHE, default 64).
+    dropped past `size` entries (WGATTN_PIPELINE_CACHE, default 128).
 
     Every distinct source, entry point, set of override constants (kernels specialise on
     head_dim, tile sizes, ...) and layout is a pipeline of its own, and each holds 1 to 5 MiB
     of host memory on lavapipe (its compiled code): unbounded, a server that sees many shapes
     grows without end. Counted by entries rather than bytes because wgpu reports no pipeline's
-    size; 64 covers every kernel of the registry at a few shapes each."""
+    size; 128 holds the pipelines of the conformance grid and of the page's default shapes (75 on
+    lavapipe), which the server compiles at start-up, with room for the shapes clients ask for.
+
+    Safe to use from several threads (the server creates pipelines on a compile thread while
+    its run thread looks them up); a pipeline is built outside the lock, so two threads may
+    build the same one at once, and the later replaces the earlier."""
 
     def __init__(self, size: Optional[int] = None):
         if size is None:
-            size = int(os.environ.get("WGATTN_PIPELINE_CACHE", "64"))
+            size = int(os.environ.get("WGATTN_PIPELINE_CACHE", "128"))
         if size < 1:
             raise ValueError(f"the pipeline cache holds at least 1 pipeline, got {size}")
         self.size = size
         self.hits = self.misses = self.evictions = 0
         self._items: "OrderedDict[Tuple, wgpu.GPUComputePipeline]" = OrderedDict()
+        self._lock = threading.Lock()
+
+    def peek(self, key: Tuple) -> Optional["wgpu.GPUComputePipeline"]:
+        """The pipeline of `key` if it is cached (counted as a hit, made the most recent), else None."""
+        with self._lock:
+            pipeline = self._items.get(key)
+            if pipeline is not None:
+                self.hits += 1
+                self._items.move_to_end(key)
+            return pipeline
 
     def get(self, key: Tuple, build: Callable[[], "wgpu.GPUComputePipeline"]) -> "wgpu.GPUComputePipeline":
         """The pipeline of `key`, built (and cached) when missing."""
-        pipeline = self._items.get(key)
+        pipeline = self.peek(key)
         if pipeline is not None:
-            self.hits += 1
-            self._items.move_to_end(key)
             return pipeline
-        self.misses += 1
+        with self._lock:
+            self.misses += 1
         pipeline = build()
-        self._items[key] = pipeline
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)  # wgpu-py releases it once nothing refers to it
-            self.evictions += 1
+        with self._lock:
+            self._items[key] = pipeline
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)  # wgpu-py releases it once nothing refers to it
+                self.evictions += 1
         return pipeline
 
+    def __contains__(self, key: Tuple) -> bool:
+        with self._lock:
+            return key in self._items
+
     def __len__(self) -> int:
-        return len(self._items)
+        with self._lock:
+            return len(self._items)
 
     def stats(self) -> Dict[str, int]:
-        return {
-            "entries": len(self._items),
-            "max_entries": self.size,
-            "hits": self.hits,
-            "misses": self.misses,
-            "evictions": self.evictions,
-        }
+        with self._lock:
+            return {
+                "entries": len(self._items),
+                "max_entries": self.size,
+                "hits": self.hits,
+                "misses": self.misses,
+                "evictions": self.evictions,
+            }
 
 
 @dataclass
@@ -270,16 +293,20 @@ class NativeRuntime:
             self._precision = precision.probe(self)
         return self._precision
 
-    def _pipeline(self, label: str, source: str, entry: str, constants: Dict[str, float], layout=None, trusted: bool = False):
-        """A cached compute pipeline; `layout` [(binding, type)] makes its bind group layout
-        explicit ("auto" only when None: tool shaders); `trusted` builds it without runtime checks."""
-        key = (
+    @staticmethod
+    def _key(source: str, entry: str, constants: Dict[str, float], layout, trusted: bool) -> Tuple:
+        """What a pipeline is compiled from: the PipelineCache's key."""
+        return (
             hashlib.sha256(source.encode()).hexdigest(),
             entry,
             tuple(sorted(constants.items())),
             tuple(map(tuple, layout or ())),
             trusted,
         )
+
+    def _pipeline(self, label: str, source: str, entry: str, constants: Dict[str, float], layout=None, trusted: bool = False):
+        """A cached compute pipeline; `layout` [(binding, type)] makes its bind group layout
+        explicit ("auto" only when None: tool shaders); `trusted` builds it without runtime checks."""
 
         def build():
             try:
@@ -302,7 +329,38 @@ class NativeRuntime:
             except wgpu.GPUError as exc:
                 raise CompileError(f"{label}: the WGSL does not compile or link: {exc}") from None
 
-        return self.pipelines.get(key, build)
+        return self.pipelines.get(self._key(source, entry, constants, layout, trusted), build)
+
+    def _trusted(self, d, trusted: Optional[bool]) -> bool:
+        """Whether dispatch `d` is compiled without runtime checks (`trusted`, default the
+        runtime's mode, applies to registered trusted kernels only)."""
+        return (self.trusted if trusted is None else trusted) and d.trusted
+
+    def cached_pipelines(self, plan: Plan, trusted: Optional[bool] = None) -> Optional[list]:
+        """Every dispatch's pipeline if all are cached (nothing is built), else None: what a server
+        asks before it runs a plan, so that no run waits behind a compile."""
+        found = []
+        for d in plan.dispatches:
+            pipeline = self.pipelines.peek(self._key(d.source, d.entry_point, d.constants, d.layout, self._trusted(d, trusted)))
+            if pipeline is None:
+                return None
+            found.append(pipeline)
+        return found
+
+    def missing(self, plan: Plan, trusted: Optional[bool] = None) -> List[Tuple]:
+        """The keys of the plan's pipelines that are not cached."""
+        keys = [self._key(d.source, d.entry_point, d.constants, d.layout, self._trusted(d, trusted)) for d in plan.dispatches]
+        return [k for k in dict.fromkeys(keys) if k not in self.pipelines]
+
+    def prepare(self, plan: Plan, trusted: Optional[bool] = None) -> list:
+        """Every dispatch's pipeline, built and cached where missing (no dispatch). wgpu-core
+        synchronises a device internally: this may run on one thread while another submits
+        (tests/test_native_threads.py holds it to that)."""
+        self.check_plan(plan)
+        return [
+            self._pipeline(d.label, d.source, d.entry_point, d.constants, d.layout, trusted=self._trusted(d, trusted))
+            for d in plan.dispatches
+        ]
 
     def pipeline_cache_stats(self) -> Dict[str, int]:
         """Entries, bound, hits, misses and evictions of the compiled-pipeline cache."""
@@ -315,16 +373,14 @@ class NativeRuntime:
         if why:
             raise DoesNotFit(why)
 
-    def _upload(self, plan: Plan, trusted: Optional[bool] = None):
+    def _upload(self, plan: Plan, trusted: Optional[bool] = None, pipelines: Optional[list] = None):
         """Buffers (filled), pipelines and bind groups for every dispatch of the plan; `trusted`
-        (default: the runtime's mode) compiles registered trusted kernels without runtime checks."""
+        (default: the runtime's mode) compiles registered trusted kernels without runtime checks;
+        `pipelines` (`cached_pipelines`' or `prepare`'s) are used as they are."""
         self.check_plan(plan)
         dev = self.device
-        trusted = self.trusted if trusted is None else trusted
-        pipelines = [
-            self._pipeline(d.label, d.source, d.entry_point, d.constants, d.layout, trusted=trusted and d.trusted)
-            for d in plan.dispatches
-        ]
+        if pipelines is None:
+            pipelines = self.prepare(plan, trusted)
         buffers = {}
         for b in plan.buffers:
             usage = wgpu.BufferUsage.STORAGE if b.usage == "storage" else wgpu.BufferUsage.UNIFORM
@@ -396,12 +452,14 @@ class NativeRuntime:
         ns = sum(e - s for s, e in zip(counts[::2], counts[1::2])) * period
         return ns, [round(c * period) for c in counts]
 
-    def run(self, plan: Plan, between: Optional[Callable[[], None]] = None) -> RunResult:
+    def run(self, plan: Plan, between: Optional[Callable[[], None]] = None, pipelines: Optional[list] = None) -> RunResult:
         """Upload, dispatch everything in order in one submission, read back, unpack.
         `between` (e.g. a server's "has the client gone?") is called between dispatches and
-        stops the run by raising; they are then submitted one at a time (`_submit`)."""
+        stops the run by raising; they are then submitted one at a time (`_submit`).
+        `pipelines`: the plan's, already compiled (`cached_pipelines`), used even if the cache
+        has dropped them since."""
         t0 = time.perf_counter()
-        buffers, pipelines, groups = self._upload(plan)
+        buffers, pipelines, groups = self._upload(plan, pipelines=pipelines)
         timed = "timestamp-query" in self.features
         qbuf = self._submit(plan, pipelines, groups, timed, between)
         raw = {b.name: bytes(self.device.queue.read_buffer(buffers[b.name])) for b in plan.buffers if b.read}

@@ -22,7 +22,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple, Uni
 
 from . import wgsl
 from .errors import DoesNotFit, InterfaceMismatch
-from .expr import evaluate
+from .expr import evaluate, product_terms
 from .plan import BindingType, Dispatch
 from .target import Target
 
@@ -227,6 +227,9 @@ class Kernel:
     rank: int = 0
     limits: Mapping[str, int] = field(default_factory=dict)  # param -> largest value supported
     precision: str = "f32"  # "f16": computes in half precision (judged on f16-rounded inputs)
+    # What an "f16" kernel holds in float16, each a product of the interface's magnitudes and
+    # constants (e.g. "4 * v"): each must stay within float16's range (wgattn.ranges.half).
+    half: Tuple[str, ...] = ()
     template: str = ""  # the .wgsl file (without suffix) when it is not the kernel id
     # for #if and #const in the template: an int, or an expression of the params (a variant per
     # size class) and of the knobs (a register array sized for the tile the plan chose)
@@ -565,6 +568,7 @@ def _abi(name: str, spec: Any, at: str, folder: Path) -> Abi:
 
 _KERNEL_KEYS = {
     "interface",
+    "half",
     "summary",
     "rank",
     "overrides",
@@ -590,6 +594,15 @@ def _kernel(kid: str, spec: Any, abis: Mapping[str, Abi], at: str, folder: Path)
     iface = _field(spec, "interface", str, at)
     if iface not in abis:
         raise ValueError(f"{at}: interface {iface!r} is not registered; registered: {sorted(abis)}")
+    precision = _field(spec, "precision", str, at, "f32")
+    half = tuple(_field(spec, "half", list, at, []))
+    if precision == "f16" and not half:
+        raise ValueError(f'{at}: an f16 kernel names what it holds in float16 ("half": e.g. ["k", "v", "4 * v"])')
+    for expr in half:
+        try:
+            product_terms(expr)
+        except ValueError as exc:
+            raise ValueError(f"{at}.half: {exc}") from None
     matrix = _field(spec, "matrix", dict, at, None)
     if matrix is not None:
         matrix = (_field(matrix, "component", str, f"{at}.matrix"), _field(matrix, "result", str, f"{at}.matrix"))
@@ -602,7 +615,8 @@ def _kernel(kid: str, spec: Any, abis: Mapping[str, Abi], at: str, folder: Path)
         overrides=_knobs(spec, "overrides", at),
         requires=tuple(_field(spec, "requires", list, at, [])),
         limits=dict(_field(spec, "limits", dict, at, {})),
-        precision=_field(spec, "precision", str, at, "f32"),
+        precision=precision,
+        half=half,
         template=_field(spec, "template", str, at, ""),
         defines=_knobs(spec, "defines", at),
         tiles=tuple(_knobs({"tile": t}, "tile", f"{at}.tiles[{i}]") for i, t in enumerate(_field(spec, "tiles", list, at, []))),

@@ -27,9 +27,9 @@ struct Params {
   sinks_on: u32,     // 1: sinks[h] joins each row's softmax denominator
   num_splits: u32,   // splits per (sequence, kv head, row block)
   row_blocks: u32,   // ceil(Sq_new * G / RB)
+  block_size: u32,   // tokens per cache block
+  block_shift: u32,  // log2(block_size) when it is a power of two (POW2_BLOCKS), else 0
   _pad0: u32,
-  _pad1: u32,
-  _pad2: u32,
 }
 
 #if VEC4

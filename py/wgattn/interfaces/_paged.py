@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Seque
 
 import numpy as np
 
+from .. import ranges, tolerance
 from .. import reference as _reference
-from .. import tolerance
 from ..bandwidth import device_filled, fill_values, is_device_filled
 from ..plan import Buffer, Output
 from ..registry import Kernel
@@ -40,6 +40,9 @@ __all__ = [
     "head_params",
     "buffers",
     "outputs",
+    "spans",
+    "magnitudes",
+    "f32_bounds",
     "visible_keys",
     "check_filled",
     "probabilities",
@@ -232,6 +235,43 @@ def check_indices(a: _reference.DecodeArgs, interface: str, extra: Optional[Mapp
             raise ValueError(f"{what} = {size} is too large for {interface}: element indices must fit in u32")
     if max_blocks * block_size > 2**31 - 1:
         raise ValueError(f"max_blocks * block_size = {max_blocks * block_size} must fit in i32 (token positions)")
+
+
+def spans(seq_lens: Sequence[int], window_left: int, new_tokens: int) -> List[int]:
+    """Per sequence, how many keys its new tokens see together (its window from the first one)."""
+    out = []
+    for n in seq_lens:
+        n = int(n)
+        lo = 0 if (n == 0 or window_left < 0) else max(0, n - new_tokens - window_left)
+        out.append(n - lo)
+    return out
+
+
+def _used(a: _reference.DecodeArgs, name: str) -> np.ndarray:
+    """The blocks of cache `name` that some sequence uses (the rest is never read), or the whole
+    cache when the GPU fills it."""
+    cache = getattr(a, name)
+    if is_device_filled(cache):
+        return cache
+    bs = cache.shape[1]
+    used = [a.block_table[b, : -(-n // bs)] for b, n in enumerate(a.seq_lens) if n]
+    return cache[np.unique(np.concatenate(used))] if used else cache[:0]
+
+
+def magnitudes(a: _reference.DecodeArgs) -> Dict[str, float]:
+    """What a paged kernel's manifest "half" names (wgattn.ranges.half): q's largest magnitude, the
+    used blocks' of each cache, |scale|."""
+    return {"q": ranges.amax(a.q), "k_cache": ranges.amax(_used(a, "k_cache")),
+            "v_cache": ranges.amax(_used(a, "v_cache")), "scale": abs(a.scale)}  # fmt: skip
+
+
+def f32_bounds(a: _reference.DecodeArgs) -> List[ranges.Bound]:
+    """What every paged kernel computes in float32 (wgattn.ranges): the scores (ALiBi's bias over
+    the longest span included), and out's running sum over the keys a row sees."""
+    span = max(spans(a.seq_lens, a.window_left, a.q.shape[1]) + [0])
+    slope = float(np.max(np.abs(a.alibi_slopes))) if a.alibi_slopes is not None and a.alibi_slopes.size else 0.0
+    k, v = _used(a, "k_cache"), _used(a, "v_cache")
+    return [ranges.scores(a.scale, a.q, k, slope, max(span - 1, 0)), ranges.sums(v, span, "v_cache")]
 
 
 def visible_keys(seq_lens: Sequence[int], window_left: int, new_tokens: int) -> int:

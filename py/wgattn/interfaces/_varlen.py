@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
+from .. import ranges
 from .. import reference as _reference
 from ..bandwidth import is_device_filled
 from .base import MAX_ELEMENTS, MAX_SCORES, Case, Geometry, Interface, Option
@@ -269,9 +270,31 @@ class PackedConfig(LiveConfig):
 
 
 class PackedInterface(Interface):
-    """An interface over packed sequences (cu_seqlens): its pictures and localisation geometry."""
+    """An interface over packed sequences (cu_seqlens): what its forward's arithmetic holds, its
+    pictures and localisation geometry."""
 
     KEY_OUTPUTS: ClassVar[Tuple[str, ...]] = ()  # outputs indexed by key tokens (dk, dv)
+
+    def packed(self, case: Case):
+        """The case's q, k, v and prefix sums as given (wgattn.reference's check: no conversion),
+        and its options checked."""
+        i = case.inputs
+        missing = [n for n in ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k") if i.get(n) is None]
+        if missing:
+            raise ValueError(f"{missing[0]} is missing from the case's inputs")
+        a = _reference.check_varlen_inputs(i["q"], i["k"], i["v"], i["cu_seqlens_q"], i["cu_seqlens_k"])
+        return a, options(case.options, a.q.shape[2])
+
+    def magnitudes(self, case: Case) -> Dict[str, float]:
+        """The inputs' largest magnitudes and |scale| (None resolved: 1 / sqrt(D))."""
+        _, o = self.packed(case)
+        return dict(super().magnitudes(case), scale=abs(o.scale))
+
+    def f32_bounds(self, case: Case) -> List[ranges.Bound]:
+        """The forward's: the scores, and out's running sum over the longest sequence's keys."""
+        a, o = self.packed(case)
+        longest = int(np.diff(a.cu_k).max()) if a.cu_k.shape[0] > 1 else 0
+        return [ranges.scores(o.scale, a.q, a.k), ranges.sums(a.v, longest)]
 
     def band(self, case: Case) -> Tuple[int, int, str, float, float]:
         """(window_left, window_right with causal folded in, causal_align, softcap, scale)."""

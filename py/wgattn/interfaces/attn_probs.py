@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Dict, List, Mapping, Tuple
 
 import numpy as np
 
+from .. import ranges
 from .. import reference as _reference
 from ..plan import Output
 from ._probs import U32_MAX, HistoryConfig, check_size, draw_history, draw_scores, history_params, picture
@@ -69,6 +70,11 @@ class AttnProbs(Interface):
     OUTPUTS = ("probs",)
     Config = AttnProbsConfig
     bench_op = "probs"
+
+    def f32_bounds(self, case: Case) -> List[ranges.Bound]:
+        """The scores (un-scaled: the kernel's scale is 1)."""
+        _case_args(case)
+        return [ranges.scores(1.0, case.inputs["q"], case.inputs["k_hist"])]
 
     def layout(self, case: Case) -> Layout:
         q, k_hist, pos, window = _case_args(case)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Dict, List, Mapping, Tuple
 
 import numpy as np
 
+from .. import ranges
 from .. import reference as _reference
 from ..plan import Output
 from ._probs import I32_MAX, U32_MAX, HistoryConfig, check_size, draw_history, draw_scores, history_params, picture
@@ -119,6 +120,11 @@ class AttnProbsBatched(Interface):
     OUTPUTS = ("probs",)
     Config = AttnProbsBatchedConfig
     bench_op = "probs"
+
+    def f32_bounds(self, case: Case) -> List[ranges.Bound]:
+        """The scores."""
+        _, _, _, _, scale = _case_args(case)
+        return [ranges.scores(scale, case.inputs["q"], case.inputs["k_hist"])]
 
     def layout(self, case: Case) -> Layout:
         q, k_hist, pos, window, scale = _case_args(case)

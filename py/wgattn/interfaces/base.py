@@ -8,6 +8,9 @@ manifest entry, and this object, which owns what Python knows of it:
                        checkers (one rule and one message per fault, whoever calls), then laid
                        out as buffers and Params values; `plan()` is the same for every
                        interface and takes the target adapter explicitly
+    what it holds      `f32_bounds(case)` and `magnitudes(case)`: what the kernels' float32
+                       arithmetic, and a float16 kernel's "half" values, must hold on the inputs
+                       as sent (wgattn.ranges); `check_range` refuses the rest, saying the range
     the reference      `reference(case, dtype)`, and `case_from_reference(<the reference
                        function's arguments>)`, how the native API, the live checks and the
                        benchmark build cases
@@ -44,7 +47,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, 
 
 import numpy as np
 
-from .. import registry
+from .. import ranges, registry
 from ..bandwidth import is_device_filled
 from ..errors import DoesNotFit, InterfaceMismatch
 from ..plan import Buffer, Output, Plan
@@ -184,6 +187,7 @@ class Interface(abc.ABC):
         `unavailable`, the reason; a plan the target cannot hold says why there too."""
         if kernel.interface != self.name:
             raise InterfaceMismatch(f"{kernel.id} implements {kernel.interface}, not {self.name}")
+        self.check_range(kernel, case)  # before layout: it converts the inputs to the kernel's precision
         try:
             lay = self.layout_on(kernel, case, target)
         except DoesNotFit as exc:
@@ -209,6 +213,41 @@ class Interface(abc.ABC):
             plan.meta["config"] = dict(lay.config)
         plan.unavailable = target.why_not(plan)
         return plan
+
+    # --- What the arithmetic holds (wgattn.ranges) ------------------------------------------
+
+    def magnitudes(self, case: Case) -> Dict[str, float]:
+        """name -> the largest magnitude of each float input of `case` (wgattn.ranges.amax), and
+        |scale| as "scale" where the case has one: what a float16 kernel's "half" expressions
+        name. An interface adds the quantities its kernels hold beyond the inputs."""
+        out = {n: ranges.amax(a) for n, a in case.inputs.items() if a is not None and np.asarray(a).dtype.kind == "f"}
+        scale = case.options.get("scale")
+        if isinstance(scale, (int, float)) and not isinstance(scale, bool):
+            out["scale"] = abs(float(scale))
+        return out
+
+    def f32_bounds(self, case: Case) -> List["ranges.Bound"]:
+        """What every kernel of the interface computes in float32 on `case`, bounded
+        (wgattn.ranges: scores, sums of values, gradients). This default, for an interface that
+        says nothing more: each float input within ranges.SAFE."""
+        return [
+            ranges.Bound(f"max|{n}|", f"max|{n}|", m, ranges.SAFE, "float32 arithmetic on it could overflow", "")
+            for n, m in self.magnitudes(case).items()
+            if n != "scale"
+        ]
+
+    def check_range(self, kernel: Kernel, case: Case) -> None:
+        """ValueError when `kernel` cannot compute `case` as the float64 reference does on its
+        inputs as sent: a float32 bound of the interface's arithmetic (`f32_bounds`), or a value
+        the kernel holds in float16 (its manifest "half"), past its limit; the message says the
+        range the kernel accepts. `plan` calls it, and wgattn.conformance.judged_case before it
+        rounds a float16 kernel's inputs."""
+        ranges.check(kernel.id, self.f32_bounds(case))
+        if kernel.half:
+            mags = self.magnitudes(case)
+            wider = [k.id for k in self.kernels() if k.precision == "f32"]
+            other = f"the float32 kernels of {self.name} hold more: {', '.join(wider)}" if wider else None
+            ranges.check(kernel.id, [ranges.half(expr, mags) for expr in kernel.half], other)
 
     # --- The reference --------------------------------------------------------------------
 

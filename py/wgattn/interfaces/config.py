@@ -30,9 +30,11 @@ from .. import reference
 
 __all__ = ["knob", "LiveConfig", "FieldSchema", "F32_CHECKS", "F32_RANGES", "LABELS", "check_field", "check_divides"]
 
-# The one numeric check per kind of float field: what the kernel receives is a normal float32.
+# The one numeric check per kind of float field: what the kernel receives is a normal float32. A
+# configuration's scale is a number (its default says which); None, the reference's 1/sqrt(D), is
+# not one of its values: the request schema says "number", and a number it is.
 F32_CHECKS: Dict[str, Callable[[Any], float]] = {
-    "scale": lambda x: reference.check_scale(x, 1),
+    "scale": lambda x: reference.check_f32(x, "scale"),
     "softcap": reference.check_softcap,
 }
 # The values each check lets through, as closed intervals: a scale's magnitude is a normal float32

@@ -23,12 +23,12 @@ A decode case is a `DecodeConfig`: the live checks draw it on the host, the benc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
+from .. import ranges, registry, wgsl
 from .. import reference as _reference
-from .. import registry, wgsl
 from ..errors import DoesNotFit
 from ..expr import evaluate
 from ..plan import Buffer
@@ -83,14 +83,15 @@ def _rows_per_block(rows: int, row_blocks: int, cap: int) -> int:
     return min(rb, cap)
 
 
-def tiles(kernel: Kernel, head_dim: int, rows: int, target: Target) -> Tuple[Dict[str, int], int]:
+def tiles(kernel: Kernel, head_dim: int, rows: int, target: Target, block_size: int = 16) -> Tuple[Dict[str, int], int]:
     """(override constants, row blocks) for `rows` query rows of a kv head (G * Sq_new): of the
     kernel's tile candidates for the adapter's kind (the manifest's `tiles`: WG and KPG, the other
     knobs following from them and head_dim), each with the most rows a block (RB) that passes the
     registry's checks on `target` (the WGSL's caps, the manifest's constraints, workgroup storage,
     invocations), the one with the fewest row blocks (each row block reads the cache again), the
-    earlier candidate on a tie. DoesNotFit lists what was tried."""
-    sizes = {"head_dim": head_dim}
+    earlier candidate on a tie. DoesNotFit lists what was tried. (`block_size` picks the kernel's
+    variant for powers of two or not; the tile does not depend on it.)"""
+    sizes = {"head_dim": head_dim, "block_size": block_size}
     src = kernel.source(sizes)
     cap = wgsl.consts(src)["MAX_RB"]
     kind = "cpu" if target.software else "gpu"
@@ -133,20 +134,10 @@ def split_count(longest: int, work_items: int, target: Target) -> int:
     return max(1, min(want, long_enough, longest // MIN_SPLIT_KEYS, MAX_SPLITS))
 
 
-def _spans(seq_lens: Sequence[int], window_left: int, new_tokens: int) -> List[int]:
-    """Per sequence, how many keys its new tokens see together (its window from the first one)."""
-    out = []
-    for n in seq_lens:
-        n = int(n)
-        lo = 0 if (n == 0 or window_left < 0) else max(0, n - new_tokens - window_left)
-        out.append(n - lo)
-    return out
-
-
 def bytes_touched(seq_lens, window_left: int, new_tokens: int, heads_kv: int, head_dim: int, cache_itemsize: int) -> int:
     """Bytes of K and V a decode step must read at least: each visible key of each kv head once
     (the benchmark's measure of effective bandwidth)."""
-    return 2 * sum(_spans(seq_lens, window_left, new_tokens)) * heads_kv * head_dim * cache_itemsize
+    return 2 * sum(_paged.spans(seq_lens, window_left, new_tokens)) * heads_kv * head_dim * cache_itemsize
 
 
 def _checked(case: Case) -> _reference.DecodeArgs:
@@ -203,6 +194,14 @@ class Decode(Interface):
     Config = DecodeConfig
     bench_op = "decode"
 
+    def magnitudes(self, case: Case) -> Dict[str, float]:
+        """q's largest magnitude, the used blocks' of each cache, |scale| (_paged.magnitudes)."""
+        return _paged.magnitudes(_checked(case))
+
+    def f32_bounds(self, case: Case) -> List[ranges.Bound]:
+        """The scores and out's running sum (_paged.f32_bounds; the splits' partial sums together)."""
+        return _paged.f32_bounds(_checked(case))
+
     def layout(self, case: Case) -> Layout:
         """The case laid out for the f32-cache kernel on the default target (wgattn.target)."""
         return self.layout_on(self.kernels()[0], case, DEFAULT)
@@ -218,8 +217,8 @@ class Decode(Interface):
         max_blocks = a.block_table.shape[1]
         # a user's WGSL on this interface gets the shape chosen for the first registered kernel
         shaped = registry.load().kernels.get(kernel.id) or self.kernels()[0]
-        knobs, row_blocks = tiles(shaped, d, sq * (hq // hkv), target)
-        longest = max(_spans(a.seq_lens, a.window_left, sq) + [0])
+        knobs, row_blocks = tiles(shaped, d, sq * (hq // hkv), target, block_size)
+        longest = max(_paged.spans(a.seq_lens, a.window_left, sq) + [0])
         ns = forced or split_count(longest, bsz * hkv * row_blocks, target)
         rows = bsz * sq * hq
         _paged.check_indices(
@@ -244,6 +243,10 @@ class Decode(Interface):
             "sinks_on": int(a.sinks is not None),
             "num_splits": ns,
             "row_blocks": row_blocks,
+            # A Params field, not a pipeline constant: one pipeline serves every block size (a
+            # power of two shifts by block_shift; the kernel's POW2_BLOCKS variant).
+            "block_size": block_size,
+            "block_shift": block_size.bit_length() - 1 if block_size & (block_size - 1) == 0 else 0,
         }
         slopes, sinks = _paged.head_params(a)
         buffers = _paged.buffers(kernel, a, {"alibi_slopes": slopes, "sinks": sinks})
@@ -253,7 +256,7 @@ class Decode(Interface):
         buffers.update(out_buffers)
         chosen = {"WG": knobs["WG"], "KPG": knobs["KPG"], "BC": knobs["BC"], "RB": knobs["RB"]}
         config = {**chosen, "row_blocks": row_blocks, "num_splits": ns}
-        return Layout(values, buffers, outputs, knobs={**knobs, "BS": block_size}, config=config)
+        return Layout(values, buffers, outputs, knobs=knobs, config=config)
 
     def reference(self, case: Case, dtype: "DTypeLike" = np.float64) -> Dict[str, np.ndarray]:
         """wgattn.reference.decode_attention on the case. dtype float32: the naive float32 run;
@@ -324,12 +327,13 @@ class Decode(Interface):
         }
         return Case(name, inputs, options)
 
-    # Block sizes 1, 16 and 64; lengths ending mid-block; idle slots; GQA 8:1, 2:1 and MQA (32:1);
-    # 1, 2, 3 and 5 new tokens; sinks, ALiBi, windows (0 included), softcap, a small scale; head
-    # dims 16, 32, 59 (scalar loads), 64, 128, 256, 512; several row blocks a kv head; forced split
-    # counts, more splits than tiles (empty splits), one split of many tiles; 16k, 12k and 9k-token
-    # caches and a 66k one (the long-context row: few heads, D = 16, affordable on a software
-    # adapter). Rows appended last keep the draws of the ones before.
+    # Block sizes 1, 16, 64 and 24 (not a power of two: the kernel's division variant); lengths
+    # ending mid-block; idle slots; GQA 8:1, 2:1 and MQA (32:1); 1, 2, 3 and 5 new tokens; sinks,
+    # ALiBi, windows (0 included), softcap, a small scale; head dims 16, 32, 59 (scalar loads), 64,
+    # 128, 256, 512; several row blocks a kv head; forced split counts, more splits than tiles
+    # (empty splits), one split of many tiles; 16k, 12k and 9k-token caches and a 66k one (the
+    # long-context row: few heads, D = 16, affordable on a software adapter). Rows appended last
+    # keep the draws of the ones before.
     GRID = [
         _grid_row("gqa8-one-new-bs16-mid-block-idle", [37, 0, 100, 16], 1, 16, 2, 64, 16),
         _grid_row("gqa8-five-new-bs64-sinks", [130, 5, 0, 64], 5, 16, 2, 128, 64, sinks=True),
@@ -358,6 +362,7 @@ class Decode(Interface):
         _grid_row("long-9k-window-mqa", [9000, 4096], 5, 8, 1, 64, 64, {"window_left": 1500, "softcap": 25.0}),
         _grid_row("d512-gqa2-two-new-sinks", [300, 41, 0], 2, 4, 2, 512, 16, sinks=True),
         _grid_row("long-66k-mqa-d16-alibi", [66000, 1500], 3, 4, 1, 16, 64, alibi=True),
+        _grid_row("block-size-24-gqa2-alibi", [77, 30, 0], 3, 4, 2, 64, 24, {"window_left": 40}, alibi=True, num_splits=2),
     ]
 
     def grid_case(self, rng, name, lens, sq, hq, hkv, d, bs, options, alibi, sinks, num_splits) -> Case:

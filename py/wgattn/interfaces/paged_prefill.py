@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
+from .. import ranges, registry
 from .. import reference as _reference
-from .. import registry
 from ..bandwidth import device_filled
 from ..registry import Kernel
 from ..target import DEFAULT, Target
@@ -159,6 +159,14 @@ class Prefill(Interface):
     OUTPUTS = ("out", "lse")
     Config = PrefillConfig
     bench_op = "prefill"
+
+    def magnitudes(self, case: Case) -> Dict[str, float]:
+        """q's largest magnitude, the used blocks' of each cache, |scale| (_paged.magnitudes)."""
+        return _paged.magnitudes(_checked(case))
+
+    def f32_bounds(self, case: Case) -> List[ranges.Bound]:
+        """The scores and out's running sum (_paged.f32_bounds), as decode's."""
+        return _paged.f32_bounds(_checked(case))
 
     def layout(self, case: Case) -> Layout:
         """The case laid out for the f32-cache kernel on the default target (wgattn.target)."""

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, NamedTuple, Optional
 
 import numpy as np
 
+from .. import ranges
 from .. import reference as _reference
 from ..plan import Output, Plan
 from ..registry import Kernel
@@ -185,6 +186,13 @@ class SdpaArena(Interface):
     OUTPUTS = ("out",)
     Config = SdpaCase
     bench_op = "fwd"
+
+    def f32_bounds(self, case: Case) -> List[ranges.Bound]:
+        """The scores, and out's running sum over Sk keys."""
+        o = _options(case)
+        i = case.inputs
+        q, k, v = _carry(i["q"], i["k"], i["v"], i.get("mask"), o.layout)
+        return [ranges.scores(_reference.check_scale(o.scale, q.shape[3]), q, k), ranges.sums(v, k.shape[2])]
 
     def layout(self, case: Case) -> Layout:
         o = _options(case)

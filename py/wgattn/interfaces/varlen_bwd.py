@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping
 
 import numpy as np
 
+from .. import ranges
 from .. import reference as _reference
 from ..plan import Output
 from ._varlen import (
@@ -50,12 +51,16 @@ __all__ = ["INTERFACE", "VarlenBwd", "VarlenBwdConfig", "naive_f16"]
 INPUTS = ("q", "k", "v", "out", "dout", "lse", "cu_seqlens_q", "cu_seqlens_k")
 
 
-def _arrays(inputs: Mapping[str, np.ndarray]):
-    """The inputs checked (wgattn.reference's checkers, then the kernels' index limits) and
-    converted: float32 tensors, int32 prefix sums."""
+def _present(inputs: Mapping[str, np.ndarray]) -> None:
     for name in INPUTS:
         if inputs.get(name) is None:
             raise ValueError(f"{name} is missing from the case's inputs")
+
+
+def _arrays(inputs: Mapping[str, np.ndarray]):
+    """The inputs checked (wgattn.reference's checkers, then the kernels' index limits) and
+    converted: float32 tensors, int32 prefix sums."""
+    _present(inputs)
     i = inputs
     q, k, v, cu_q, cu_k = qkv(i["q"], i["k"], i["v"], i["cu_seqlens_q"], i["cu_seqlens_k"], copies=2)  # dkv: dk and dv
     out, dout, lse = _grads(i, q.shape)
@@ -117,6 +122,25 @@ class VarlenBwd(PackedInterface):
     KEY_OUTPUTS = ("dk", "dv")
     Config = VarlenBwdConfig
     bench_op = "bwd"
+
+    def magnitudes(self, case: Case) -> Dict[str, float]:
+        """The inputs', |scale|, and "ds": dS = P (dout . v - dout . out) is at most max ||dout_i||
+        (max ||v_j|| + max ||out_i||)."""
+        _present(case.inputs)
+        i = case.inputs
+        ds = ranges.row_norm(i["dout"]) * (ranges.row_norm(i["v"]) + ranges.row_norm(i["out"]))
+        return dict(super().magnitudes(case), ds=ds)
+
+    def f32_bounds(self, case: Case) -> List[ranges.Bound]:
+        """The scores, and the gradients (wgattn.ranges.gradients), over the longest sequence's
+        keys or a key's rows (a group's query heads each)."""
+        _present(case.inputs)
+        a, o = self.packed(case)
+        i = case.inputs
+        dout, out, _ = _reference.check_varlen_grad_inputs(i["dout"], i["out"], i["lse"], a.q.shape)
+        longest = [int(np.diff(cu).max()) if cu.shape[0] > 1 else 0 for cu in (a.cu_q, a.cu_k)]
+        n = max(longest[1], a.group * longest[0])
+        return [ranges.scores(o.scale, a.q, a.k), ranges.gradients(o.scale, a.q, a.k, a.v, dout, out, n)]
 
     def layout(self, case: Case) -> Layout:
         q, k, v, out, dout, lse, cu_q, cu_k = _arrays(case.inputs)

@@ -105,6 +105,13 @@ class VarlenFwd(PackedInterface):
         o = _reference.check_varlen_options(d, causal=case.options.get("causal", False), scale=case.options.get("scale"))
         return o.left, o.right, "top_left", 0.0, o.scale
 
+    def packed(self, case: Case):
+        _check(case)  # its own inputs and options (no GQA, window nor softcap)
+        i = case.inputs
+        a = _reference.check_varlen_inputs(i["q"], i["k"], i["v"], i["cu_seqlens_q"], i["cu_seqlens_k"])
+        o = case.options
+        return a, _reference.check_varlen_options(a.q.shape[2], causal=o.get("causal", False), scale=o.get("scale"))
+
     def layout(self, case: Case) -> Layout:
         arrays, causal, scale = _check(case)
         total_q, heads, dim = arrays["q"].shape
