@@ -234,10 +234,11 @@ interface GridItem {
   case: string;
 }
 
-/** GridSkip (Python: wgattn.page.replies.GridSkip) */
+/** A kernel this device cannot run at all, or (with `case`) one case it cannot take. (Python: wgattn.page.replies.GridSkip) */
 interface GridSkip {
   kernel: string;
   reason: string;
+  case?: string;
 }
 
 /** PageSession.grid_start: the (kernel, case) items to run, and the kernels skipped. (Python: wgattn.page.replies.GridStart) */
@@ -257,6 +258,7 @@ interface GridRow {
   naive_err?: JsonFloat;
   where?: Where;
   error?: string;
+  skipped?: string;
   kernel: string;
 }
 
@@ -270,6 +272,7 @@ interface OutputRow {
   naive_err?: JsonFloat;
   where?: Where;
   error?: string;
+  skipped?: string;
 }
 
 /** Where one output is wrong: its worst elements (index, got, ref, err, and for packed cases the sequence, row or key, head and visible partners), the |error| map and a likely class. (Python: wgattn.localise.Localisation) */

@@ -196,7 +196,7 @@ def test_trusted_only_for_registered_text():
     tiled = REG.kernel("flash_fwd.tiled")  # no tile candidates: its overrides are no shape the registry vetted
     assert not any(d.trusted for d in flash_fwd.plan(tiled, case, TARGET, overrides={"BC": 8}).dispatches)
     user = REG.user_kernel("flash_fwd")
-    assert not any(d.trusted for d in flash_fwd.plan(user, case, TARGET, source=tiled.source()).dispatches)
+    assert not any(d.trusted for d in flash_fwd.plan(user, case, TARGET, source=tiled.source({"head_dim": 64})).dispatches)
 
 
 # A tile shape the defaults never pick on this adapter (8 column groups, 2 keys per invocation and,

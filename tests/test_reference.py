@@ -285,7 +285,7 @@ def test_bwd_zero_for_rows_and_keys_without_attention():
     dout = rs.standard_normal(q.shape)
     with np.errstate(all="raise"):
         out, lse = ref.varlen_attention_fwd(q, k, v, cu_q, cu_k, causal=True, window=(0, -1))
-        dq, dk, dv = ref.varlen_attention_bwd(dout, q, k, v, out, lse, cu_q, cu_k, causal=True, window=(0, -1))
+        dq, dk, dv, _ = ref.varlen_attention_bwd(dout, q, k, v, out, lse, cu_q, cu_k, causal=True, window=(0, -1))
     assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == v.shape
     # bottom-right causal 5x3 with left=0: rows 0,1 see nothing; rows 2..4 see
     # exactly one key each, so the softmax is constant and dq = 0 everywhere
@@ -316,7 +316,7 @@ def test_bwd_linear_in_dout_and_dv_sums_probabilities():
     q, k, v, cu_q, cu_k = make_varlen(10, [4], [4], 2, 1, 3)
     out, lse = ref.varlen_attention_fwd(q, k, v, cu_q, cu_k, causal=True)
     ones = np.ones(q.shape)
-    _, _, dv = ref.varlen_attention_bwd(ones, q, k, v, out, lse, cu_q, cu_k, causal=True)
+    _, _, dv, _ = ref.varlen_attention_bwd(ones, q, k, v, out, lse, cu_q, cu_k, causal=True)
     # with dout = 1, dv[j, :, e] = sum over rows and heads of P[row, j]; the
     # total over keys is (#rows * #heads)
     np.testing.assert_allclose(dv[:, 0, 0].sum(), 4 * 2, rtol=1e-13)
@@ -489,7 +489,7 @@ def test_sdpa_equals_varlen_top_left():
 def test_float32_mode_varlen_returns_float32_close_to_float64():
     q, k, v, cu_q, cu_k = make_varlen(12, [7, 9], [9, 6], 4, 2, 16)
     dout = np.random.RandomState(3).standard_normal(q.shape)
-    kw = dict(causal=True, window=(4, -1), softcap=3.0)
+    kw = dict(causal=True, window=(4, -1), softcap=3.0, alibi_slopes=[0.5, 0.25, 0.125, 0.0625], sinks=[0.0, 1.0, 2.0, -1.0])
     with np.errstate(all="raise"):
         o64, l64 = ref.varlen_attention_fwd(q, k, v, cu_q, cu_k, **kw)
         o32, l32 = ref.varlen_attention_fwd(q, k, v, cu_q, cu_k, dtype=np.float32, **kw)

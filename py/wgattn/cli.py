@@ -94,7 +94,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"wgattn check: {exc}", file=sys.stderr)
         return 2
     print(to_json(report) if args.json else render_table(report))
-    return 0 if report["failed"] == 0 else 1
+    return 0 if report["failed"] == 0 and report["passed"] > 0 else 1  # nothing run is no pass
 
 
 def _probe(args) -> int:

@@ -329,8 +329,11 @@ class Interface(abc.ABC):
 
     def head_view(self, case: Case, output: np.ndarray, head: int, heads: int) -> np.ndarray:
         """One query head's slice of an output as a 2-D array (rows x last axis); outputs with k/v
-        heads (dk, dv) show the k/v head that query head reads. This default: [rows, heads, ...]."""
+        heads (dk, dv) show the k/v head that query head reads. This default: [rows, heads, ...], or
+        [heads]."""
         a = np.asarray(output, dtype=np.float64)
+        if a.ndim == 1:  # one value per query head (the sinks' gradient)
+            return a[head : head + 1, None]
         h = head if a.shape[1] == heads else head // (heads // a.shape[1])
         x = a[:, h]
         return x[:, None] if x.ndim == 1 else x

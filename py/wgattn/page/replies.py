@@ -113,9 +113,15 @@ class GridItem(TypedDict):
     case: str
 
 
-class GridSkip(TypedDict):
+class _GridSkip(TypedDict):
     kernel: str
     reason: str
+
+
+class GridSkip(_GridSkip, total=False):
+    """A kernel this device cannot run at all, or (with `case`) one case it cannot take."""
+
+    case: str
 
 
 class GridStart(TypedDict):
