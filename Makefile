@@ -38,7 +38,7 @@ test-fast: setup
 	$(PY) -m pytest tests -m "not slow" -n auto --dist loadfile
 
 # The benchmark suite on this machine's GPU, one run: wgpu-py (trusted, checked), PyTorch's SDPA and
-# Chromium's WebGPU (robustness on and off), by one protocol; records in .cache/bench/ (bench/suite.py,
+# Chromium's WebGPU (robustness on and off), by one protocol; records in .cache/bench/ (python -m bench.suite,
 # ARGS="--kernels ... --shapes ..." to choose). A lent machine with no registry: python -m bench.devcarry.
 bench-gpu: setup
 	PYTHONUNBUFFERED=1 $(PY) -m bench.suite $(ARGS)

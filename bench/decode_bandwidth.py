@@ -2,8 +2,8 @@
 the decode kernels (the `paged_decode` interface, wgattn.interfaces.paged_decode) against the copy bandwidth of
 the same device and against PyTorch's SDPA on the same tensors, in one interleaved series per case.
 
-    python3 bench/decode_bandwidth.py --json decode.jsonl
-    (on the lent H100: python3 bench/devcarry.py run -- python3 bench/decode_bandwidth.py --json $OUT/decode.jsonl)
+    python3 -m bench.decode_bandwidth --json decode.jsonl
+    (on the lent H100: python3 -m bench.devcarry run -- python3 -m bench.decode_bandwidth --json $OUT/decode.jsonl)
 
 A case is a decode configuration (wgattn.interfaces.paged_decode.DecodeConfig, as a live check or
 the page's benchmark takes it) and the kernel timed on it (`cases()`). For each, one series timed

@@ -1,6 +1,6 @@
 """Time a kernel's forward (or backward, --op bwd) on one shape for several tile shapes, natively, in one run:
 
-    python bench/sweep_tiles.py --causal flash_fwd.blocked 4,16,2048,64 BR=64,BC=32,WG=128 BR=32,BC=16,WG=64
+    python -m bench.sweep_tiles --causal flash_fwd.blocked 4,16,2048,64 BR=64,BC=32,WG=128 BR=32,BC=16,WG=64
 
 With no tiles given, every candidate registered in the manifest. The tiles are one series of the
 measurement protocol (wgattn.protocol: warmed by time, interleaved rounds): prints each tile's

@@ -1,5 +1,5 @@
-// attn_probs.seed: seed B's attention probabilities (Gemma style) on seed B's interface,
-// wgattn's contract.
+// attn_probs.seed: the original attn_probs kernel's attention probabilities (Gemma style) on its
+// interface, wgattn's contract.
 //
 //   probs[h, t] = exp(s_t - m) / sum_{u visible} exp(s_u - m)   for visible t, exactly 0 otherwise
 //   s_t = q[h, :] . k_hist[t, h / heads_per_kv, :]   (un-scaled: no 1/sqrt(head_dim))
@@ -18,9 +18,9 @@
 //      a workgroup tree reduction of the maxima gives m;
 //   2. exp: probs[t] = exp(s_t - m), and a per-invocation sum; a second tree reduction gives l;
 //   3. normalise: probs[t] /= l.
-// Only WG floats of workgroup memory are used, so any history_len works (seed B kept every score
-// in a fixed 4096-entry workgroup array). A barrier separates reading m out of the scratch from
-// reusing the scratch for the sum (seed B's race).
+// Only WG floats of workgroup memory are used, so any history_len works (the original kept every
+// score in a fixed 4096-entry workgroup array). A barrier separates reading m out of the scratch from
+// reusing the scratch for the sum (the original's race).
 // Reference: wgattn.reference.attention_probs(q, k_hist, pos=pos, window=window, scale=1.0),
 // keywords mapped in wgattn/interfaces/attn_probs.py.
 

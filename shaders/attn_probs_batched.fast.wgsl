@@ -49,7 +49,8 @@ enable subgroups;
 // subgroupMin) sets its bit in a workgroup bitmask, and its slot is the number of leaders below it.
 // The numbering comes after sweep 1, so that no barrier precedes the hot loop. Workgroup memory:
 // WG vec4s plus ceil(WG / 32) words, whatever the history length. Either way a barrier separates
-// every invocation's reading of the maxima from the memory's reuse for the sums (seed B's race).
+// every invocation's reading of the maxima from the memory's reuse for the sums (the original attn_probs
+// kernel's race).
 // Reference: wgattn.reference.attention_probs_batched(q, k_hist, positions, window=, scale=).
 
 override WG: u32;            // invocations per workgroup (any value >= 1; need not be a power of two)

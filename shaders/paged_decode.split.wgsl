@@ -125,15 +125,7 @@ fn load_q(row: u32, c: u32, dim: u32) -> vec4<f32> {
   return q[row * (dim / 4u) + c];
 }
 #else
-fn load_q(row: u32, c: u32, dim: u32) -> vec4<f32> {
-  var x = vec4<f32>(0.0);
-  for (var e = 0u; e < 4u; e++) {
-    if (c * 4u + e < dim) {
-      x[e] = q[row * dim + c * 4u + e];
-    }
-  }
-  return x;
-}
+#include "lib/scalar_q.wgsl"
 #endif
 
 // Chunk c (columns 8c..8c+7) of cache row `row` (= (block * BS + slot) * Hkv + g) as the cache

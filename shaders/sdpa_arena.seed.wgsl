@@ -1,9 +1,10 @@
-// sdpa_arena.seed: masked scaled-dot-product attention on seed C's interface, wgattn's contract.
+// sdpa_arena.seed: masked scaled-dot-product attention on the original sdpa_arena
+// kernel's interface, wgattn's contract.
 //
 //   out[b,h,i,:] = sum_j p_ij v[b,h,j,:],  p_ij = softmax over visible j of scale * q[b,h,i,:].k[b,h,j,:]
 //   visible j (mask_kind): 0 every key; 1 causal, j <= i (top-left); 2 padding, mask value >= 0.5;
 //                          3 sliding window, i - window <= j <= i (window + 1 keys).
-//   A row with no visible key gets out = 0 (seed C's -1e9 trick gave a uniform average instead).
+//   A row with no visible key gets out = 0 (the original's -1e9 trick gave a uniform average instead).
 //
 // Layout: every tensor lives in one f32 arena at an element offset, addressed through
 // (batch, head, seq) strides with a contiguous head_dim, so [B,H,S,D] and [B,S,H,D] both work;

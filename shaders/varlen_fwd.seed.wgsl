@@ -1,13 +1,13 @@
-// varlen_fwd.seed: packed variable-length attention forward with LSE, seed A's interface and
-// algorithm, wgattn's contract.
+// varlen_fwd.seed: packed variable-length attention forward with LSE, the original varlen_fwd
+// kernel's interface and algorithm, wgattn's contract.
 //
 //   For sequence b, query token t of it (position pos = t - cu_q[b]) and head h:
 //     s_j = scale * q[t,h,:].k[j,h,:]   for visible keys j
 //     lse[t,h]   = log(sum_j exp(s_j))                 (-inf when no key is visible)
 //     out[t,h,:] = sum_j exp(s_j - lse[t,h]) v[j,h,:]  (0 when no key is visible)
 //   Visible keys: cu_k[b] <= j < cu_k[b+1]; with causal, also j - cu_k[b] <= pos (top-left
-//   alignment, seed A's: FlashAttention >= 2.1 aligns bottom-right when len_q != len_k).
-//   Two passes over the visible keys, as in seed A: the maximum score, then the exp-sum and the
+//   alignment, the original's: FlashAttention >= 2.1 aligns bottom-right when len_q != len_k).
+//   Two passes over the visible keys, as in the original: the maximum score, then the exp-sum and the
 //   weighted sum of V. Any head_dim: V's columns go CHUNK at a time, each chunk recomputing the
 //   scores (the sum is recomputed with them, in the same order, so every chunk divides by the
 //   same value).
@@ -15,8 +15,8 @@
 // Layouts (row-major, head_dim contiguous): q, out [total_tokens_q, num_heads, head_dim];
 // k, v [total_tokens_k, num_heads, head_dim]; lse [total_tokens_q, num_heads] (token-major);
 // cu_seqlens_q/k [batch_size + 1], prefix sums from 0 (validated by the host).
-// Grid: one invocation per packed query token, looping over all heads (seed A's parallelism: the
-// baseline fast kernels are measured against); WG tokens per workgroup, the workgroup count
+// Grid: one invocation per packed query token, looping over all heads (the original's parallelism:
+// the baseline fast kernels are measured against); WG tokens per workgroup, the workgroup count
 // folded into x and y so that more than 65535 workgroups can be used.
 // Reference: wgattn.reference.varlen_attention_fwd(..., causal_align="top_left"), keywords mapped
 // in wgattn/interfaces/varlen_fwd.py.
@@ -62,7 +62,7 @@ fn varlen_attention_fwd_f32(@builtin(workgroup_id) wid: vec3<u32>,
     let o_base = q_base;
 
     if (n_keys == 0u) {
-      // No visible key: the contract's empty row (seed A's clamped sum gave lse = log(1e-10)).
+      // No visible key: the contract's empty row (the original's clamped sum gave lse = log(1e-10)).
       for (var d: u32 = 0u; d < D; d++) {
         out[o_base + d] = 0.0;
       }

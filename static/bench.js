@@ -103,7 +103,7 @@ function stopIfCancelled() {
  * forgets them once they are on the GPU). A job with a `check` buffer (a kernel timed as bandwidth) then has its inputs
  * filled on the GPU by Python's fill plans (a GB never crosses Pyodide), runs once, and its output is judged by Python
  * against the float64 reference: a job whose check fails comes back `failed`, not timed.
- * @param {import("./main.js").ReadyContext} ctx
+ * @param {import("./context.js").ReadyContext} ctx
  * @param {Executor} executor
  * @param {{ bench: number }} start
  * @param {BenchJob} job
@@ -131,7 +131,7 @@ async function uploadJob(ctx, executor, start, job) {
 }
 
 /** Upload one job's plans.
- * @param {import("./main.js").ReadyContext} ctx
+ * @param {import("./context.js").ReadyContext} ctx
  * @param {Executor} executor
  * @param {{ bench: number }} start
  * @param {BenchJob} job
@@ -161,7 +161,7 @@ async function uploadPlans(ctx, executor, start, job) {
 
 /** Time one series (the jobs at one shape) by wgattn.protocol, asking Python at each step; each
  * repeat warms again, then times its rounds, and gives one record per job to `keep`.
- * @param {import("./main.js").ReadyContext} ctx
+ * @param {import("./context.js").ReadyContext} ctx
  * @param {Executor} executor
  * @param {{ bench: number, repeat: number, stamps_kept: number }} start
  * @param {Entry[]} entries
@@ -231,7 +231,7 @@ async function timeSeries(ctx, executor, start, entries, adapter, say, keep) {
 }
 
 /** Run a benchmark request; resolves to the records (also in window.wgattn.bench).
- * @param {import("./main.js").ReadyContext} ctx
+ * @param {import("./context.js").ReadyContext} ctx
  * @param {BenchRequest} request
  * @returns {Promise<BenchRecord[]>} */
 export async function runBench(ctx, request) {
@@ -348,7 +348,7 @@ export const decodeState = { status: "idle", records: [], checks: [], skipped: [
 /** Decode as bandwidth (wgattn.bandwidth): a decode configuration's kernels and the WGSL copy of the bytes a step reads,
  * timed in one series per cache precision by the protocol above (timeSeries), each kernel checked before it is timed
  * (uploadJob). Records of bench/decode_bandwidth.py's shape, GB/s and the share of this browser's own copy bandwidth.
- * @param {import("./main.js").ReadyContext} ctx
+ * @param {import("./context.js").ReadyContext} ctx
  * @param {{ op?: string, name?: string, config: Record<string, number | boolean>, impls?: string, rounds?: number,
  *   warmup_s?: number, repeat?: number }} request the benchmark request of an op timed as bandwidth (Python checks it)
  * @returns {Promise<Array<Record<string, any>>>} */
@@ -539,7 +539,7 @@ function chart(series, op) {
 
 /** Add the records of a `wgattn bench --json` file to the chart (Python checks them); records
  * already there (the same file dropped again) are not added twice.
- * @param {import("./main.js").ReadyContext} ctx
+ * @param {import("./context.js").ReadyContext} ctx
  * @param {string} text
  * @param {string} [name]
  * @returns {Promise<BenchRecord[]>} the records added */
@@ -571,7 +571,7 @@ export async function importRecords(ctx, text, name = "the file") {
 
 /** Wire the form; with `?bench=OP` (and bench_B, bench_H, bench_D, bench_seq_lens, bench_causal,
  * bench_rounds, bench_warmup_s, bench_impls, bench_repeat) in the URL, fill it and run at once.
- * @param {import("./main.js").ReadyContext} ctx
+ * @param {import("./context.js").ReadyContext} ctx
  * @param {URLSearchParams} [params]
  * @returns {Promise<void>} */
 export function setupBench(ctx, params) {

@@ -29,7 +29,6 @@ import { showMessage } from "./message.js";
 
 /**
  * What the page publishes on window for the tests: window.wgattn.
- * @typedef {import("./context.js").ReadyContext} ReadyContext the page once Pyodide is ready (the views take it)
  * @typedef {{ results: import("./context.js").Results, run: (request: import("./context.js").LiveRequest) => Promise<LiveResult>,
  *   runAll: (options?: { configs?: Record<string, import("./context.js").Config> }) => Promise<{ cancelled: boolean, results: LiveResult[] }>,
  *   bench: import("./bench.js").BenchState, ctx: import("./context.js").Context,

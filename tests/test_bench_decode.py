@@ -23,7 +23,6 @@ REG = registry.load()
 SMALL = {"batch": 3, "heads": 4, "heads_kv": 2, "seq_len": 45, "head_dim": 12, "block_size": 8, "new_tokens": 2}
 
 
-
 def _read_back(runtime, plan, name: str, src: bytes = b"") -> bytes:
     """`plan` run (with `src` in its first buffer): buffer `name`'s bytes (the plan is left as it was)."""
     buffers = list(plan.buffers)

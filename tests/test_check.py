@@ -106,7 +106,7 @@ def test_usage_errors(capsys, tmp_path):
     [
         # lse in log2 units instead of natural log: out stays right, only lse is wrong
         ("lse[t * H + h] = m + log(l);", "lse[t * H + h] = m + log2(l);"),
-        # seed A's empty-row lse (log of a clamped sum) instead of the contract's -inf
+        # the original varlen_fwd kernel's empty-row lse (log of a clamped sum) instead of the contract's -inf
         ("lse[t * H + h] = neg_inf();", "lse[t * H + h] = log(1e-10);"),
     ],
 )

@@ -100,7 +100,7 @@ def test_a_device_run_is_taken_in_from_its_read_only_folder(tmp_path):
         _rec(median=2.0, runtime="chromium", mode="trusted", adapter="nvidia"),
         _rec("torch", "", 1.0, runtime="torch", adapter=h100),
     ]
-    report = {"command": "bench/suite.py --out /tmp/out", "wall_s": 512.3, "gpu_state_before": "H100, 345 MHz"}
+    report = {"command": "python -m bench.suite --out /tmp/out", "wall_s": 512.3, "gpu_state_before": "H100, 345 MHz"}
     report["chromium_checked"] = {"live_check": {"results": [{"pass": True}, {"pass": True}, {"pass": False}]}}
     decode = [{"case": "target", "impl": "wgsl.copy", "kind": "copy", "adapter": h100, "time": "2026-11-24T10:00:00+00:00"}]
     (landed / "records.json").write_text(json.dumps(recs))
@@ -118,7 +118,7 @@ def test_a_device_run_is_taken_in_from_its_read_only_folder(tmp_path):
     assert [json.loads(line) for line in (hist / "decode" / "2026-11-24-h100.jsonl").read_text().splitlines()] == decode
     text = history.generated(hist)
     assert "### h100: `bench/history/2026-11-24-h100.jsonl`" in text
-    assert "Command: `bench/suite.py --out /tmp/out` (512.3 s)" in text and "2 of 3 kernels pass" in text
+    assert "Command: `python -m bench.suite --out /tmp/out` (512.3 s)" in text and "2 of 3 kernels pass" in text
     row = next(line for line in text.splitlines() if line.startswith("| flash_fwd.blocked (f32)"))
     assert row.endswith("| 1.25x | 0.80x |")  # robustness off / on; Chromium (on) / native trusted
     assert "robustness off / on" in text and "| torch f32 (torch) |" in text

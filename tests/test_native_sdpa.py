@@ -1,7 +1,7 @@
 """sdpa_arena.seed run natively (wgpu-py; lavapipe here) against the float64 reference, judged by
 the tolerance rule, over the interface's conformance grid: awkward sizes, every mask kind, both
 layouts, empty rows, and seq_k >= 512 at head_dim 64, where a loop-truncating lavapipe once
-returned wrong values (SEEDS.md)."""
+returned wrong values (docs/runtimes.md, "Debian 12's lavapipe truncates loops")."""
 
 import numpy as np
 import pytest

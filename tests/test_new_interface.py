@@ -6,7 +6,7 @@ tree, and runs every consumer on the copy in a process of its own: `wgattn check
 the native API (`wgattn.native.scale_rows`), a live run, the catalogue and its live form's fields,
 the server's /api/kernels and /api/run, and the page's grid and live check (its Python, with the
 native runtime for the browser). Each of the five is needed: without any one of them the interface
-is refused, saying what is missing. It is the worked example of wgattn.interfaces.base."""
+is refused, saying what is missing. It is the worked example of docs/kernels.md ("Adding an interface")."""
 
 import json
 import os

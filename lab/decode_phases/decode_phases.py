@@ -8,10 +8,11 @@ decode_bandwidth.py timed by the measurement protocol (wgattn.protocol) in one i
   - another copy of the kernel under trial (`--template FILE`, repeatable; "FILE+variant" edits it,
     "FILE@NRG=4" sets an override constant of its own, "FILE@NS=32" the split count);
   - the kernel at other split counts (`--splits`);
-  - the anchors: the WGSL copy of the case's K and V bytes and, with PyTorch on CUDA, torch's
-    copy_ and each SDPA backend on the same values unpaged (decode_bandwidth.py's).
+  - the anchors: the WGSL copy of the case's K and V bytes, the read of them alone and, with
+    PyTorch on CUDA, each SDPA backend on the same values unpaged (decode_bandwidth.py's).
 Each WGSL entry is registered from a copy of shaders/ with its text, compiled trusted as the
-kernel is benchmarked. Only the baseline's output is checked (against the float64 reference).
+kernel is benchmarked. Only the baseline's output is checked (as the benchmark checks it:
+Interface.check_filled), and SDPA's against the float64 reference.
 
     python3 -m lab.decode_phases.decode_phases [--case target] [--shapes 128x8,128x4] [--variants all]
     (on the lent H100: python3 -m bench.devcarry run -- python3 -m lab.decode_phases.decode_phases ...)
@@ -20,6 +21,7 @@ kernel is benchmarked. Only the baseline's output is checked (against the float6
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shutil
 import sys
 import tempfile
@@ -30,7 +32,7 @@ import numpy as np
 
 from bench import decode_bandwidth as db
 from bench.demo import ROOT
-from wgattn import bench, native, protocol, reference, registry
+from wgattn import bandwidth, bench, native, protocol, registry
 from wgattn.interfaces import paged_decode
 
 SHADER = "paged_decode.split.wgsl"
@@ -129,23 +131,19 @@ def wider(text: str, shape: str) -> str:
     return text if kpg <= 8 else edited(text, shape, [("const MAX_KPG: u32 = 8u;", f"const MAX_KPG: u32 = {kpg}u;")])
 
 
-def forced_tiles(shape: str, variant, sets: Dict[str, int]):
-    """paged_decode.tiles for the `variant` kernel (its private arrays' sizes), the candidates
-    replaced by one (invocations, keys per group), the constants `sets` set."""
+def forced_tiles(shape: str, variant: registry.Kernel, sets: Dict[str, int]):
+    """paged_decode.tiles for the `variant` kernel (its WGSL: its caps, its private arrays' sizes)
+    with one tile candidate, (invocations, keys per group) = `shape`, and without the manifest's
+    bound on the keys in flight (a shape past it is what is tried); the constants `sets` set."""
     wg, kpg = (int(x) for x in shape.split("x"))
+    one = dataclasses.replace(
+        variant, tiles=({"WG": wg, "KPG": kpg},), constraints=tuple(c for c in variant.constraints if "KPG" not in c)
+    )
     original = paged_decode.tiles
 
     def tiles(kernel, head_dim, rows, target):
-        saved = dict(paged_decode._CANDIDATES)
-        saved_bytes = paged_decode.IN_FLIGHT_BYTES
-        paged_decode._CANDIDATES.update(gpu=((wg, kpg),), cpu=((wg, kpg),))
-        paged_decode.IN_FLIGHT_BYTES = 1 << 20
-        try:
-            knobs, row_blocks = original(variant, head_dim, rows, target)
-            return {**knobs, **sets}, row_blocks
-        finally:
-            paged_decode._CANDIDATES.update(saved)
-            paged_decode.IN_FLIGHT_BYTES = saved_bytes
+        knobs, row_blocks = original(one, head_dim, rows, target)
+        return {**knobs, **sets}, row_blocks
 
     return tiles
 
@@ -165,21 +163,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--smoke", action="store_true", help="the case shrunk (decode_bandwidth.smoke): does the script run?")
     args = ap.parse_args(argv)
     proto = protocol.Protocol.of(args.rounds, args.warm)
-    (case,) = [c for c in db.cases() if c.name == args.case]
+    kernel_id, config = db.cases()[args.case]
     if args.smoke:
-        case = db.smoke(case)
+        config = db.smoke(config)
     rt = native.runtime()
     rt.trusted = True
-    x = db.inputs(case)
+    x = db.inputs(kernel_id, config)
     if args.sequential:
         x["block_table"] = np.sort(x["block_table"], axis=None).reshape(x["block_table"].shape)
-    dcase = db.decode_case(case, x)
-    nbytes = db.bytes_touched(case)
-    kernel_id = "paged_decode.split_f16" if case.cache == "f16" else "paged_decode.split"
+    case = paged_decode.INTERFACE.live_case(config, x, args.case)
+    nbytes = paged_decode.INTERFACE.bench_bytes(registry.load().kernel(kernel_id), case)
     text = (ROOT / "shaders" / SHADER).read_text()
     shapes = [s for s in args.shapes.split(",") if s]
     names = list(VARIANTS) if args.variants == "all" else [v for v in args.variants.split(",") if v]
-    # (label, WGSL text, tile shape)
+    # (label, WGSL text, tile shape[, split count[, constants]])
     jobs: List[tuple] = [(f"kernel {s}", wider(text, s), s) for s in shapes]
     jobs += [(v, variant(text, v), shapes[0]) for v in names]
     for t in args.template:
@@ -188,14 +185,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         knobs = {k: int(v) for k, v in (s.split("=") for s in sets)}
         jobs.append((Path(t).name, variant(Path(path).read_text(), more), shapes[0], knobs.pop("NS", None), knobs))
     splits = [int(n) for n in args.splits.split(",") if n]
-    print(f"adapter: {rt.name}; {case}; {nbytes / 1e9:.3f} GB of K and V a step; {proto}", flush=True)
+    print(f"adapter: {rt.name}; {args.case}: {config}; {nbytes / 1e9:.3f} GB of K and V a step; {proto}", flush=True)
 
-    want, _ = reference.decode_attention(*(x[n] for n in db.ARGS), window_left=case.window_left, sinks=x.get("sinks"))
     labels, entries, keep = [], [], []
     original = paged_decode.tiles
     jobs += [(f"kernel {shapes[0]} splits={n}", wider(text, shapes[0]), shapes[0], n) for n in splits]
     for label, src, shape, *more in jobs:
-        forced, sets = (more + [None, None])[:2]
+        num_splits, sets = (more + [None, None])[:2]
         tmp = tempfile.TemporaryDirectory()
         keep.append(tmp)
         shutil.copytree(ROOT / "shaders", Path(tmp.name) / "shaders")
@@ -203,7 +199,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         kernel = registry.load(Path(tmp.name) / "shaders" / "manifest.json").kernel(kernel_id)
         paged_decode.tiles = forced_tiles(shape, kernel, sets or {})
         try:
-            this = db.decode_case(case, x, forced) if forced else dcase
+            this = db.forced(case, num_splits)
             plan = paged_decode.INTERFACE.plan(kernel, this, rt.target)
             lay = paged_decode.INTERFACE.layout_on(kernel, this, rt.target)
             knobs = {**lay.knobs, "NS": lay.values["num_splits"]}
@@ -213,27 +209,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"  {label}: unavailable ({plan.unavailable})")
             continue
         if label == jobs[0][0]:
-            db.check(label, rt.run(plan).outputs["out"], want, 1e-4)
+            verified = paged_decode.INTERFACE.check_filled(case, rt.run(plan).outputs)
+            db.check(label, verified["max_abs_err"], verified["allowed"])
         labels.append(f"{label} [WG {knobs['WG']} KPG {knobs['KPG']} RB {knobs['RB']} NS {knobs['NS']}]")
         entries.append((rt.timing([plan]), nbytes))
-    cp = db.copy_plan(rt, nbytes)
-    labels.append("wgsl.copy")
-    entries.append((rt.timing([cp]), 2 * cp.buffers[0].size))
+    cp = bandwidth.copy_plan(nbytes, rt.limits["max-storage-buffer-binding-size"])
+    copied = cp.buffers[0].size
+    labels.append(bandwidth.COPY)
+    entries.append((rt.timing([cp]), 2 * copied))
     labels.append("wgsl.read")
-    entries.append((rt.timing([db.bandwidth.stream_plan(cp.buffers[0].size, write=False)]), cp.buffers[0].size))
+    entries.append((rt.timing([bandwidth.stream_plan(copied, write=False)]), copied))
     if bench.torch_cuda():
         import torch
 
-        for label, fn, out, config in db.anchors(torch, case, x):
-            db.check(label, out, want, 5e-2)
-            labels.append(label + (f" ({config})" if config else ""))
+        found = db.anchors(torch, config, x)
+        want = paged_decode.INTERFACE.reference(case)["out"] if found else None
+        for label, fn, out, pick in found:
+            db.check(label, float(np.abs(out.astype(np.float64) - want).max()), 5e-2)
+            labels.append(label + (f" ({pick})" if pick else ""))
             entries.append((db.TorchTimed(torch, fn), nbytes))
     measured = protocol.measure([t for t, _ in entries], proto, log=print)
     stats = [protocol.summarize(proto, m.samples) for m in measured]
     base = stats[0].median_ms
-    ci = labels.index("wgsl.copy")
+    ci = labels.index(bandwidth.COPY)
     copy_gbps = entries[ci][1] / stats[ci].median_ms / 1e6
-    print(f"\n{case.name}: median ms (spread), GB/s, % of the WGSL copy, x the first entry")
+    print(f"\n{args.case}: median ms (spread), GB/s, % of the WGSL copy, x the first entry")
     for label, (_, nb), st, m in zip(labels, entries, stats, measured):
         gbps = nb / st.median_ms / 1e6
         print(

@@ -6,9 +6,9 @@ cache, is held to.
     (on the lent H100: python3 -m bench.devcarry run -- python3 -m lab.read_ceiling.read_ceiling --json $OUT/read.jsonl)
 
 Each entry moves the same bytes (by default the decode target's K and V, 1.07 GB) through
-wgattn.interfaces.paged_decode_bench.STREAM_WGSL, the decode benchmark's copy:
+shaders/stream.wgsl, the decode benchmark's copy (wgattn.bandwidth.stream_plan):
 - wgsl.copy PER=p: each invocation copies p vec4s (16 bytes each, workgroup-strided: coalesced);
-  the decode benchmark's copy is PER=8 (COPY_PER);
+  the decode benchmark's copy is PER=8 (wgattn.bandwidth.COPY_PER);
 - wgsl.read PER=p: each invocation reads p vec4s alone;
 - wgsl.read paged, shuffled / in order PER=p: the same bytes as a paged cache, K's blocks then
   V's, each block (the target's: 16 tokens x 8 kv heads x 128 f16 columns, 32 KB) read whole in
@@ -29,7 +29,7 @@ import numpy as np
 
 from bench.decode_bandwidth import TorchTimed
 from wgattn import bench, protocol
-from wgattn.interfaces.paged_decode_bench import stream_plan
+from wgattn.bandwidth import stream_plan
 from wgattn.plan import Buffer, Dispatch, Plan
 from wgattn.registry import Pass
 
@@ -38,7 +38,7 @@ PAGED_PER = (4, 8)
 BLOCK_BYTES = 16 * 8 * 128 * 2  # a block of the decode target's cache: 16 tokens x 8 kv heads x 128 f16
 
 # Whole blocks of a paged cache (K's blocks, then V's, in one buffer), each workgroup 256 * PER
-# vec4s of one block (coalesced, as STREAM_WGSL), the block taken through the table: the reads of
+# vec4s of one block (coalesced, as stream.wgsl), the block taken through the table: the reads of
 # a paged reader that wastes nothing on its layout.
 PAGED_WGSL = """
 override PER: u32 = 8u;        // vec4s per invocation

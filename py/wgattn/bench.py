@@ -6,8 +6,8 @@ kernels of every interface that serves it (Interface.bench_op; each lays the den
 as its own cases, Interface.bench_cases):
     fwd    attention forward
     bwd    attention backward (dq, dk, dv from dout)
-    probs  attention probabilities for the last B positions of a history of S keys (seed B's
-           job; an interface taking one position per dispatch times B plans)
+    probs  attention probabilities for the last B positions of a history of S keys (the original
+           attn_probs kernel's job; an interface taking one position per dispatch times B plans)
 FLOPs follow FlashAttention: forward 4*B*H*S*S*D, halved when causal; backward 2.5x the forward;
 probs 2*B*H*S*D (the scores; every entry of every row is written).
 

@@ -96,6 +96,13 @@ def _trusted_module(device: "wgpu.GPUDevice", label: str, code: str) -> "wgpu.GP
     return _api.GPUShaderModule(label, handle, device)
 
 
+def _timestamp_period(device: "wgpu.GPUDevice") -> float:
+    """The device's timestamp period, nanoseconds per count (wgpu-py has no wrapper; 1.0 on lavapipe)."""
+    from wgpu.backends.wgpu_native._ffi import lib
+
+    return float(lib.wgpuQueueGetTimestampPeriod(device.queue._internal))
+
+
 class PipelineCache:
     """Compiled compute pipelines by what they are compiled from, the least recently used
     dropped past `size` entries (WGATTN_PIPELINE_CACHE, default 64).
@@ -155,7 +162,8 @@ class NativeRuntime:
 
     Trusted mode (`trusted`, on unless WGATTN_TRUSTED=0): dispatches of registered kernels marked
     "trusted" in the manifest are compiled without wgpu's runtime bounds checks and loop bounding,
-    which cost 2-6x on the H100 (docs/performance.md). An out-of-bounds access would then go
+    which on the H100 take most of the fast kernels' time (docs/performance.md, "Runtime checks",
+    and its tables' native trusted and checked columns). An out-of-bounds access would then go
     uncaught, so only kernels that guard every index themselves are marked, their plans validate
     every size before dispatch, and their grids run in both modes in the tests. User WGSL is
     always checked."""
@@ -180,6 +188,10 @@ class NativeRuntime:
         self.device = adapter.request_device_sync(
             label="wgattn", required_features=list(self.features), required_limits=dict(self.limits)
         )
+        # Nanoseconds per timestamp count: wgpu-native resolves raw counts (it converts them to
+        # nanoseconds only on an instance made with automatic timestamp normalization, which
+        # wgpu-py's shared instance is not).
+        self.timestamp_period = _timestamp_period(self.device) if "timestamp-query" in self.features else 1.0
         self.pipelines = PipelineCache()
         self.trusted = trusted_default() if trusted is None else bool(trusted)
         # What plans for this device are built for and checked against (wgattn.target).
@@ -220,7 +232,8 @@ class NativeRuntime:
         return f"{i['device'] or i['description'] or i['vendor']} ({i['backend']})"
 
     def check_loop_cap(self) -> None:
-        """Refuse an adapter that ends loops early (SEEDS.md: wrong SDPA from seq_k 511)."""
+        """Refuse an adapter that ends loops early (docs/runtimes.md, "Debian 12's lavapipe truncates
+        loops": the original sdpa_arena kernel went wrong from seq_k 511)."""
         source = (shader_dir() / "loop_probe.wgsl").read_text()
         pipeline = self._pipeline("loop_probe", source, "main", {})
         counted = self.device.create_buffer(
@@ -374,9 +387,14 @@ class NativeRuntime:
         dev.queue.submit([enc.finish()])
         return qbuf
 
-    def _gpu_ms(self, qbuf, n: int) -> float:
-        stamps = struct.unpack(f"<{2 * n}Q", bytes(self.device.queue.read_buffer(qbuf)))
-        return sum(e - s for s, e in zip(stamps[::2], stamps[1::2])) / 1e6
+    def _gpu_ns(self, qbuf, count: int) -> Tuple[float, List[int]]:
+        """The nanoseconds between the begin and end timestamps of the passes whose `count`
+        timestamps (two a pass) `qbuf` holds, summed; and the timestamps in nanoseconds. Reading
+        the buffer waits for the work."""
+        counts = struct.unpack(f"<{count}Q", bytes(self.device.queue.read_buffer(qbuf)))
+        period = self.timestamp_period
+        ns = sum(e - s for s, e in zip(counts[::2], counts[1::2])) * period
+        return ns, [round(c * period) for c in counts]
 
     def run(self, plan: Plan, between: Optional[Callable[[], None]] = None) -> RunResult:
         """Upload, dispatch everything in order in one submission, read back, unpack.
@@ -389,7 +407,7 @@ class NativeRuntime:
         raw = {b.name: bytes(self.device.queue.read_buffer(buffers[b.name])) for b in plan.buffers if b.read}
         timings = {"wall_ms": (time.perf_counter() - t0) * 1e3}
         if timed:
-            timings["gpu_ms"] = self._gpu_ms(qbuf, len(plan.dispatches))
+            timings["gpu_ms"] = self._gpu_ns(qbuf, 2 * len(plan.dispatches))[0] / 1e6
         return RunResult(outputs=plan.unpack(raw), raw=raw, timings=timings)
 
     def timing(self, plans: List[Plan], trusted: Optional[bool] = None) -> "TimedPlans":
@@ -402,14 +420,14 @@ class TimedPlans(protocol.Timed):
     """One run of a benchmark job (every dispatch of `plans`, in order) on inputs uploaded once.
     A sample is one submission of `reps` runs: per-run milliseconds from timestamp queries (every
     pass's end minus its begin, summed) where the adapter has them, else from the host clock
-    (submit to idle), over `reps`."""
+    (submit to idle), over `reps`. The timestamps' tick is known: the device's timestamp period."""
 
     def __init__(self, rt: NativeRuntime, plans: List[Plan], trusted: bool):
         self.rt = rt
         self.uploaded = [(p, *rt._upload(p, trusted)[1:]) for p in plans]
         self.passes = sum(len(p.dispatches) for p in plans)
         self.timer = "gpu" if "timestamp-query" in rt.features else "wall"
-        self.resolution_ns = 0.0 if self.timer == "gpu" else time.get_clock_info("perf_counter").resolution * 1e9
+        self.resolution_ns = rt.timestamp_period if self.timer == "gpu" else time.get_clock_info("perf_counter").resolution * 1e9
         self._queries: Dict[int, tuple] = {}  # query count -> (query set, resolve buffer)
         self._fence = rt.device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
 
@@ -439,9 +457,8 @@ class TimedPlans(protocol.Timed):
         if qbuf is None:
             dev.queue.read_buffer(self._fence)  # waits for the submission before it
             return (time.perf_counter() - t0) * 1e3 / reps, []
-        stamps = struct.unpack(f"<{count}Q", bytes(dev.queue.read_buffer(qbuf)))  # the read waits for the work
-        ns = sum(e - s for s, e in zip(stamps[::2], stamps[1::2]))
-        return ns / 1e6 / reps, list(stamps)
+        ns, stamps = self.rt._gpu_ns(qbuf, count)
+        return ns / 1e6 / reps, stamps
 
 
 _RUNTIME: Optional[NativeRuntime] = None

@@ -19,10 +19,11 @@ at one (op, shape, causal), like this:
    browser's coarsened timestamps, then costs under 1/`resolutions_per_sample` of a sample), but
    never more than fit in `max_sample_ms` (one, where one run is longer): whatever is believed of
    the timer, a round lasts at most about `max_sample_ms` or one run per entry. The tick is what
-   is known of the timer beforehand (a host clock's, CUDA events'), else the greatest common
-   divisor of its timestamps' offsets, inferred from `MIN_OFFSETS` offsets at least: the tick
-   divides every offset, so a few of them only bound it from above (one warm-up round of a slow
-   kernel gives two readings, and their one offset is the run itself).
+   is known of the timer beforehand (a host clock's, CUDA events', wgpu-native's timestamp
+   period), else the greatest common divisor of its timestamps' offsets, inferred from
+   `MIN_OFFSETS` offsets at least: the tick divides every offset, so a few of them only bound it
+   from above (one warm-up round of a slow kernel gives two readings, and their one offset is the
+   run itself).
 3. Rounds, interleaved. Round r times every entry once, in `schedule`'s order (rotated by r, so no
    entry always goes first): a drift of the clock hits every entry alike.
 4. Statistics (`summarize`): the median of an entry's per-round samples, with the minimum, the

@@ -530,9 +530,24 @@ def _check_varlen_common(
         causal_align=causal_align,
     )
     sc = dt.type(opts.scale)
+    q, k, v = (x.astype(dt, copy=False) for x in (q, k, v))
     slopes = None if slopes is None else slopes.astype(dt)
     sink = None if sink is None else sink.astype(dt)
     return dt, q, k, v, cu_q, cu_k, group, opts.left, opts.right, opts.softcap, sc, slopes, sink
+
+
+def visible_sequences(cu_q: np.ndarray, cu_k: np.ndarray, align: str, left: int, right: int):
+    """(q0, q1, k0, k1, mask) for every packed sequence in which some query sees some key: its
+    query rows q0:q1, its keys k0:k1 and seq_mask of them (the other sequences' rows have out 0,
+    lse -inf (or the sink) and no gradient); what every varlen function and naive run walks."""
+    for b in range(cu_q.shape[0] - 1):
+        q0, q1 = int(cu_q[b]), int(cu_q[b + 1])
+        k0, k1 = int(cu_k[b]), int(cu_k[b + 1])
+        if q1 == q0 or k1 == k0:
+            continue
+        mask = seq_mask(q1 - q0, k1 - k0, align, left, right)
+        if mask.any():
+            yield q0, q1, k0, k1, mask
 
 
 def seq_mask(len_q: int, len_k: int, align: str, left: int, right: int) -> np.ndarray:
@@ -650,7 +665,7 @@ def varlen_attention_fwd(
         causal_align: where the causal diagonal (and the window band) sits
             when len_q != len_k for a sequence:
             "bottom_right" (FlashAttention >= 2.1): offset = len_k - len_q;
-            "top_left" (PyTorch is_causal, seed A): offset = 0.
+            "top_left" (PyTorch is_causal, the original varlen_fwd kernel): offset = 0.
         alibi_slopes: None or [Hq]: score += -alibi_slopes[h] * |j - (i + offset)|
             after softcap (FlashAttention's alibi_slopes; on a causal row it is
             decode_attention's slope * (key_pos - query_pos)).
@@ -721,38 +736,16 @@ def varlen_attention_fwd(
         q2    .  .  .  1  1
     """
     dt, q, k, v, cu_q, cu_k, group, left, right, cap, sc, slopes, sink = _check_varlen_common(
-        q,
-        k,
-        v,
-        cu_seqlens_q,
-        cu_seqlens_k,
-        causal,
-        scale,
-        window,
-        softcap,
-        causal_align,
-        alibi_slopes,
-        sinks,
-        dtype,
+        q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, window, softcap, causal_align, alibi_slopes, sinks, dtype
     )
     total_q, hq, d = q.shape
     hkv = k.shape[1]
-    q = q.astype(dt, copy=False)
-    k = k.astype(dt, copy=False)
-    v = v.astype(dt, copy=False)
     out = np.zeros((total_q, hq, d), dtype=dt)
     # a row with no visible key: -inf, or the log of the sink's term alone
     lse = np.full((total_q, hq), -np.inf, dtype=dt) if sink is None else np.tile(sink, (total_q, 1))
     sink_rows = None if sink is None else sink.reshape(hkv, group, 1)
-    for b in range(cu_q.shape[0] - 1):
-        q0, q1 = int(cu_q[b]), int(cu_q[b + 1])
-        k0, k1 = int(cu_k[b]), int(cu_k[b + 1])
-        len_q, len_k = q1 - q0, k1 - k0
-        if len_q == 0 or len_k == 0:
-            continue
-        mask = seq_mask(len_q, len_k, causal_align, left, right)
-        if not mask.any():
-            continue
+    for q0, q1, k0, k1, mask in visible_sequences(cu_q, cu_k, causal_align, left, right):
+        len_q, len_k = mask.shape
         qg = _group_rows(q[q0:q1], hkv, group)  # [Hkv, G*Lq, D]
         kg = k[k0:k1].transpose(1, 0, 2)  # [Hkv, Lk, D]
         vg = v[k0:k1].transpose(1, 0, 2)
@@ -823,26 +816,11 @@ def varlen_attention_bwd(
         sink is one at -inf, whose share of every row is 0).
     """
     dt, q, k, v, cu_q, cu_k, group, left, right, cap, sc, slopes, sink = _check_varlen_common(
-        q,
-        k,
-        v,
-        cu_seqlens_q,
-        cu_seqlens_k,
-        causal,
-        scale,
-        window,
-        softcap,
-        causal_align,
-        alibi_slopes,
-        sinks,
-        dtype,
+        q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, window, softcap, causal_align, alibi_slopes, sinks, dtype
     )
     total_q, hq, d = q.shape
     total_k, hkv, _ = k.shape
     dout, out, lse = check_varlen_grad_inputs(dout, out, lse, q.shape)
-    q = q.astype(dt, copy=False)
-    k = k.astype(dt, copy=False)
-    v = v.astype(dt, copy=False)
     dout = dout.astype(dt, copy=False)
     out = out.astype(dt, copy=False)
     lse = lse.astype(dt, copy=False)
@@ -852,15 +830,8 @@ def varlen_attention_bwd(
     dq = np.zeros((total_q, hq, d), dtype=dt)
     dk = np.zeros((total_k, hkv, d), dtype=dt)
     dv = np.zeros((total_k, hkv, d), dtype=dt)
-    for b in range(cu_q.shape[0] - 1):
-        q0, q1 = int(cu_q[b]), int(cu_q[b + 1])
-        k0, k1 = int(cu_k[b]), int(cu_k[b + 1])
-        len_q, len_k = q1 - q0, k1 - k0
-        if len_q == 0 or len_k == 0:
-            continue
-        mask = seq_mask(len_q, len_k, causal_align, left, right)
-        if not mask.any():
-            continue
+    for q0, q1, k0, k1, mask in visible_sequences(cu_q, cu_k, causal_align, left, right):
+        len_q, len_k = mask.shape
         qg = _group_rows(q[q0:q1], hkv, group)  # [Hkv, R, D], R = G*Lq
         dog = _group_rows(dout[q0:q1], hkv, group)
         og = _group_rows(out[q0:q1], hkv, group)
@@ -1049,8 +1020,8 @@ def sdpa(
     Returns:
         out: q's layout and shape, of dtype.
 
-    Masks (1 = visible), causal=True, and window=(2, 0), which is seed C's
-    sliding window 2 (keys row-2 .. row; adding causal=True changes nothing)::
+    Masks (1 = visible), causal=True, and window=(2, 0), which is the original
+    sdpa_arena kernel's sliding window 2 (keys row-2 .. row; adding causal=True changes nothing)::
 
         mask: len_q=3 len_k=5 causal=True window=(-1, -1) align=top_left
              k0 k1 k2 k3 k4

@@ -1,4 +1,5 @@
-// The `attn_probs` interface, seed B's: the probabilities of one query position over a key history.
+// The `attn_probs` interface, the original attn_probs kernel's: the probabilities of one query
+// position over a key history.
 // Every attn_probs kernel (a user's too) declares its Params struct and bindings by #including
 // this file; wgattn.registry reads the fields and bindings from here, wgattn.interfaces.attn_probs
 // fills them.

@@ -1,5 +1,6 @@
-// The `sdpa_arena` interface, seed C's: q, k, v, an optional padding mask and out in one f32 arena at element offsets,
-// addressed through (batch, head, seq) strides; 144 bytes of params.
+// The `sdpa_arena` interface, the original sdpa_arena kernel's: q, k, v, an optional padding mask
+// and out in one f32 arena at element offsets, addressed through (batch, head, seq) strides; 144
+// bytes of params.
 // Every sdpa_arena kernel (a user's too) declares its Params struct and bindings by #including
 // this file; wgattn.registry reads the fields and bindings from here, wgattn.interfaces.sdpa_arena
 // fills them.
@@ -16,7 +17,7 @@ struct Params {
   out_off: u32,        // ... of out
   mask_off: u32,       // ... of the padding mask (mask_kind 2)
   mask_kind: u32,      // 0 none, 1 causal, 2 padding, 3 sliding window
-  scale: f32,          // score scale (seed C passes it as the f32's bits in a u32: same bytes)
+  scale: f32,          // score scale (the original passed it as the f32's bits in a u32: same bytes)
   window: u32,         // mask_kind 3: keys i - window .. i are visible
   mask_sq_stride: u32, // mask strides in elements; 0 broadcasts that axis
   mask_sk_stride: u32,

@@ -1,4 +1,5 @@
-// The `varlen_fwd` interface, seed A's: packed variable-length attention forward with LSE, no GQA.
+// The `varlen_fwd` interface, the original varlen_fwd kernel's: packed variable-length attention
+// forward with LSE, no GQA.
 // Every varlen_fwd kernel (a user's too) declares its Params struct and bindings by #including
 // this file; wgattn.registry reads the fields and bindings from here, wgattn.interfaces.varlen_fwd
 // fills them.

@@ -13,7 +13,7 @@ from .. import reference as _reference
 from .base import MAX_ELEMENTS, MAX_SCORES
 from .config import LiveConfig, knob
 
-__all__ = ["U32_MAX", "I32_MAX", "HistoryConfig", "draw_scores", "draw_history", "check_size", "picture"]
+__all__ = ["U32_MAX", "I32_MAX", "HistoryConfig", "draw_scores", "draw_history", "check_size", "history_params", "picture"]
 
 U32_MAX = 2**32 - 1
 I32_MAX = 2**31 - 1
@@ -31,6 +31,21 @@ def draw_scores(
         k[..., 0] = 10.0
         q[..., 0] = offset / 10.0
     return q, k
+
+
+def history_params(heads: int, k_hist: np.ndarray, window: int) -> Dict[str, float]:
+    """The Params values both interfaces take alike: the head dim, the heads, the history length
+    and the window. A window above a position + 1 sees every key up to it, whatever its size:
+    clamping it to u32 changes nothing (position + 1 <= history_len fits in u32)."""
+    history_len, heads_kv, head_dim = k_hist.shape
+    return {
+        "head_dim": head_dim,
+        "n_heads": heads,
+        "n_kv_heads": heads_kv,
+        "heads_per_kv": heads // heads_kv,
+        "history_len": history_len,
+        "window": min(window, U32_MAX),
+    }
 
 
 def draw_history(seed: int, positions: int, heads: int, heads_kv: int, history: int, head_dim: int) -> Dict[str, np.ndarray]:

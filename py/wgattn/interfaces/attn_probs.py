@@ -1,4 +1,4 @@
-"""The `attn_probs` interface (seed B's): softmax probabilities of one query position over a key
+"""The `attn_probs` interface (the original attn_probs kernel's): softmax probabilities of one query position over a key
 history, Gemma style (un-scaled scores), with GQA and a sliding window; 32 bytes of params
 (shaders/interfaces/attn_probs.wgsl).
 
@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import reference as _reference
 from ..plan import Output
-from ._probs import U32_MAX, HistoryConfig, check_size, draw_history, draw_scores, picture
+from ._probs import U32_MAX, HistoryConfig, check_size, draw_history, draw_scores, history_params, picture
 from .base import Case, Interface, Layout, data_buffer, out_buffer
 from .config import knob
 
@@ -72,19 +72,9 @@ class AttnProbs(Interface):
 
     def layout(self, case: Case) -> Layout:
         q, k_hist, pos, window = _case_args(case)
-        hq, d = q.shape
-        history_len, hkv, _ = k_hist.shape
-        values: Dict[str, float] = {
-            "head_dim": d,
-            "n_heads": hq,
-            "n_kv_heads": hkv,
-            "heads_per_kv": hq // hkv,
-            "pos": pos,
-            "history_len": history_len,
-            # A window above pos + 1 sees every key up to pos, whatever its size: clamping to u32
-            # changes nothing (pos + 1 <= history_len fits in u32).
-            "window": min(window, U32_MAX),
-        }
+        hq = q.shape[0]
+        history_len = k_hist.shape[0]
+        values = {**history_params(hq, k_hist, window), "pos": pos}
         buffers = {
             "q": data_buffer("q", q),
             "k_hist": data_buffer("k_hist", k_hist),
@@ -110,7 +100,7 @@ class AttnProbs(Interface):
         return Case(name, {"q": q32, "k_hist": k32}, {"pos": pos, "window": window})
 
     # Head dims 1 to 256; GQA ratios 1, 3 and all-to-one; history lengths 1, under, just over and
-    # many times WG, past seed B's 4096 and long (70000); pos at 0, in the middle (later keys get
+    # many times WG, past the original kernel's 4096 and long (70000); pos at 0, in the middle (later keys get
     # exactly 0) and at the end; window 0, 1, exactly pos + 1, above pos + 1, in between; scores
     # around +100 (exp overflows float32 without the maximum subtracted) and -100 (exp
     # underflows); a peaked row; all scores equal. spread and offset shape the scores (draw_scores).
@@ -125,7 +115,7 @@ class AttnProbs(Interface):
         dict(hq=4, hkv=4, d=59, history_len=63, pos=30, window=50),  # window larger than pos + 1
         dict(hq=6, hkv=2, d=64, history_len=203, pos=150, window=37),  # window in between
         dict(hq=3, hkv=3, d=256, history_len=129, pos=128, window=64, spread=2.0),  # window == WG, head dim 256
-        dict(hq=6, hkv=2, d=64, history_len=5000, pos=4999, window=0),  # past seed B's 4096 scores
+        dict(hq=6, hkv=2, d=64, history_len=5000, pos=4999, window=0),  # past the original kernel's 4096 scores
         dict(hq=3, hkv=1, d=111, history_len=5000, pos=4200, window=4097),  # a window wider than 4096
         dict(hq=2, hkv=1, d=64, history_len=70000, pos=65536, window=0),  # long: over 1000 keys per invocation
         dict(hq=6, hkv=2, d=111, history_len=1000, pos=700, window=0, spread=0.5, offset=100.0),  # exp(s) overflows f32

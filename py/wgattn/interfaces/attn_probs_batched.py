@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import reference as _reference
 from ..plan import Output
-from ._probs import I32_MAX, U32_MAX, HistoryConfig, check_size, draw_history, draw_scores, picture
+from ._probs import I32_MAX, U32_MAX, HistoryConfig, check_size, draw_history, draw_scores, history_params, picture
 from .base import Case, Interface, Layout, data_buffer, out_buffer
 from .config import knob
 
@@ -122,20 +122,9 @@ class AttnProbsBatched(Interface):
 
     def layout(self, case: Case) -> Layout:
         q, k_hist, pos, window, scale = _case_args(case)
-        n_pos, hq, d = q.shape
-        history_len, hkv, _ = k_hist.shape
-        values: Dict[str, float] = {
-            "head_dim": d,
-            "n_heads": hq,
-            "n_kv_heads": hkv,
-            "heads_per_kv": hq // hkv,
-            "n_pos": n_pos,
-            "history_len": history_len,
-            # A window above p + 1 sees every key up to p, whatever its size: clamping to u32 changes
-            # nothing (p + 1 <= history_len fits in u32).
-            "window": min(window, U32_MAX),
-            "scale": scale,
-        }
+        n_pos, hq, _ = q.shape
+        history_len = k_hist.shape[0]
+        values = {**history_params(hq, k_hist, window), "n_pos": n_pos, "scale": scale}
         buffers = {
             "q": data_buffer("q", _vec4_rows(q)),
             "k_hist": data_buffer("k_hist", _vec4_rows(k_hist)),
@@ -173,7 +162,7 @@ class AttnProbsBatched(Interface):
         dict(n_pos=5, hq=4, hkv=4, d=64, history_len=300, kind="random", window=37),  # window in between, any order
         dict(n_pos=3, hq=2, hkv=1, d=59, history_len=300, kind="edges", window=300),  # window == history_len
         dict(n_pos=16, hq=4, hkv=4, d=64, history_len=4096, kind="tail", window=0),  # the benchmark's job, smaller
-        dict(n_pos=6, hq=4, hkv=1, d=128, history_len=5000, kind="random", window=4097),  # past seed B's 4096
+        dict(n_pos=6, hq=4, hkv=1, d=128, history_len=5000, kind="random", window=4097),  # past attn_probs' original 4096
         dict(n_pos=4, hq=2, hkv=2, d=64, history_len=20000, kind="edges", window=0),  # long: over 16384 keys
         dict(n_pos=6, hq=4, hkv=2, d=111, history_len=1000, kind="random", window=0, spread=0.5, offset=100.0),
         dict(n_pos=4, hq=4, hkv=1, d=64, history_len=300, kind="tail", window=0, spread=0.5, offset=-100.0),

@@ -25,61 +25,10 @@ Nothing outside wgattn.interfaces knows an interface by name: callers ask
 `wgattn.interfaces.get(name)` (or `of(kernel)`) for the object and call these; the native API
 (`wgattn.native.<reference>`) is made from the registry.
 
-Adding an interface touches five files of code, and nothing else (docs/contract.md documents its
-reference function):
-
-    py/wgattn/interfaces/<name>.py     a subclass of `Interface`, assigned to INTERFACE, and its
-                                       live configuration (a LiveConfig dataclass of knob() fields)
-    py/wgattn/reference.py             its float64 reference function (what the manifest's
-                                       "reference" names; `reference()` calls it, and
-                                       wgattn.native gets a function of the same name and
-                                       arguments, plus impl=)
-    shaders/interfaces/<name>.wgsl     the header: `struct Params {...}` (4-byte u32/i32/f32 fields,
-                                       `_` names for padding, a multiple of 16 bytes) and the
-                                       `@group(0) @binding(i)` variables; the registry reads both
-    shaders/<name>.<impl>.wgsl         a kernel: `#include "interfaces/<name>.wgsl"`, an entry point
-                                       per pass, its override constants
-    shaders/manifest.json              "interfaces": {"<name>": {"summary", "reference", "passes":
-                                       [{"name", "entry_point", "uses", "grid": {"items",
-                                       "per_workgroup"}}]}} and "kernels": {"<name>.<impl>":
-                                       {"interface", "rank", "summary", "overrides", ...}}
-
-A worked example, `scale_rows` (out = scale * x: a 4-field Params, three bindings, a 40-line
-module), is tests/test_new_interface.py: it adds the interface to a copy of the tree, counts the
-files that changed (these five), runs every consumer on the copy (`wgattn check`'s grid, the
-native API, a live run, the catalogue and its live form's fields, the server's /api/kernels and
-/api/run, the page's grid and live check) and shows each of the five is needed. Its reference
-function and module:
-
-    def scale_rows(x, *, scale=1.0, dtype=np.float64):    # in wgattn.reference
-        dt = _check_dtype(dtype)
-        return _float_array(x, "x", 1, "[n]").astype(dt) * dt.type(check_scale(scale, 1))
-
-    @dataclass
-    class ScaleRowsConfig(LiveConfig):
-        n: int = knob(1000, 1, 1 << 20)
-        scale: float = knob(2.0, f32="scale")          # the one numeric check of a float
-        seed: int = knob(0, 0, 2**32 - 1)
-        heads = property(lambda self: 1)
-        def tensors(self):
-            return {"x": np.random.RandomState(self.seed).standard_normal(self.n).astype(np.float32)}
-
-    class ScaleRows(Interface):
-        name, OUTPUTS, Config = "scale_rows", ("out",), ScaleRowsConfig
-        GRID = [dict(name="n1", n=1), dict(name="n1000", n=1000, scale=-0.5)]
-        def layout(self, case):                        # checked, then laid out
-            x, scale = ...                             # (wgattn.reference's checkers)
-            return Layout({"n": x.size, "scale": scale},
-                          {"x": data_buffer("x", x), "out": out_buffer("out", x.nbytes)},
-                          [Output("out", "out", 0, x.shape)])
-        def reference(self, case, dtype=np.float64):   # wgattn.reference.scale_rows
-            return {"out": reference.scale_rows(case.inputs["x"], scale=..., dtype=dtype)}
-        def case_from_reference(self, x, *, scale=1.0, name="call"): ...
-        def grid_case(self, rng, name, n, scale=2.0): ...
-        def live_case(self, config, tensors, name): ...
-        def probabilities(self, case, head, max_cells): ...
-
-    INTERFACE = ScaleRows()
+Adding an interface touches five files of code: this package's module, its reference function,
+its WGSL header, a kernel and the manifest (docs/kernels.md, "Adding an interface", says what each
+holds). tests/test_new_interface.py adds one (`scale_rows`: out = scale * x) to a copy of the tree
+and is the worked example.
 """
 
 from __future__ import annotations

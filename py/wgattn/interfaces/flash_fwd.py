@@ -83,11 +83,7 @@ def naive_f16(case: Case) -> Dict[str, np.ndarray]:
     if p_.sinks is not None:  # rows with no key: the sink's term alone
         lse[:] = p_.sinks.astype(h16)
     with np.errstate(all="ignore"):  # -inf on masked scores and empty rows is intended
-        for b in range(cu_q.shape[0] - 1):
-            q0, q1, k0, k1 = int(cu_q[b]), int(cu_q[b + 1]), int(cu_k[b]), int(cu_k[b + 1])
-            if q1 == q0 or k1 == k0:
-                continue  # no rows, or rows with no key: out 0, lse -inf (or the sink)
-            visible = _reference.seq_mask(q1 - q0, k1 - k0, o.causal_align, o.left, o.right)
+        for q0, q1, k0, k1, visible in _reference.visible_sequences(cu_q, cu_k, o.causal_align, o.left, o.right):
             dist = _reference.seq_distance(q1 - q0, k1 - k0, o.causal_align).astype(h16)
             for h in range(hq):
                 g = h // (hq // hkv)

@@ -1,4 +1,4 @@
-"""The `sdpa_arena` interface (seed C's): q, k, v, an optional padding mask and out in one f32
+"""The `sdpa_arena` interface (the original sdpa_arena kernel's): q, k, v, an optional padding mask and out in one f32
 arena, addressed through per-tensor strides; 144 bytes of params (shaders/interfaces/sdpa_arena.wgsl).
 
     q:    [B, H, Sq, D] (layout "bhsd") or [B, Sq, H, D] ("bshd"), float32
@@ -7,7 +7,7 @@ arena, addressed through per-tensor strides; 144 bytes of params (shaders/interf
     out:  q's shape
 
 mask_kind: "none"; "causal" (top-left, key j <= query i); "padding"; "window" (keys
-i - window .. i: window + 1 keys, seed C's count). The interface has no GQA.
+i - window .. i: window + 1 keys, the original kernel's count). The interface has no GQA.
 """
 
 from __future__ import annotations

@@ -99,11 +99,7 @@ def naive_f16(case: Case) -> Dict[str, np.ndarray]:
             share = np.where(np.isfinite(lse16), np.exp((p_.sinks.astype(h16)[None, :] - lse16).astype(h16)), h16(0))
             delta = (dout.astype(h16) * out.astype(h16)).sum(axis=2, dtype=h16)
             dsinks = -(share * delta).astype(h16).sum(axis=0, dtype=h16)
-        for b in range(cu_q.shape[0] - 1):
-            q0, q1, k0, k1 = int(cu_q[b]), int(cu_q[b + 1]), int(cu_k[b]), int(cu_k[b + 1])
-            if q1 == q0 or k1 == k0:
-                continue
-            visible = _reference.seq_mask(q1 - q0, k1 - k0, o.causal_align, o.left, o.right)
+        for q0, q1, k0, k1, visible in _reference.visible_sequences(cu_q, cu_k, o.causal_align, o.left, o.right):
             dist = _reference.seq_distance(q1 - q0, k1 - k0, o.causal_align).astype(h16)
             for h in range(hq):
                 g = h // (hq // hkv)

@@ -1,4 +1,4 @@
-"""The `varlen_fwd` interface (seed A's): packed variable-length attention forward with LSE
+"""The `varlen_fwd` interface (the original varlen_fwd kernel's): packed variable-length attention forward with LSE
 (shaders/interfaces/varlen_fwd.wgsl).
 
     q:            [total_q, H, D] float32, the queries of every sequence packed along axis 0
@@ -8,7 +8,7 @@
     out:          [total_q, H, D]
     lse:          [total_q, H] (token-major), natural log of the softmax denominator
 
-Options: `causal` (bool; top-left, seed A's: query position i sees key positions j <= i of its
+Options: `causal` (bool; top-left, the original kernel's: query position i sees key positions j <= i of its
 sequence) and `scale` (None: 1/sqrt(D)). A row with no visible key (a sequence without keys)
 gives out 0 and lse -inf. The reference is wgattn.reference.varlen_attention_fwd with
 causal_align="top_left".
@@ -63,7 +63,7 @@ def _check(case: Case) -> Tuple[Dict[str, np.ndarray], bool, float]:
 class VarlenFwdConfig(LiveConfig):
     """`batch` sequences of seq_q queries and seq_k keys packed token-major ([total, heads, D]);
     with `padding` each sequence keeps a random number of them (0 included: empty sequences and
-    rows with no key), sequence 0 at least half. Seed A's interface: no GQA, window nor softcap."""
+    rows with no key), sequence 0 at least half. The original kernel's interface: no GQA, window nor softcap."""
 
     batch: int = knob(2, 1, 256)
     heads: int = knob(4, 1, 256)
@@ -100,7 +100,7 @@ class VarlenFwd(PackedInterface):
     Config = VarlenFwdConfig
 
     def band(self, case: Case) -> Tuple[int, int, str, float, float]:
-        """Seed A's: top-left causal, no window, no softcap."""
+        """The original kernel's: top-left causal, no window, no softcap."""
         d = int(np.shape(case.inputs["q"])[-1])
         o = _reference.check_varlen_options(d, causal=case.options.get("causal", False), scale=case.options.get("scale"))
         return o.left, o.right, "top_left", 0.0, o.scale

@@ -24,7 +24,7 @@ from .. import bandwidth, bench, interfaces, live, protocol, registry
 from ..interfaces import FilledCheck
 from ..plan import Plan
 from ..target import Target
-from .replies import BenchCalibration, BenchItem, BenchSeries, BenchSkip, BenchStart, BenchWarm
+from .replies import BenchCalibration, BenchItem, BenchSeries, BenchSkip, BenchStart, BenchWarm, Schedule
 from .tables import BenchJob
 
 # What one request may ask for: (lowest, highest) per knob, ...
@@ -157,21 +157,29 @@ def start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, B
             items.append(_item(len(items), op, impl, shape, bench.dtype_of(impl), causal, bench.flops(op, shape, causal), plans))
         if len(items) > first:
             series.append({"shape": shape, "jobs": list(range(first, len(items)))})
+    job = BenchJob(items, proto, repeat, info, [sr["jobs"] for sr in series])
     reply: BenchStart = {
-        "bench": bench_id,
+        **_schedule(bench_id, job, series, skipped),
         "op": op,
         "baseline": known[0],
         "impls": impls,
         "seq_lens": seq_lens,
-        "protocol": proto,
-        "repeat": repeat,
-        "jobs": items,
+        "limits": LIMITS,
+    }
+    return job, reply
+
+
+def _schedule(bench_id: int, job: BenchJob, series: List[BenchSeries], skipped: List[BenchSkip]) -> Schedule:
+    """What every benchmark's start tells the page of its jobs."""
+    return {
+        "bench": bench_id,
+        "protocol": job.protocol,
+        "repeat": job.repeat,
+        "jobs": job.items,
         "series": series,
         "stamps_kept": protocol.STAMPS_KEPT,
         "skipped": skipped,
-        "limits": LIMITS,
     }
-    return BenchJob(items, proto, repeat, info, [sr["jobs"] for sr in series]), reply
 
 
 def _item(index: int, op: str, impl: str, shape: List[int], dtype: str, causal=False, flops=0.0, plans=1, check="") -> BenchItem:
@@ -249,17 +257,11 @@ def _bandwidth_start(
     job = BenchJob(items, proto, repeat, info, [sr["jobs"] for sr in series])
     job.case, job.name, job.config, job.nbytes = case, name, config.to_dict(), nbytes
     reply: BenchStart = {
-        "bench": bench_id,
+        **_schedule(bench_id, job, series, skipped),
         "op": op,
         "baseline": known[0],
         "impls": impls,
         "seq_lens": [shape[2]],
-        "protocol": proto,
-        "repeat": repeat,
-        "jobs": items,
-        "series": series,
-        "stamps_kept": protocol.STAMPS_KEPT,
-        "skipped": skipped,
         "limits": {**{k: LIMITS[k] for k in ("rounds", "repeat", "warmup_s")}, "config": iface.Config.schema()},
     }
     return job, reply
