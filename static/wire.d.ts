@@ -362,6 +362,7 @@ interface BenchRecord {
   repeat: number;
   time: string;
   commit: string;
+  variant: string;
 }
 
 /** One job of a benchmark: one impl at one shape. (Python: wgattn.page.replies.BenchItem) */
@@ -375,6 +376,7 @@ interface BenchJob {
   dtype: string;
   plans: number;
   check: string;
+  variant: string;
 }
 
 /** BenchSkip (Python: wgattn.page.replies.BenchSkip) */

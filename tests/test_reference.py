@@ -633,6 +633,7 @@ _MASK_HEAD = re.compile(
 )
 _VIS_HEAD = re.compile(r"visible: history_len=(\d+) pos=(\d+) window=(\d+)")
 _DECODE_HEAD = re.compile(r"decode: seq_len=(\d+) new=(\d+) window_left=(-?\d+)")
+_ALIBI_HEAD = re.compile(_MASK_HEAD.pattern.replace("mask:", "alibi:"))
 
 
 def _check_drawings(text, where):
@@ -651,6 +652,17 @@ def _check_drawings(text, where):
                 got = [c == "1" for c in cells[1:]]
                 want = [visible(i, j, len_q, len_k, causal, window, m.group(6)) for j in range(len_k)]
                 assert got == want, (where, line, row)
+            found += 1
+        m = _ALIBI_HEAD.search(line)
+        if m:  # the ALiBi bias in slopes, -|j - (i + offset)|, on visible keys; "." on masked ones
+            len_q, len_k = int(m.group(1)), int(m.group(2))
+            causal, window, align = m.group(3) == "True", (int(m.group(4)), int(m.group(5))), m.group(6)
+            distance = ref.seq_distance(len_q, len_k, align)
+            for i, row in enumerate(lines[n + 2 : n + 2 + len_q]):
+                cells = row.split()
+                assert cells[0] == "q%d" % i, (where, line, row)
+                want = [str(-distance[i, j]) if visible(i, j, len_q, len_k, causal, window, align) else "." for j in range(len_k)]
+                assert cells[1:] == want, (where, line, row)
             found += 1
         m = _VIS_HEAD.search(line)
         if m:
@@ -687,7 +699,7 @@ def test_contract_doc_drawings_are_correct():
         pytest.skip("docs/contract.md is not shipped alongside the tests here")
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    assert _check_drawings(text, "contract.md") >= 10
+    assert _check_drawings(text, "contract.md") >= 11
 
 
 def test_public_api_and_docstrings():

@@ -3,7 +3,7 @@
 wgattn check --interface NAME [--wgsl FILE] [--entry NAME] [--set KEY=VALUE ...] [--checked] [--json]
 wgattn probe [--json] [--samples N]
 wgattn bench [--op NAME] [--impl A,B] [--shape B,H,S,D ...] [--causal] [--rounds N] [--warmup-s S] [--repeat N]
-             [--mode M] [--json]
+             [--mode M] [--variants plain,alibi+sinks] [--json]
 """
 
 from __future__ import annotations
@@ -69,6 +69,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         choices=("trusted", "checked"),
         help="shader modules with or without runtime checks (repeatable; default both)",
     )
+    b.add_argument(
+        "--variants",
+        default="plain",
+        help="the problem plain and/or with alibi, sinks or alibi+sinks, each kernel timed once per variant in the same "
+        "series (comma-separated; default plain)",
+    )
     b.add_argument("--json", action="store_true", help="print a JSON list of records")
     pr = sub.add_parser("probe", help="measure the native adapter's built-ins (exp, log, tanh, ...) against float64")
     pr.add_argument("--samples", type=int, default=None, help="arguments per function (default 8192)")
@@ -127,6 +133,7 @@ def _bench(args) -> int:
             log=lambda line: print(line, file=sys.stderr),
             modes=args.mode or bench.MODES,
             repeat=args.repeat,
+            variants=bench.parse_variants(args.variants),
         )
     except ValueError as exc:
         print(f"wgattn bench: {exc}", file=sys.stderr)

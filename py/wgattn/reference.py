@@ -734,6 +734,15 @@ def varlen_attention_fwd(
         q0    .  1  1  .  .
         q1    .  .  1  1  .
         q2    .  .  .  1  1
+
+    The ALiBi bias in slopes, -|j - (i + offset)|, on the visible keys of a
+    right window of 1 without causal (both sides of the diagonal)::
+
+        alibi: len_q=3 len_k=5 causal=False window=(-1, 1) align=bottom_right
+             k0 k1 k2 k3 k4
+        q0   -2 -1  0 -1  .
+        q1   -3 -2 -1  0 -1
+        q2   -4 -3 -2 -1  0
     """
     dt, q, k, v, cu_q, cu_k, group, left, right, cap, sc, slopes, sink = _check_varlen_common(
         q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, window, softcap, causal_align, alibi_slopes, sinks, dtype

@@ -31,6 +31,7 @@ __all__ = [
     "head_params",
     "packed_inputs",
     "head_inputs",
+    "with_heads",
     "params",
     "clip_window",
     "random_packed",
@@ -195,6 +196,18 @@ def draw_sinks(rs: np.random.RandomState, hq: int) -> np.ndarray:
     """Sink logits near a row's log-sum-exp (a few units), so that a sink takes a visible share
     of some rows and little of others (float32 [Hq])."""
     return (3.0 + 2.0 * rs.standard_normal(hq)).astype(np.float32)
+
+
+def with_heads(case: Case, variant: str) -> Case:
+    """A benchmark case of a packed interface that carries ALiBi slopes and sinks, with those the
+    variant names ("alibi", "sinks", "alibi+sinks"): the geometric slopes, sinks drawn from seed 0
+    (the kernels' work does not depend on their values)."""
+    parts = set(variant.split("+"))
+    if not parts <= {"alibi", "sinks"}:
+        raise ValueError(f"variant must name alibi, sinks or alibi+sinks, got {variant!r}")
+    hq = int(np.shape(case.inputs["q"])[1])
+    heads = head_inputs(np.random.RandomState(0), hq, "alibi" in parts, "sinks" in parts)
+    return Case(f"{case.name}-{variant}", {**case.inputs, **heads}, dict(case.options))
 
 
 def head_inputs(rs: np.random.RandomState, hq: int, alibi: bool, sinks: bool) -> Dict[str, np.ndarray]:

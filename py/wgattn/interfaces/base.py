@@ -244,6 +244,12 @@ class Interface(abc.ABC):
         q [B, H, D] and k_hist [S, H, D] for probs); ValueError where it serves no op."""
         raise ValueError(f"{self.name} serves no benchmark op")
 
+    def bench_variant(self, case: Case, variant: str) -> Case:
+        """A benchmark case with a variant of the problem (wgattn.bench.VARIANTS: "alibi",
+        "sinks", "alibi+sinks"), the per-head inputs it adds; ValueError where the interface has
+        none."""
+        raise ValueError(f"{self.name} has no benchmark variant {variant!r}")
+
     def bench_plans(self, shape: Sequence[int]) -> int:
         """How many plans one timed run takes (without building them)."""
         return 1

@@ -43,6 +43,7 @@ from ._varlen import (
     random_packed,
     row,
     seqs_label,
+    with_heads,
 )
 from ._varlen import options as check_options
 from .base import Case, Layout, data_buffer, out_buffer
@@ -241,6 +242,10 @@ class FlashFwd(PackedInterface):
     def bench_cases(self, dense: Mapping[str, np.ndarray], causal: bool) -> List[Case]:
         """The dense forward, packed."""
         return [self.dense_case(dense["q"], dense["k"], dense["v"], causal=causal)]
+
+    def bench_variant(self, case: Case, variant: str) -> Case:
+        """The case with ALiBi slopes, sinks or both (`with_heads`)."""
+        return with_heads(case, variant)
 
 
 INTERFACE = FlashFwd()

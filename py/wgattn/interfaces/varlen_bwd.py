@@ -50,6 +50,7 @@ from ._varlen import (
     random_packed,
     row,
     seqs_label,
+    with_heads,
 )
 from .base import Case, Layout, Option, data_buffer, out_buffer
 
@@ -279,6 +280,10 @@ class VarlenBwd(PackedInterface):
             **heads,
             **config.options(),
         )
+
+    def bench_variant(self, case: Case, variant: str) -> Case:
+        """The case with ALiBi slopes, sinks or both (`with_heads`; the stand-in lse is as good)."""
+        return with_heads(case, variant)
 
     def bench_cases(self, dense: Mapping[str, np.ndarray], causal: bool) -> List[Case]:
         """The dense backward, packed; out and lse are stand-ins of the right magnitude (timing

@@ -24,6 +24,7 @@ _BEFORE_PROTOCOL = {
     "repeat": 0,
     "time": "",
     "commit": "",
+    "variant": "",
 }
 _STRINGS = ("impl", "dtype", "adapter", "timer", "runtime")
 _NUMBERS = ("median_ms", "tflops", "min_ms", "q1_ms", "q3_ms", "max_ms", "spread", "warmup_s", "timer_resolution_ns")
@@ -96,6 +97,10 @@ def check(text: str) -> List[Dict[str, object]]:
         for name in ("mode", "config", "browser", "time", "commit"):
             if not isinstance(r[name], str):
                 raise ValueError(f"{where}: {name} must be a string, got {r[name]!r}")
+        try:
+            bench.check_variant(r["variant"])
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
         for name in ("causal", "wide", "warmed"):
             if not isinstance(r[name], bool):
                 raise ValueError(f"{where}: {name} must be true or false, got {r[name]!r}")

@@ -151,6 +151,7 @@ class BenchItem(TypedDict):
     # The buffer whose bytes bench_check judges after one run on the inputs bench_fills' plans
     # fill, before the job is timed (a bandwidth op's kernel: Interface.check_filled); "": none.
     check: str
+    variant: str  # the problem's variant (wgattn.bench.VARIANTS): "" plain, "alibi+sinks", ...
 
 
 class BenchSeries(TypedDict):
