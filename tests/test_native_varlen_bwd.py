@@ -330,6 +330,26 @@ def test_planted_tiling_bugs_are_caught(native_runtime, bug):
     assert caught, f"no grid case fails {WIDE}x its allowance or more: {bug}"
 
 
+# Bugs in ALiBi and the sinks' gradient (the interface's own pass, in every kernel's source) that
+# the grid's rows with them must catch, planted in the seed.
+PLANTED_HEADS = {
+    "ALiBi bias left of the diagonal only in dQ": ("-slope * f32(abs(j - pos))", "-slope * f32(max(pos - j, 0))"),
+    "ALiBi origin one query off in dK/dV": ("f32(abs(jk - (i + offset)))", "f32(abs(jk - (i + offset + 1)))"),
+    "the sinks' gradient with the wrong sign": ("dsinks[h] = -dsinks_part[0];", "dsinks[h] = dsinks_part[0];"),
+    "the sinks' gradient skipping rows": ("let t = t0 + 64u * b;", "let t = t0 + 63u * b;"),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(PLANTED_HEADS))
+def test_planted_alibi_and_sinks_bugs_are_caught(native_runtime, bug):
+    old, new = PLANTED_HEADS[bug]
+    source = KERNEL.source()
+    assert source.count(old) == 1, f"planted bug {bug!r} no longer matches the kernel"
+    heads = [c for c in CASES if {"alibi_slopes", "sinks"} & set(c.inputs)]
+    caught = first_wide_failure(native_runtime, KERNEL, heads, source.replace(old, new))
+    assert caught, f"no grid case fails {WIDE}x its allowance or more: {bug}"
+
+
 def test_an_f16_backward_is_judged_on_f16_inputs_against_a_naive_f16_run():
     """varlen_bwd.smx computes in f16: its yardstick is the naive float16 backward (float16's error,
     several times float32's), on inputs rounded to float16."""
