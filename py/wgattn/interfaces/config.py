@@ -59,6 +59,8 @@ LABELS = {
     "causal": "causal",
     "causal_align": "causal alignment",
     "softcap": "score softcap",
+    "alibi": "ALiBi slopes",
+    "sinks": "attention sinks",
     "padding": "ragged lengths",
     "scale": "score scale",
     "seed": "random seed",
