@@ -7,45 +7,51 @@ files) and data all come from this server, so the Content-Security-Policy allows
   demo stops with "pyodide.ConversionError: Conversion from python to javascript failed"
   (checked in headless Chromium; Playwright's string wait_for_function needs it too);
 - img-src data: for the page's empty favicon (`<link rel="icon" href="data:,">`).
-FastAPI's own API pages (/docs, /redoc) are the exception: they are made of Swagger UI and ReDoc
-from a CDN and an inline script, so they get a policy naming those and nothing else.
+The API's documentation (/docs) is FastAPI's Swagger UI page, its files served by this server too:
+its route sets `docs_csp`, the same policy with its one inline script (Swagger UI's set-up)
+allowed by that script's hash, and no eval.
 """
+
+import base64
+import hashlib
+import re
 
 from starlette.datastructures import MutableHeaders
 
-__all__ = ["PAGE_CSP", "DOCS_CSP", "headers_for", "SecurityHeaders"]
+__all__ = ["PAGE_CSP", "docs_csp", "headers_for", "SecurityHeaders"]
 
-PAGE_CSP = "; ".join(
-    [
-        "default-src 'self'",
-        "script-src 'self' 'wasm-unsafe-eval' 'unsafe-eval'",
-        "style-src 'self'",
-        "img-src 'self' data:",
-        "connect-src 'self'",
-        "worker-src 'self'",
-        "object-src 'none'",
-        "base-uri 'none'",
-        "form-action 'self'",
-        "frame-ancestors 'none'",
-    ]
-)
 
-_CDN = "https://cdn.jsdelivr.net"
-DOCS_CSP = "; ".join(
-    [
-        "default-src 'self'",
-        f"script-src 'self' 'unsafe-inline' {_CDN}",
-        f"style-src 'self' 'unsafe-inline' {_CDN} https://fonts.googleapis.com",
-        "font-src 'self' https://fonts.gstatic.com",
-        "img-src 'self' data: https://fastapi.tiangolo.com https://cdn.redoc.ly",
-        "worker-src 'self' blob:",
-        "connect-src 'self'",
-        "object-src 'none'",
-        "base-uri 'none'",
-        "frame-ancestors 'none'",
-    ]
-)
-DOCS_PATHS = ("/docs", "/docs/oauth2-redirect", "/redoc")
+def _policy(scripts: str) -> str:
+    """The server's Content-Security-Policy with `scripts` as its script-src."""
+    return "; ".join(
+        [
+            "default-src 'self'",
+            f"script-src {scripts}",
+            "style-src 'self'",
+            "img-src 'self' data:",
+            "connect-src 'self'",
+            "worker-src 'self'",
+            "object-src 'none'",
+            "base-uri 'none'",
+            "form-action 'self'",
+            "frame-ancestors 'none'",
+        ]
+    )
+
+
+PAGE_CSP = _policy("'self' 'wasm-unsafe-eval' 'unsafe-eval'")
+_INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.S)
+
+
+def docs_csp(html: str) -> str:
+    """The policy of a page of this server with inline scripts (the API's Swagger UI page): the
+    page's own, each inline script of `html` allowed by its sha256, no eval."""
+    hashes = " ".join(
+        "'sha256-%s'" % base64.b64encode(hashlib.sha256(m.group(1).encode()).digest()).decode()
+        for m in _INLINE_SCRIPT.finditer(html)
+    )
+    return _policy(f"'self' {hashes}".rstrip())
+
 
 _COMMON = {
     "X-Content-Type-Options": "nosniff",
@@ -57,8 +63,8 @@ _COMMON = {
 
 
 def headers_for(path: str) -> dict:
-    """The security headers of a response to `path`."""
-    return {**_COMMON, "Content-Security-Policy": DOCS_CSP if path in DOCS_PATHS else PAGE_CSP}
+    """The security headers of a response to `path` (a route may set its own policy: docs_csp)."""
+    return {**_COMMON, "Content-Security-Policy": PAGE_CSP}
 
 
 class SecurityHeaders:

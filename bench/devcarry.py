@@ -257,16 +257,18 @@ def _mib(path: Path) -> float:
 
 
 def pack(dest: Path, part_mib: float, level: int, extra: Sequence[str], suite_args: str) -> List[Path]:
-    """Stage, compress and split into dest/p1 .. dest/pN; print the calls that run it there.
-    Offline: what must be downloaded is `fetch`'s (a test packs only what was fetched)."""
+    """Stage, compress and split into dest/p1 .. dest/pN (the last pack's parts replaced, anything
+    else in dest left: a lab's carried folder); print the calls that run it there. Offline: what
+    must be downloaded is `fetch`'s (a test packs only what was fetched)."""
     from wgattn import bench
 
     zstd = shutil.which("zstd")
     if zstd is None:
         raise SystemExit("devcarry: zstd is not installed here (apt-get install zstd)")
     t0 = time.time()
-    shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir(parents=True)
+    for old in dest.glob("p[0-9]*"):  # the last pack's parts; other carried folders here stay
+        shutil.rmtree(old)
+    dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="devcarry-") as tmp:
         staged = Path(tmp) / "staged"
         staged.mkdir()

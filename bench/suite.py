@@ -43,7 +43,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from bench import decode_bandwidth, history
 from bench.demo import CHROMIUM_ARGS, ROOT, serve  # the demo and Chromium's flags, as the e2e tests have them
-from wgattn import bandwidth, bench, protocol
+from wgattn import bandwidth, bench, gemm, protocol
 
 KERNELS = [
     "flash_fwd.tiled",
@@ -257,11 +257,11 @@ class BrowserPass:
                 log(f"  FAIL {c['kernel']} {c['case']}: worst |err| / allowance {c['worst']:.3g}")
 
     async def bench(self, req: Dict[str, Any], timeout: float) -> List[Dict]:
-        """One benchmark request in the page (a decode case: window.wgattn.decodeBench): its
-        records, relabelled."""
+        """One benchmark request in the page (a case, decode or the GEMM: window.wgattn.caseBench):
+        its records, relabelled."""
         what = request_name(req)
         t0 = time.time()
-        call, state_of = ("decodeBench", "decode") if req["op"] == "decode" else ("benchRun", "bench")
+        call, state_of = ("caseBench", "cases") if req["op"] in CASE_OPS else ("benchRun", "bench")
         recs = await self.browser.eval(f"window.wgattn.{call}({json.dumps(req)})", timeout)
         state = await self.browser.eval(
             f"(({{status, skipped, failed, checks}}) => ({{status, skipped, failed, checks}}))(window.wgattn.{state_of})"
@@ -308,9 +308,16 @@ GRID_JS = """async (iface) => {
 }"""
 
 
+CASE_OPS = (*bench.BANDWIDTH_OPS, gemm.OP)  # requests of one configuration of a case (wgattn.page.bench_jobs)
+
+
 def request_name(req: Dict[str, Any]) -> str:
     if req["op"] == "decode":
         return f"decode {req['name']}"
+    if req["op"] == gemm.OP:
+        c = req.get("config", {})
+        which = f"{len(req['tiles'])} tiles" if req.get("tiles") else c.get("fragment") or "every fragment"
+        return f"gemm {c.get('rows')}x{c.get('cols')}x{c.get('depth')} {which}"
     return f"{req['op']} {req['B']},{req['H']},{req['seq_lens']},{req['D']}"
 
 
@@ -451,11 +458,31 @@ def decode_requests(names: Sequence[str], smoke: bool, proto: protocol.Protocol,
     return reqs
 
 
+def gemm_requests(spec: str, shape: str, proto: protocol.Protocol, repeat: int) -> List[Dict]:
+    """The page's GEMM requests at `shape` (M,N,K): `spec` "sweep" (wgattn.gemm.tiles_for: one
+    request per fragment shape, each skipped where the adapter lacks it) or a JSON file of tiles (a
+    list of wgattn.gemm.Tile's knobs), one request."""
+    if not spec:
+        return []
+    rows, cols, depth = (int(x) for x in shape.split(","))
+    common = {"op": gemm.OP, "rounds": proto.rounds, "warmup_s": proto.warmup_s, "repeat": repeat}
+    config = {"rows": rows, "cols": cols, "depth": depth}
+    if spec == "sweep":
+        return [{**common, "config": {**config, "fragment": "x".join(map(str, f))}} for f in gemm.FRAGMENTS]
+    return [{**common, "config": config, "tiles": json.loads(Path(spec).read_text())}]
+
+
 def write_decode(out: Path, records: List[Dict]) -> None:
     """OUT/decode.jsonl: the decode records (bench/decode_bandwidth.py's --json lines), each with
     its share of its own series' copy bandwidth."""
     bandwidth.copy_shares(records)
     (out / "decode.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def write_gemm(out: Path, records: List[Dict]) -> None:
+    """OUT/gemm.jsonl: the GEMM records (wgattn.gemm.record), where there are any."""
+    if records:
+        (out / "gemm.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
 def write(out: Path, records: List[Dict], report: Dict) -> None:
@@ -496,6 +523,13 @@ def parse_args(argv: Optional[Sequence[str]] = None):
         "(comma-separated, e.g. target,target-f32-cache; default none)",
     )
     ap.add_argument("--decode-smoke", action="store_true", help="the decode cases shrunk (decode_bandwidth.smoke)")
+    ap.add_argument(
+        "--gemm",
+        default="",
+        help="the subgroup-matrix GEMM in each browser pass: 'sweep' (wgattn.gemm's tiles for every fragment shape) "
+        "or a JSON file of tiles (a list of wgattn.gemm.Tile's knobs); default none",
+    )
+    ap.add_argument("--gemm-shape", default="4096,4096,4096", help="M,N,K of the GEMM (default: %(default)s)")
     ap.add_argument("--driver", choices=("auto", "playwright", "cdp"), default="auto")
     ap.add_argument("--out", default=str(ROOT / ".cache" / "bench"), help="where records.json, report.json, table.txt go")
     ap.add_argument("--history", default=str(ROOT / "bench" / "history"), help="the committed history to compare with")
@@ -544,6 +578,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     decode_names = [n.strip() for n in args.decode.split(",") if n.strip()]
     decode_reqs = decode_requests(decode_names, args.decode_smoke, proto, args.repeat)
     decode_records: List[Dict] = []
+    gemm_reqs = gemm_requests(args.gemm, args.gemm_shape, proto, args.repeat)
+    gemm_records: List[Dict] = []
     log(f"suite: {', '.join(kernels)} at {'; '.join(map(str, shapes))}{' causal' if args.causal else ''}; {sorted(runtimes)}; "
         f"{proto.rounds} rounds, warm-up >= {proto.warmup_s} s, repeat {args.repeat}; out {out}")  # fmt: skip
     if "native" in runtimes:
@@ -579,16 +615,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not names or not set(names) <= set(dawn_of) or len(set(names)) != len(names):
             raise SystemExit(f"suite: --passes takes checked and/or trusted, got {args.passes!r}")
         passes = [BrowserPass(args, n, dawn_of[n], out) for n in names]
-        requests = page_requests(kernels, shapes, args.causal, proto, args.repeat, variants) + decode_reqs
+        requests = page_requests(kernels, shapes, args.causal, proto, args.repeat, variants) + decode_reqs + gemm_reqs
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "py"), os.environ.get("PYTHONPATH", "")) if p))
         if not (ROOT / ".cache" / "pyodide").is_dir():
             raise SystemExit("suite: the page needs Pyodide in .cache/pyodide: run `make setup` (bench/devcarry.py carries it)")
 
         def save(recs: List[Dict]) -> None:
-            records.extend(r for r in recs if "kind" not in r)
+            records.extend(r for r in recs if "kind" not in r and r.get("op") != gemm.OP)
             decode_records.extend(r for r in recs if "kind" in r)  # decode and copy records
+            gemm_records.extend(r for r in recs if r.get("op") == gemm.OP)
             write(out, records, report)
             write_decode(out, decode_records)
+            write_gemm(out, gemm_records)
 
         for p in passes:
             report[f"chromium_{p.name}"] = p.report
@@ -608,6 +646,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if decode_records:
         write_decode(out, decode_records)
         table += "\n\n" + history.decode_table(decode_records)
+    if gemm_records:
+        table += "\n\n" + history.gemm_table(gemm_records)
     (out / "table.txt").write_text(table + "\n")
     log("\n" + table)
     log(f"timestamp resolution (ns): {report['timer_resolution_ns']}")
@@ -618,6 +658,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     log(
         f"suite: {len(records)} records in {report['wall_s']} s -> {out}/records.json"
         + (f", {len(decode_records)} decode records -> {out}/decode.jsonl" if decode_names else "")
+        + (f", {len(gemm_records)} GEMM records -> {out}/gemm.jsonl" if gemm_records else "")
     )
     return 0
 

@@ -29,3 +29,17 @@ def in_progress(page) -> dict:
     held = json.loads(page.evaluate("window.wgattn.ctx.page.stats()"))
     assert 0 <= held.pop("finished") <= 16
     return {kind: n for kind, n in held.items() if n}
+
+
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
+
+
+def axe_violations(page) -> list:
+    """axe-core's violations on the page as it is now (injected through DevTools: the page's CSP
+    forbids an inline script, rightly), one line each; skips, saying why, without axe-core."""
+    if not AXE.exists():
+        pytest.skip(f"axe-core is not installed ({AXE}): run make setup")
+    if not page.evaluate("typeof window.axe === 'object'"):
+        page.evaluate(AXE.read_text())
+    return page.evaluate("""async () => (await axe.run(document)).violations
+        .map((v) => `${v.id}: ${v.help} (${v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join('; ')})`)""")

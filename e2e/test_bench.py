@@ -69,14 +69,15 @@ def test_small_benchmark_records_and_chart(page, server, console_errors):
         assert math.isfinite(r["tflops"]) and r["tflops"] > 0
         f = bench.flops("fwd", tuple(r["shape"]), True)
         assert math.isclose(r["tflops"] * r["median_ms"] * 1e9, f, rel_tol=1e-9), (r, f)
-    # The table: one row per record; the chart: one polyline per impl, a point per seq_len.
+    # The table: one row per record.
     assert page.locator("#bench-table tr[data-impl]").count() == len(records)
-    lines = page.evaluate("""[...document.querySelectorAll('#bench-chart polyline.series')]
-        .map((p) => [p.dataset.impl, p.getAttribute('points').trim().split(/\\s+/).length])""")
+    # The chart: this browser's records beside the committed ones, a line per impl, a point per seq_len.
+    lines = page.evaluate("""[...document.querySelectorAll('#bench-chart polyline.series[data-source=yours]')]
+        .map((p) => [p.dataset.kernel, p.getAttribute('points').trim().split(/\\s+/).length])""")
     assert sorted(lines) == sorted([i, len(SEQ_LENS)] for i in impls)
-    legend = page.inner_text("#bench-chart")
-    assert all(i in legend for i in impls)
-    assert "TFLOP/s" in legend and "sequence length" in legend
+    legend = page.inner_text("#bench-chart-legend")
+    assert all(i in legend for i in impls) and "this browser" in legend
+    assert "TFLOP/s" in page.get_attribute("#bench-chart svg", "aria-label")
     assert page.is_visible("#bench-download")
     assert in_progress(page) == {}  # the benchmark freed its jobs and plans
     assert console_errors == []

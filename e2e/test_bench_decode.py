@@ -2,7 +2,9 @@
 the page fills a shrunk decode case's cache on the GPU, checks the kernel's output against the
 float64 reference, then times it with the WGSL copy in one series, in both browser passes
 (robustness on and off), through the same benchmark jobs as every op (wgattn.page.bench_jobs).
-The records' shape is checked, never their timings."""
+The same run asks for the GEMM (--gemm sweep), a case of the same jobs, which SwiftShader cannot
+run (no subgroup matrices): each fragment shape is skipped with the reason, nothing fails. The
+records' shape is checked, never their timings."""
 
 import json
 import os
@@ -12,7 +14,7 @@ import sys
 import pytest
 
 from bench.demo import CHROMIUM, ROOT
-from wgattn import bandwidth
+from wgattn import bandwidth, gemm
 from wgattn.interfaces.paged_decode import DecodeConfig, bytes_touched
 
 CASES = {"target": "paged_decode.split_f16", "target-f32-cache": "paged_decode.split"}  # shrunk
@@ -25,7 +27,7 @@ def run(tmp_path_factory):
     if not (ROOT / ".cache" / "pyodide").is_dir():
         pytest.skip("the page needs Pyodide in .cache/pyodide: run `make setup`")
     out = tmp_path_factory.mktemp("suite")
-    argv = ["--runtimes=chromium", "--kernels=", f"--decode={','.join(CASES)}", "--decode-smoke", "--no-live"]
+    argv = ["--runtimes=chromium", "--kernels=", f"--decode={','.join(CASES)}", "--decode-smoke", "--gemm=sweep", "--no-live"]
     history = tmp_path_factory.mktemp("history")  # none to compare with
     argv += ["--rounds=5", "--warmup-s=0.1", "--repeat=1", "--gpu=software", f"--out={out}", f"--history={history}"]
     # In its own process: the suite drives Chromium with asyncio.run(), which cannot start inside
@@ -51,6 +53,18 @@ def test_each_pass_times_the_kernels_it_can_run_and_the_copy(run):
         assert timed | {w for w in want if w[1] in skipped} == want, (timed, skipped)
         assert ("target-f32-cache", "paged_decode.split") in timed  # f32 runs on every adapter
         assert {r["case"] for r in mine if r["impl"] == bandwidth.COPY} == set(CASES)
+
+
+def test_the_gemm_is_asked_for_every_fragment_shape_and_skipped_without_matrices(run):
+    out, report, records = run
+    for mode in ("checked", "trusted"):
+        asked = [b for b in report[f"chromium_{mode}"]["bench"] if b["request"].startswith("gemm ")]
+        assert [b["request"] for b in asked] == [f"gemm 4096x4096x4096 {'x'.join(map(str, f))}" for f in gemm.FRAGMENTS]
+        for b in asked:
+            assert b["status"] == "done" and not b["failed"] and not b["checks"], b
+            (skip,) = b["skipped"]
+            assert "lacks" in skip["reason"] or "subgroup matrices" in skip["reason"], b
+    assert not (out / "gemm.jsonl").exists()
 
 
 def test_records_carry_bandwidth_and_the_check_before_timing(run):

@@ -2,6 +2,8 @@
 here): the project's kernels pass; pasted WGSL with a planted bug fails; WGSL that does not
 compile gets a visible message."""
 
+import re
+
 import pytest
 
 from pagetools import in_progress, wait_for_status
@@ -60,6 +62,15 @@ def test_pasted_planted_bug_fails(page, server):
     assert mapped, "no failing row carries an error map"
     assert page.locator("#grid-table table.errgrid").count() == len(mapped)
     assert page.locator("#grid-table table.errgrid td.over").count() >= len(mapped)
+    # ... labelled by the output's real axes ([B, H, S, D] or [B, S, H, D]: heads down, blocks of
+    # queries across), and the failing elements named by them
+    for r in mapped:
+        assert sorted(r["where"]["axes"]) == ["batch", "dim", "head", "query"], r["where"]["axes"]
+        assert (r["where"]["map"]["rows"], r["where"]["map"]["blocks_of"]) == ("head", "query")
+    caption = page.locator("#grid-table table.errgrid caption").first.inner_text()
+    assert caption.startswith("|error| ÷ allowance by head and block of query"), caption
+    where = page.locator("#grid-table tr.where").first.inner_text()
+    assert re.search(r"batch \d+, (head|query) \d+, (query|head) \d+, dim \d+: \|err\|", where), where
 
 
 def test_pasted_wgsl_that_does_not_compile_shows_a_message(page, server):

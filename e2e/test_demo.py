@@ -57,7 +57,8 @@ def test_bad_configuration_shows_a_message(page, server):
     assert "seq_q must be an integer in 1..65536" in page.inner_text("#run-error")
     assert page.get_attribute("input[name=seq_q]", "aria-invalid") == "true"
     assert page.get_attribute("input[name=seq_k]", "aria-invalid") is None
-    assert "stale" in page.get_attribute("#verdict", "class")
+    assert page.get_attribute("#verdict", "data-state") == "notrun"
+    assert "stale" in page.get_attribute("#verdict-previous", "class")
     assert len(page.evaluate("window.wgattn.results.runs")) == 1  # nothing half-run was recorded
 
 
@@ -66,7 +67,7 @@ def test_without_webgpu_the_reference_still_runs(page, server, console_errors):
     status, results = _run(page, server + "/?heads=1&seq_q=16&seq_k=16&head_dim=8")
     assert status == "done"
     assert results["adapter"] is None
-    assert "WebGPU is missing" in page.inner_text("#message")
+    assert "WebGPU is not available here" in page.inner_text("#message")
     (run,) = results["runs"]
     assert run["runtimes"]["browser"]["skipped"].startswith("no WebGPU")
     assert [(p["a"], p["b"], p["pass"]) for p in run["pairs"]] == [("pyodide", "native", True)]

@@ -11,7 +11,7 @@ import os
 import pytest
 from png import colours
 
-from pagetools import ROOT, in_progress, wait_for_status
+from pagetools import ROOT, axe_violations, in_progress, wait_for_status
 from wgattn import bench, interfaces, pictures, registry
 from wgattn.interfaces.flash_fwd import INTERFACE as flash_fwd
 
@@ -60,6 +60,13 @@ def test_first_verified_result_and_its_pictures(live):
     pics = page.evaluate("window.wgattn.pictures")
     assert pics["heatmap"]["head"] == 1 and pics["heatmap"]["masked"] > 0
     assert pics["error"]["a"] == "browser" and pics["error"]["b"] == "native" and pics["error"]["over"] == 0
+    # the error map's axes named, wide enough to read (a 64x1024 map was 22 px wide), identical
+    # elements a colour of their own (white), not the smallest error's
+    err = pics["error"]
+    assert (err["rows_axis"], err["cols_axis"]) == ("query token", "dim")
+    width = page.evaluate("parseFloat(getComputedStyle(document.getElementById('errmap')).width)")
+    assert width >= min(160, 16 * err["cols"]), (width, err["cols"])
+    assert "identical (|a − b| = 0)" in page.inner_text("#errmap-keys") and "query token" in page.inner_text("#errmap-y")
     SHOTS.mkdir(parents=True, exist_ok=True)
     heat = page.locator("#heatmap").screenshot(path=str(SHOTS / "heatmap-flash_fwd.png"))
     err = page.locator("#errmap").screenshot(path=str(SHOTS / "errmap-flash_fwd.png"))
@@ -95,12 +102,17 @@ def test_every_kernel_live_in_the_browser(live):
         assert r["verdict"]["word"] in page.inner_text(shown)
         if kernel.id in native_lacks:
             assert r["runtimes"]["native"] == {"ok": False, "skipped": native_lacks[kernel.id]}
+        cells = page.locator(f"{shown} td").all_inner_texts()
+        if lacking:  # the browser's cell names what it lacks, nothing it has
+            assert cells[2] == f"not run: lacks {', '.join(lacking)}", (kernel.id, cells)
         if kernel.id in native_lacks and lacking:  # run by the reference alone: nothing compared
             unchecked.append(kernel.id)
             assert got == set() and r["pass"] is False and "error" not in str(r["runtimes"])
-            assert page.get_attribute(f"#all-table tr[data-kernel='{kernel.id}']", "data-state") == "partial"
-            assert "NOT CHECKED HERE" in page.inner_text(f"#all-table tr[data-kernel='{kernel.id}']")
+            assert page.get_attribute(shown, "data-state") == "partial"
+            assert "NOT CHECKED HERE" in page.inner_text(shown)
+            assert cells[3] == "not compared", cells  # never "0.0x"
             continue
+        assert cells[3].endswith("×") and float(cells[3][:-1]) < 1, cells
         want_runtimes = (
             [("pyodide", "native")] if lacking else [("browser", "pyodide"), ("browser", "native"), ("pyodide", "native")]
         )
@@ -123,6 +135,10 @@ def test_every_kernel_live_in_the_browser(live):
     assert page.get_attribute("#verdict", "data-state") == ("partial" if partial else "pass")
     assert all(k in verdict for k in partial) and (not partial or "not run in this browser" in verdict), verdict
     assert not unchecked or f"{len(unchecked)} not checked here" in verdict, verdict
+    # the table fits its column, the worst error's included (details in the expanded rows)
+    fits = page.evaluate("""() => { const t = document.getElementById('all-table').getBoundingClientRect();
+        const c = document.getElementById('check').getBoundingClientRect(); return [t.right, c.right, t.width]; }""")
+    assert fits[0] <= fits[1] + 0.5, fits
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.locator("#check").screenshot(path=str(SHOTS / "every-kernel.png"))
     # a row opens its run's details
@@ -130,6 +146,7 @@ def test_every_kernel_live_in_the_browser(live):
     first.click()
     assert first.get_attribute("aria-expanded") == "true"
     assert page.locator(f"#{first.get_attribute('aria-controls').replace('.', chr(92) + '.')} .run").is_visible()
+    assert axe_violations(page) == []  # every kernel's table, a row expanded
     # Every run's pictures draw under Pyodide (numpy 1.17): the heatmap, and an error map per output
     for r in runs:
         if r["kernel"] in unchecked:  # one runtime's outputs: a heatmap, no error map (the page says so)
@@ -190,7 +207,7 @@ def test_form_runs_go_into_the_url_and_bad_ones_say_why(live):
     page.wait_for_function("document.body.dataset.status === 'done'")
     assert not page.is_visible("#run-error") and not page.is_visible("#message")
     assert page.get_attribute("#config-fields input[name=positions]", "aria-invalid") is None
-    assert "stale" not in page.get_attribute("#verdict", "class")
+    assert page.get_attribute("#verdict", "data-state") == "pass" and page.locator("#verdict-previous").count() == 0
     assert errors == []
 
 
@@ -272,37 +289,42 @@ def _record(impl, mode, s, tflops, runtime="native", dtype="f32"):
 
 
 def test_a_dropped_bench_json_is_charted(live):
-    """Trusted and checked rows of one kernel are two lines (one colour, two dashes), and dropping
-    the same file again adds nothing."""
+    """A dropped file's records join the chart beside the committed ones: trusted and checked rows
+    of one kernel are two lines of one colour and one line style (the runtime's), filled and hollow
+    points; dropping the same file again adds nothing; a file that does not read says why."""
     page, errors = live
     records = [
         _record("flash_fwd.blocked", m, s, t * s / 64) for m, t in (("trusted", 17.0), ("checked", 1.8)) for s in (64, 128, 256)
     ]
     records += [_record("torch", "", s, 28.0 * s / 64, runtime="torch") for s in (64, 128, 256)]
     text = json.dumps(records)
-    before = page.evaluate("window.wgattn.bench.imported.length")
     _drop(page, text, "h100.json")
-    page.wait_for_function(f"window.wgattn.bench.imported.length === {before + 9}")
-    lines = page.evaluate("""[...document.querySelectorAll('#bench-chart polyline.series[data-source=file]')].map((p) =>
-        [p.dataset.impl, p.dataset.mode, p.getAttribute('stroke'), p.getAttribute('stroke-dasharray'),
+    page.wait_for_function("document.getElementById('bench-imported').textContent.includes('h100.json: 9')")
+    lines = page.evaluate("""[...document.querySelectorAll('#bench-chart polyline.series')]
+        .filter((p) => p.dataset.source.startsWith('file:')).map((p) =>
+        [p.dataset.kernel, p.dataset.mode, p.getAttribute('stroke'), p.getAttribute('stroke-dasharray'),
          p.getAttribute('points').trim().split(/\\s+/).length])""")
     blocked = sorted(line for line in lines if line[0] == "flash_fwd.blocked")
     assert [(m, n) for _, m, _, _, n in blocked] == [("checked", 3), ("trusted", 3)]  # two lines, not one zig-zag
-    assert blocked[0][2] == blocked[1][2] and blocked[0][3] != blocked[1][3]  # one colour, two dashes
-    assert [line[0] for line in lines].count("torch") == 1
-    if page.evaluate("window.wgattn.bench.records.length"):  # earlier runs of this page: they stay
-        assert page.locator("#bench-chart polyline.series[data-source=browser]").count() >= 1
-    legend = page.inner_text("#bench-chart")
-    assert "NVIDIA H100" in legend and "[trusted]" in legend and "[checked]" in legend
+    assert blocked[0][2] == blocked[1][2] and blocked[0][3] == blocked[1][3]  # one colour, the runtime's line
+    fills = page.evaluate(
+        """(k) => [...document.querySelectorAll(`#bench-chart g[data-kernel="${k}"]`)]
+        .filter((g) => g.dataset.source.startsWith('file:'))
+        .map((g) => [g.dataset.mode, g.querySelector('.point').getAttribute('fill')])""",
+        "flash_fwd.blocked",
+    )
+    assert dict(fills)["checked"] == "#fff" and dict(fills)["trusted"] != "#fff"  # hollow and filled points
+    assert [line[0] for line in lines].count("torch (f32)") == 1
+    legend = page.inner_text("#bench-chart-legend")
+    assert "NVIDIA H100" in legend and "trusted:" in legend and "checked:" in legend and "PyTorch" in legend
     _drop(page, text, "h100.json")  # again: nothing new
     page.wait_for_function("document.getElementById('bench-imported').textContent.includes('already charted')")
-    assert page.evaluate("window.wgattn.bench.imported.length") == before + 9
-    assert page.locator("#bench-chart polyline.series[data-source=file]").count() == len(lines)
+    assert page.locator("#bench-chart polyline.series[data-source^='file:']").count() == len(lines)
     shot = page.locator("#bench-chart").screenshot(path=str(SHOTS / "bench-chart.png"))
     assert len(colours(shot)) >= 10
     _drop(page, '{"op": 1}', "bad.json")
-    page.wait_for_function("document.getElementById('bench').dataset.status === 'error'")
-    assert "Could not read bad.json: record 0: expected the fields" in page.inner_text("#bench-error")
+    page.wait_for_selector("#import-error", state="visible")
+    assert "Could not read bad.json: record 0: expected the fields" in page.inner_text("#import-error")
     assert errors == []
 
 
@@ -325,8 +347,14 @@ def _in_view(page, selector):
     )
 
 
-def test_a_bad_url_says_why_and_the_page_still_works(page, server):
+def test_an_old_url_s_unknown_field_is_dropped_and_said(page, server):
+    """A link whose field the kernel no longer has opens the page on the kernel's defaults for
+    it, saying so beside the form; everything runs."""
     page.goto(f"{server}/?kernel=varlen_fwd.seed&window_left=3")
-    assert wait_for_status(page) == "error"
-    assert "unknown config field(s) ['window_left'] for varlen_fwd" in page.inner_text("#run-error")
+    assert wait_for_status(page) == "done"
+    note = page.inner_text("#url-note")
+    assert "window_left=3 could not be used (unknown config field(s) ['window_left'] for varlen_fwd" in note, note
     assert page.is_enabled("#run") and page.is_enabled("#grid-run")
+    (run,) = page.evaluate("window.wgattn.results.runs")
+    assert run["kernel"] == "varlen_fwd.seed" and run["pass"] is True
+    assert "window_left" not in page.url  # the URL now says what ran

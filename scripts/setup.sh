@@ -7,7 +7,8 @@
 #   3. Pyodide 0.17.1 from npm (the only offline build with NumPy; Python 3.8, numpy 1.17),
 #      checked against its pinned integrity hash, unpacked into .cache/pyodide/ for the server.
 #   4. The pure-Python wheel of wgattn (shaders inside) that the page installs with micropip.
-#   5. node_modules from package-lock.json (TypeScript, which type-checks the page's JavaScript).
+#   5. node_modules from package-lock.json (TypeScript, which type-checks the page's JavaScript;
+#      axe-core for the end-to-end tests; Swagger UI, which the server serves at /docs offline).
 #   6. Debian 12's own lavapipe (Mesa 22), unpacked aside, never installed: the test that the native
 #      runner refuses a driver that truncates loops needs it, and tests never use the network.
 #   7. The binaries set-up brought (Playwright's node, wgpu's library, jaxlib, TypeScript) find every
@@ -29,7 +30,7 @@ MESA_MIN=23
 MESA22=".cache/mesa22"   # Debian 12's own lavapipe, for tests/test_loop_probe.py
 # Download sizes measured on a fresh Debian 12 (scripts/fresh-root-test.sh, 2026-11-23); apt's are
 # exact, from apt itself.
-PIP_MB=250 PYODIDE_MB=185 NODE_MODULES_MB=12 MESA22_MB=8
+PIP_MB=250 PYODIDE_MB=185 NODE_MODULES_MB=15 MESA22_MB=8
 # Shared libraries the bundled binaries need that a minimal Debian may lack, and their packages.
 LIB_PACKAGES="libatomic.so.1:libatomic1"
 
@@ -227,12 +228,21 @@ PY
     tar -xzf "$tgz" -C "$PYODIDE_DIR" --strip-components=2 $members
     echo "$PYODIDE_PACKAGES" > "$PYODIDE_DIR/.complete"
 fi
+# gzip'd copies made once, beside each file: the server sends them to browsers that accept gzip
+# (app/assets.py), 27 MB as 12.6, without compressing them again on every load.
+begin "compress Pyodide's files" "check free disk space (the copies take about 13 MB), then run make again."
+for f in "$PYODIDE_DIR"/*; do
+    case "$f" in *.gz) continue ;; esac
+    if [ -f "$f" ] && { [ ! -f "$f.gz" ] || [ "$f" -nt "$f.gz" ]; }; then
+        gzip -6 -n -k -f "$f"
+    fi
+done
 
 # --- 4. The wheel the page installs with micropip ---------------------------------------------
 begin "build the wgattn wheel" "run 'bash scripts/build_wheel.sh' to see the build's full output, then run make again."
 bash scripts/build_wheel.sh
 
-# --- 5. The JavaScript type checker (make typecheck-js) ---------------------------------------
+# --- 5. node_modules: the JavaScript type checker (make typecheck-js), axe-core, Swagger UI ----
 # The stamp holds the hash of the lock it was installed from: a changed lock installs again.
 want=$(node_want)
 if ! stamp_ok "$node_stamp" "$want"; then

@@ -19,10 +19,12 @@
 //   S (M x N keys)  += Q (M x K dims) · Kᵀ (K dims x N keys)
 //   O (M x N dims)  += P (M x K keys) · V  (K keys x N dims)
 // Work split: one workgroup of WG invocations per (block of BR = RB * M query rows, sequence,
-// query head), heads fastest, the longest (causal) row blocks first. Row block f (rows f*M ..
-// f*M+M-1) has DS subgroups, f*DS .. f*DS+DS-1, for the matrix work: each keeps f's Q fragments
-// and 1/DS of its O accumulators (D/N/DS result matrices: head-dim chunks) in registers for the
-// whole kernel, and computes 1/DS of each tile's S fragments. DS = 2 halves the registers O
+// query head), heads fastest, the longest (causal) row blocks first. RPS row blocks at a time
+// (rows f*M .. (f+RPS)*M-1, f a multiple of RPS) have DS subgroups for the matrix work,
+// f/RPS*DS .. f/RPS*DS+DS-1: each keeps their Q fragments and 1/DS of their O accumulators (D/N/DS
+// result matrices: head-dim chunks) in registers for the whole kernel, and computes 1/DS of each
+// tile's S fragments of them; each K and V fragment it loads feeds RPS products (the GEMM's
+// reuse of a right fragment across a subgroup's rows). DS = 2 halves the registers O
 // takes (64 of them at D = 128) and doubles the subgroups a workgroup has to hide latency with:
 // measured faster on the H100 at D > 64, slower at D = 64, where the tiles keep DS = 1 (the
 // history holds the figures). The softmax is spread over all WG invocations independently of
@@ -48,6 +50,12 @@
 // fall in different banks); a matrix load or store takes a pointer to one inner array, offset 0
 // and a constant stride, so Dawn's robustness transform proves it in bounds and adds no
 // predicate to it; only the outer index gets a clamp (min), which keeps the address aligned.
+// (Robustness's check of a computed offset makes the stride a runtime value: NVIDIA's own GEMM
+// sample with that check added runs at a sixth of its speed.)
+// Straight-line: every loop over fragments, over a tile's K/V share and over a row's columns is
+// written out (wgsl.py's #for: q{c}, o{cl}, k{f}/v{f}, x{c4}), so no register array exists for a
+// driver to demote to local memory when it does not unroll a loop (NVIDIA's does not unroll
+// loops without hints once they grow, and Tint emits none; gemm.smx measures it).
 // Dawn zero-fills workgroup memory and wgpu does not: everything read is written first here.
 // Reference: wgattn.reference.varlen_attention_fwd, keywords mapped in wgattn/interfaces/flash_fwd.py.
 #include "lib/subgroup_matrix.wgsl"
@@ -74,21 +82,23 @@ const PADH: u32 = 8u;               // f16 row padding of a fragment: rows start
 const KP4: u32 = (SK + PADH) / 4u;  // vec4 stride of a fragment row of K halves (Q, Kᵀ, P)
 const NP4: u32 = (SN + PADH) / 4u;  // vec4 stride of a fragment row of N halves (V)
 const SP4: u32 = (SN + 4u) / 4u;    // vec4 stride of a fragment row of N floats (S, O)
-// Register arrays are sized exactly by the plan's defines (for this head_dim, subgroup size and
-// tile), not for the largest case: NVIDIA's compiler keeps an oversized one out of registers
-// (the prefetch's arrays sized for 8 vec4 where 4 were used were measurably slower on the H100).
-// Nor does it keep one indexed by anything but a loop counter with a constant bound in a loop
-// without a barrier: Q and O are moved to and from workgroup memory by loops over every fragment
-// that pick a chunk's (an index computed in the chunk loop, whose barriers keep it rolled, put O
-// in local memory, a large loss at D = 64). MAX_DK, MAX_DN: DP / K and DP / N fragments;
+// The counts the written-out code repeats, from the plan's defines (for this head_dim, subgroup
+// size and tile): MAX_DK = DP / K Q fragments; MAX_DN = DP / N O fragments, DNS = MAX_DN / DS of
+// them a subgroup; SBD = BC / N / DS S fragments a subgroup computes, PBK = BC / K P fragments;
 // MAX_CPI4: vec4 columns of a tile one invocation holds in the softmax (BC / TPR / 4); MAX_KVPI:
-// vec4 of K (and of V) it prefetches.
+// vec4 of K (and of V) it prefetches. Q and O are moved to and from workgroup memory by code over
+// every fragment that picks a chunk's (a fragment chosen by an index computed in the chunk loop
+// put O in local memory, a large loss at D = 64).
 #const MAX_DK
 #const MAX_DN
 #const MAX_CPI4
 // DS: subgroups per row block (a tile knob: 1, or 2 where DN and SB are even).
 #const DS
-const DNS: u32 = MAX_DN / DS;  // O fragments a subgroup holds
+#const DNS
+// RPS: row blocks per matrix subgroup (a tile knob: 1, or 2 where RB is even).
+#const RPS
+#const SBD
+#const PBK
 const LOWEST: f32 = -3.4028234663852886e38;  // stands for -inf in the running max
 const LOG2E: f32 = 1.4426950408889634;
 
@@ -187,28 +197,8 @@ fn store_one(e: u32, x: KVT, to_v: bool) {
   }
 }
 
-// The next tile's share, held in registers while this tile is computed.
+// The next tile's share is held in registers (k{f}, v{f}) while this tile is computed.
 #const MAX_KVPI
-struct KVShare {
-  k: array<KVT, MAX_KVPI>,
-  v: array<KVT, MAX_KVPI>,
-}
-
-fn fetch_tile(t0: i32, hi: i32, k_start: i32, hkv: u32, kvh: u32, dim: u32, lid: u32) -> KVShare {
-  var r: KVShare;
-  for (var f = 0u; f < KVPI; f++) {
-    r.k[f] = fetch_one(t0, hi, k_start, hkv, kvh, dim, lid + WG * f, false);
-    r.v[f] = fetch_one(t0, hi, k_start, hkv, kvh, dim, lid + WG * f, true);
-  }
-  return r;
-}
-
-fn store_tile(r: KVShare, lid: u32) {
-  for (var f = 0u; f < KVPI; f++) {
-    store_one(lid + WG * f, r.k[f], false);
-    store_one(lid + WG * f, r.v[f], true);
-  }
-}
 
 @compute @workgroup_size(WG)
 fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -223,10 +213,10 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   #include "lib/flash_fwd_block.wgsl"
   let d4 = (dim + 3u) / 4u;
 
-  let sg = lid / sg_size;  // this subgroup: row block fb = sg / DS, part sg % DS, when sg < RB * DS
-  let fb = sg / DS;
+  let sg = lid / sg_size;  // this subgroup: row blocks fb .. fb + RPS - 1, part sg % DS, when mx
+  let fb = sg / DS * RPS;
   let part = sg % DS;
-  let mx = sg < RB * DS;  // has matrix work
+  let mx = sg < RB / RPS * DS;  // has matrix work
   // Softmax role: row r of the block, columns c0 .. c0 + CPI of each tile.
   let r = lid / TPR;
   let c0 = (lid % TPR) * CPI;
@@ -242,7 +232,11 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   }
 
   // Q: staged as f16 through kf in chunks of BC dims, loaded into registers.
-  var qf: array<LF, MAX_DK>;  // row block fb's
+#for rr RPS
+#for c MAX_DK
+  var q{rr}_{c}: LF;  // row block fb + {rr}'s fragment {c}
+#endfor
+#endfor
   for (var ch = 0u; ch < (DK + PB - 1u) / PB; ch++) {
     for (var f = 0u; f < QPI; f++) {
       let e = lid + WG * f;
@@ -259,11 +253,13 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     }
     workgroupBarrier();
     if (mx) {
-      for (var c = 0u; c < MAX_DK; c++) {  // a constant index into qf (see above)
-        if (c / PB == ch) {
-          qf[c] = subgroupMatrixLoad<LF, row_major>(&kf[fb * PB + c % PB], 0u, KP4);
-        }
+#for rr RPS
+#for c MAX_DK
+      if ({c}u / PB == ch) {
+        q{rr}_{c} = subgroupMatrixLoad<LF, row_major>(&kf[(fb + {rr}u) * PB + {c}u % PB], 0u, KP4);
       }
+#endfor
+#endfor
     }
     workgroupBarrier();
   }
@@ -275,36 +271,55 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   let scale = params.scale;
   var m = LOWEST;  // the row's running max (the one p was taken against)
   var l = 0.0;     // this invocation's share of the row sum
-  var o: array<AF, DNS>;  // head-dim chunks part * DNS .. of row block fb's O
-  for (var c = 0u; c < DNS; c++) {
-    o[c] = AF();
-  }
+#for rr RPS
+#for cl DNS
+  var o{rr}_{cl}: AF;  // head-dim chunk part * DNS + {cl} of row block fb + {rr}'s O (zeros)
+#endfor
+#endfor
 
-  var next = fetch_tile(band.x, band.y, k_start, hkv, kvh, dim, lid);
+#for f MAX_KVPI
+  var k{f} = fetch_one(band.x, band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, false);
+  var v{f} = fetch_one(band.x, band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, true);
+#endfor
   for (var t0 = band.x; t0 < band.y; t0 += i32(BC)) {
-    store_tile(next, lid);
-    next = fetch_tile(t0 + i32(BC), band.y, k_start, hkv, kvh, dim, lid);  // in flight until the next tile
+#for f MAX_KVPI
+    store_one(lid + WG * {f}u, k{f}, false);
+    store_one(lid + WG * {f}u, v{f}, true);
+    k{f} = fetch_one(t0 + i32(BC), band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, false);  // in flight until the next tile
+    v{f} = fetch_one(t0 + i32(BC), band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, true);
+#endfor
     workgroupBarrier();  // K and V staged
 
-    // S = Q Kᵀ for row block fb, this subgroup's SB / DS fragments, to workgroup memory.
+    // S = Q Kᵀ for row blocks fb.., this subgroup's SBD fragments of each, to workgroup memory.
     if (mx) {
-      for (var nl = 0u; nl < SB / DS; nl++) {
-        let n = part * (SB / DS) + nl;
-        var acc = AF();
-        for (var c = 0u; c < MAX_DK; c++) {
-          let kt = subgroupMatrixLoad<RF, col_major>(&kf[n * DK + c], 0u, KP4);
-          acc = subgroupMatrixMultiplyAccumulate(qf[c], kt, acc);
+#for nl SBD
+      {
+        let n = part * SBD + {nl}u;
+#for rr RPS
+        var acc{rr} = AF();
+#endfor
+#for c MAX_DK
+        {
+          let kt = subgroupMatrixLoad<RF, col_major>(&kf[n * DK + {c}u], 0u, KP4);
+#for rr RPS
+          acc{rr} = subgroupMatrixMultiplyAccumulate(q{rr}_{c}, kt, acc{rr});
+#endfor
         }
-        subgroupMatrixStore<row_major>(&sf[fb * SB + n], 0u, acc, SP4);
+#endfor
+#for rr RPS
+        subgroupMatrixStore<row_major>(&sf[(fb + {rr}u) * SB + n], 0u, acc{rr}, SP4);
+#endfor
       }
+#endfor
     }
     workgroupBarrier();  // S is in workgroup memory
 
     // Softmax over this invocation's columns of row r.
-    var x: array<vec4<f32>, MAX_CPI4>;
     var tile_max = LOWEST;
-    for (var c4 = 0u; c4 < CPI / 4u; c4++) {
-      let col = c0 + 4u * c4;
+#for c4 MAX_CPI4
+    var x{c4}: vec4<f32>;
+    {
+      let col = c0 + 4u * {c4}u;
       let at = frag_at(r, col, SM, SN, SP4, SB);
       var s = sf[at.x][at.y] * scale;
       if (cap > 0.0) {
@@ -313,9 +328,10 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
       }
       let j = vec4<i32>(t0 + i32(col)) + vec4<i32>(0, 1, 2, 3);
       s = select(vec4<f32>(LOWEST), s, (j >= vec4<i32>(lo)) & (j < vec4<i32>(hi)));
-      x[c4] = s;
+      x{c4} = s;
       tile_max = max(tile_max, max(max(s.x, s.y), max(s.z, s.w)));
     }
+#endfor
     if (TPR > 1u) {
       tile_max = max(tile_max, subgroupShuffleXor(tile_max, 1u));
     }
@@ -333,39 +349,44 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
       }
     }
     var sum = 0.0;
-    for (var c4 = 0u; c4 < CPI / 4u; c4++) {
-      let s = x[c4];
-      let p = select(vec4<f32>(0.0), exp2((s - m) * LOG2E), s > vec4<f32>(LOWEST));
+#for c4 MAX_CPI4
+    {
+      let p = select(vec4<f32>(0.0), exp2((x{c4} - m) * LOG2E), x{c4} > vec4<f32>(LOWEST));
       sum += (p.x + p.y) + (p.z + p.w);
-      let at = frag_at(r, c0 + 4u * c4, SM, SK, KP4, PB);
+      let at = frag_at(r, c0 + 4u * {c4}u, SM, SK, KP4, PB);
       kf[at.x][at.y] = vec4<f16>(p);
     }
+#endfor
     l = l * alpha + sum;
 
     // O *= alpha per row, through sf in chunks of SB fragments (rare: see the header).
     if (workgroupUniformLoad(&rescale[0]) != 0u) {
       for (var ch = 0u; ch < (DN + SB - 1u) / SB; ch++) {
         if (mx) {
-          for (var cl = 0u; cl < DNS; cl++) {  // a constant index into o
-            let c = part * DNS + cl;
-            if (c / SB == ch) {
-              subgroupMatrixStore<row_major>(&sf[fb * SB + c % SB], 0u, o[cl], SP4);
-            }
+#for rr RPS
+#for cl DNS
+          if ((part * DNS + {cl}u) / SB == ch) {
+            subgroupMatrixStore<row_major>(&sf[(fb + {rr}u) * SB + (part * DNS + {cl}u) % SB], 0u, o{rr}_{cl}, SP4);
           }
+#endfor
+#endfor
         }
         workgroupBarrier();
-        for (var c4 = 0u; c4 < CPI / 4u; c4++) {
-          let at = frag_at(r, c0 + 4u * c4, SM, SN, SP4, SB);
+#for c4 MAX_CPI4
+        {
+          let at = frag_at(r, c0 + 4u * {c4}u, SM, SN, SP4, SB);
           sf[at.x][at.y] *= alpha;
         }
+#endfor
         workgroupBarrier();
         if (mx) {
-          for (var cl = 0u; cl < DNS; cl++) {  // a constant index into o
-            let c = part * DNS + cl;
-            if (c / SB == ch) {
-              o[cl] = subgroupMatrixLoad<AF, row_major>(&sf[fb * SB + c % SB], 0u, SP4);
-            }
+#for rr RPS
+#for cl DNS
+          if ((part * DNS + {cl}u) / SB == ch) {
+            o{rr}_{cl} = subgroupMatrixLoad<AF, row_major>(&sf[(fb + {rr}u) * SB + (part * DNS + {cl}u) % SB], 0u, SP4);
           }
+#endfor
+#endfor
         }
         workgroupBarrier();
       }
@@ -376,14 +397,21 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
 
     // O += P V for this subgroup's head-dim chunks.
     if (mx) {
-      for (var kk = 0u; kk < PB; kk++) {
-        let p = subgroupMatrixLoad<LF, row_major>(&kf[fb * PB + kk], 0u, KP4);
-        for (var cl = 0u; cl < DNS; cl++) {
-          let c = part * DNS + cl;
-          let vt = subgroupMatrixLoad<RF, row_major>(&vf[kk * DN + c], 0u, NP4);
-          o[cl] = subgroupMatrixMultiplyAccumulate(p, vt, o[cl]);
+#for kk PBK
+      {
+#for rr RPS
+        let p{rr} = subgroupMatrixLoad<LF, row_major>(&kf[(fb + {rr}u) * PB + {kk}u], 0u, KP4);
+#endfor
+#for cl DNS
+        {
+          let vt = subgroupMatrixLoad<RF, row_major>(&vf[{kk}u * DN + part * DNS + {cl}u], 0u, NP4);
+#for rr RPS
+          o{rr}_{cl} = subgroupMatrixMultiplyAccumulate(p{rr}, vt, o{rr}_{cl});
+#endfor
         }
+#endfor
       }
+#endfor
     }
     workgroupBarrier();  // P, V and S are no longer read
   }
@@ -401,12 +429,13 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   let row = u32(q_start + i) * hq + head;
   for (var ch = 0u; ch < (DN + SB - 1u) / SB; ch++) {
     if (mx) {
-      for (var cl = 0u; cl < DNS; cl++) {  // a constant index into o
-        let c = part * DNS + cl;
-        if (c / SB == ch) {
-          subgroupMatrixStore<row_major>(&sf[fb * SB + c % SB], 0u, o[cl], SP4);
-        }
+#for rr RPS
+#for cl DNS
+      if ((part * DNS + {cl}u) / SB == ch) {
+        subgroupMatrixStore<row_major>(&sf[(fb + {rr}u) * SB + (part * DNS + {cl}u) % SB], 0u, o{rr}_{cl}, SP4);
       }
+#endfor
+#endfor
     }
     workgroupBarrier();
     if (row_ok) {

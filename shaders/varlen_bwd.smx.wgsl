@@ -1,8 +1,8 @@
 // varlen_bwd.smx: FlashAttention-2 backward on subgroup matrices (tensor cores where the adapter
-// has them): the four products of each tile are f16 x f16 -> f32 matrix products, P and dS are
-// formed in f32 and rounded to f16 for the two products that take them (as FlashAttention does).
-// wgattn's varlen_bwd contract: packed varlen, GQA, (left, right) windows in both alignments,
-// softcap; deterministic (every output element is written by one invocation, no atomics).
+// has them): the products of each tile are f16 x f16 -> f32 matrix products, P and dS are formed
+// in f32 and rounded to f16 for the products that take them (as FlashAttention does). wgattn's
+// varlen_bwd contract: packed varlen, GQA, (left, right) windows in both alignments, softcap;
+// deterministic (every output element is written by one invocation, no atomics).
 //
 //   Per sequence b, query row i (head h), key j (kv head g = h / (heads_q / heads_kv)):
 //     s0_ij = scale * q_i . k_j;  s_ij = softcap * tanh(s0_ij / softcap) if softcap > 0 else s0_ij
@@ -17,27 +17,36 @@
 //   no row sees get dk = dv = 0.
 //
 // Layout (token-major, f32): q, out, dout, dq [total_q, heads_q, D]; k, v [total_k, heads_kv, D];
-// dkv [2, total_k, heads_kv, D]; stats [2, total_q, heads_q]: lse (the host's), then delta. The
-// inputs are rounded to f16 as they are staged (the kernel is judged by the f16 rule).
+// dkv [2, total_k, heads_kv, D]; stats [2, total_q, heads_q]: lse (the host's), then delta. With
+// VEC4 (head_dim % 4 == 0) the kernel reads and writes them as vec4 rows. The inputs are rounded
+// to f16 as they are staged (the kernel is judged by the f16 rule).
 //
 // One matrix shape, S x S x S (the plan refuses a configuration with M, N, K not all equal: every
-// staged tile then serves as a left, a right and a transposed right operand). Passes:
+// staged tile then serves as a left, a right and a transposed right operand). Three passes, as
+// FlashAttention-2's and Triton's backward (WGSL has no float atomics, so dQ is not summed across
+// key blocks: the dq pass recomputes S and dP per query block instead):
 //   bwd_preprocess  delta = dout . out, one invocation per (query token, head).
-//   bwd_dkdv        a workgroup per (block of BF = RB * S keys, sequence, kv head): its K and V
-//                   rows are left fragments in registers for the whole pass; for each query head
-//                   of the group and each tile of BT query rows that any key of the block sees:
-//                   stage Q and dout (f16), lse and delta | Sᵀ = K Qᵀ, dPᵀ = V doutᵀ to
-//                   workgroup memory | Pᵀ and dSᵀ elementwise by every invocation, to f16 | dV +=
-//                   Pᵀ dout, dK += dSᵀ Q. Four barriers a tile.
-//   bwd_dq          a workgroup per (block of BF query rows, sequence, query head): Q and dout in
-//                   registers; per tile of BT keys of the block's band: stage K and V | S = Q Kᵀ,
-//                   dP = dout Vᵀ | dS | dQ += dS K.
-// Row block f of a workgroup has DS subgroups (f * DS + part): each holds the block's two operand
-// fragments in registers, computes the tile's result fragments n with n % DS == part and keeps
-// the accumulators of 1/DS of the head-dim chunks (DS = 2 halves the registers they take, as in
-// flash_fwd.smx's forward). Tiles: 8 row blocks of 16 rows against tiles of 16, measured fastest
-// on the H100 in Chromium at D = 64 and 128 (fewer, larger row blocks were slower; the history
-// holds the figures).
+//   bwd_dkdv        a workgroup per (block of BF = RB * S keys, sequence, kv head): K and V of the
+//                   block are left fragments in registers for the whole pass, loaded once for
+//                   every query head of the GQA group; it walks the tiles of BT query rows that
+//                   any key of the block sees, head after head of the group:
+//                     Sᵀ = K Qᵀ, dPᵀ = V doutᵀ (to workgroup memory) | Pᵀ and dSᵀ elementwise (f16)
+//                     | dK += dSᵀ Q, dV += Pᵀ dout.
+//   bwd_dq          a workgroup per (block of BF query rows, sequence, query head), the blocks
+//                   that see the most keys first: Q and dout in registers; per tile of BT keys of
+//                   the block's band: S = Q Kᵀ, dP = dout Vᵀ | dS | dQ += dS K.
+// Roles. The two score products of a tile take different left operands (K and V; Q and dout), and
+// so do the two accumulating products of bwd_dkdv (dSᵀ with Q, Pᵀ with dout): role 0 is the first
+// of each pair (Sᵀ then dK; S then half of dQ), role 1 the second (dPᵀ then dV; dP then the other
+// half of dQ). Row block f has DS subgroups: with DS = 2, subgroup f * 2 + r takes role r and
+// keeps only that role's left fragments and accumulators (half the registers: at D = 128 one
+// subgroup holding both roles needs 8 + 8 left and 8 + 8 result fragments, 192 registers a lane,
+// more than 512 invocations a workgroup leave it); with DS = 1 one subgroup takes both.
+// Staging. The next tile's rows (and in bwd_dkdv their lse and delta) are read into registers
+// while this tile is computed (f32, converted when stored, so nothing waits for the loads). With
+// NB = 2 tile buffers, a tile is stored while the last one's products still read the other
+// buffer: three barriers a tile instead of four. The mask (windows, sequence ends) is evaluated
+// only on tiles that cross one of its edges (a workgroup-uniform test per tile).
 // Register arrays are indexed only by counters of loops with constant bounds (NVIDIA's compiler
 // puts an array with any other index in local memory: flash_fwd.smx says what that cost), and
 // stay in the entry point that declares them: the two passes write their matrix loops out each
@@ -60,10 +69,13 @@ const S: u32 = 8u;
 #endif
 const P4: u32 = (S + 8u) / 4u;  // vec4<f16> stride of a fragment row, padded 16 bytes (banks)
 const F4: u32 = (S + 4u) / 4u;  // vec4<f32> stride of a result fragment row
-// MAX_DC: head-dim chunks of S columns (DP / S); DS: subgroups per row block (a tile knob).
+// MAX_DC: head-dim chunks of S columns (DP / S); DS: subgroups per row block (a tile knob: 1 or
+// 2); MAX_PF: vec4 of each of a tile's two tensors one invocation prefetches.
 #const MAX_DC
 #const DS
-const DCS: u32 = MAX_DC / DS;  // head-dim chunks of the accumulators a subgroup keeps
+#const MAX_PF
+const NR: u32 = 2u / DS;        // roles a subgroup takes
+const DCS: u32 = MAX_DC / DS;   // head-dim chunks of dQ a subgroup accumulates
 const LOG2E: f32 = 1.4426950408889634;
 const EMPTY_LSE: f32 = 1.0e30;  // stands for a non-finite lse: exp(s - EMPTY_LSE) is 0
 
@@ -75,138 +87,190 @@ override WG: u32;   // invocations per workgroup: RB * DS subgroups
 override RB: u32;   // row blocks of S fixed rows (keys in bwd_dkdv, query rows in bwd_dq)
 override BT: u32;   // rows of a tile (query rows in bwd_dkdv, keys in bwd_dq): a multiple of S
 override DP: u32;   // head_dim rounded up to a multiple of 16 (zeros past head_dim)
+override NB: u32 = 1u;      // tile buffers: 2 stores a tile while the last one is still read
 override BF: u32 = RB * S;  // fixed rows per workgroup
 override NT: u32 = BT / S;  // fragments along a tile
 override DC: u32 = DP / S;  // fragments along the head dim
+override PF: u32 = (BT * DP / 4u + WG - 1u) / WG;  // vec4 of a tile tensor each invocation stages
 
-// Tiles: [row fragment * DC + head-dim chunk][row * P4 + vec4 column], rows of the tile row-major.
-var<workgroup> ta: array<array<vec4<f16>, S * P4>, NT * DC>;  // Q (bwd_dkdv) or K (bwd_dq)
-var<workgroup> tb: array<array<vec4<f16>, S * P4>, NT * DC>;  // dout (bwd_dkdv) or V (bwd_dq)
-// Results: [row block * NT + tile fragment], fixed rows x tile rows; ra also carries the
-// accumulators to the output at the end.
-var<workgroup> ra: array<array<vec4<f32>, S * F4>, RB * NT>;  // Sᵀ (bwd_dkdv) or S (bwd_dq)
-var<workgroup> rb: array<array<vec4<f32>, S * F4>, RB * NT>;  // dPᵀ or dP
-var<workgroup> pa: array<array<vec4<f16>, S * P4>, RB * NT>;  // Pᵀ (bwd_dkdv)
-var<workgroup> pb: array<array<vec4<f16>, S * P4>, RB * NT>;  // dSᵀ or dS, times scale
-var<workgroup> lse_t: array<vec4<f32>, max(BT, BF) / 4u>;   // lse of the rows whose P is formed
-var<workgroup> delta_t: array<vec4<f32>, max(BT, BF) / 4u>; // and their delta
+// Tiles, [(buffer * 2 + role) * NT * DC + row fragment * DC + head-dim chunk][row * P4 + vec4
+// column], rows of the tile row-major: role 0 holds Q (bwd_dkdv) or K (bwd_dq), role 1 dout or V.
+var<workgroup> tt: array<array<vec4<f16>, S * P4>, NB * 2u * NT * DC>;
+// Score results, [(role * RB + row block) * NT + tile fragment]: fixed rows x tile rows. Role 0
+// Sᵀ (bwd_dkdv) or S (bwd_dq), role 1 dPᵀ or dP; they carry the accumulators to the output too.
+var<workgroup> rs: array<array<vec4<f32>, S * F4>, 2u * RB * NT>;
+// f16 left operands of the accumulating products, same indexing: role 0 dSᵀ (or dS) times
+// scale, role 1 Pᵀ (bwd_dkdv only).
+var<workgroup> pp: array<array<vec4<f16>, S * P4>, 2u * RB * NT>;
+var<workgroup> lse_t: array<vec4<f32>, max(NB * BT, BF) / 4u>;   // lse of the rows whose P is formed
+var<workgroup> delta_t: array<vec4<f32>, max(NB * BT, BF) / 4u>; // and their delta
 
-// Columns d .. d+3 of token-major row `row` (token * heads + head) of q (0), k (1), v (2) or
-// dout (3), zeros past head_dim.
-fn load4(which: u32, row: u32, d: u32, dim: u32) -> vec4<f32> {
+// Vec4 column c of token-major row `row` of q, dout, k or v, zeros past head_dim.
+#if VEC4
+fn load_q(row: u32, c: u32, dim: u32) -> vec4<f32> {
+  return select(vec4<f32>(0.0), q[row * (dim / 4u) + c], c * 4u < dim);
+}
+fn load_do(row: u32, c: u32, dim: u32) -> vec4<f32> {
+  return select(vec4<f32>(0.0), dout[row * (dim / 4u) + c], c * 4u < dim);
+}
+fn load_k(row: u32, c: u32, dim: u32) -> vec4<f32> {
+  return select(vec4<f32>(0.0), k[row * (dim / 4u) + c], c * 4u < dim);
+}
+fn load_v(row: u32, c: u32, dim: u32) -> vec4<f32> {
+  return select(vec4<f32>(0.0), v[row * (dim / 4u) + c], c * 4u < dim);
+}
+#else
+fn load_q(row: u32, c: u32, dim: u32) -> vec4<f32> {
   var x = vec4<f32>(0.0);
   for (var e = 0u; e < 4u; e++) {
-    if (d + e < dim) {
-      let at = row * dim + d + e;
-      switch which {
-        case 0u: { x[e] = q[at]; }
-        case 1u: { x[e] = k[at]; }
-        case 2u: { x[e] = v[at]; }
-        default: { x[e] = dout[at]; }
-      }
+    if (c * 4u + e < dim) {
+      x[e] = q[row * dim + c * 4u + e];
     }
   }
   return x;
 }
-
-// Rows first .. first + BT - 1 of head `head` (of `heads`) of tensor `which`, f16, into a tile
-// (zeros from row `valid` on): a tile of ta when into_a, else of tb.
-fn stage(which: u32, into_a: bool, first: u32, valid: u32, head: u32, heads: u32, dim: u32, lid: u32) {
-  for (var e = lid; e < BT * DP / 4u; e += WG) {
-    let r = e / (DP / 4u);
-    let d = (e % (DP / 4u)) * 4u;
-    var x = vec4<f32>(0.0);
-    if (r < valid) {
-      x = load4(which, (first + r) * heads + head, d, dim);
-    }
-    let f = (r / S) * DC + d / S;
-    let at = (r % S) * P4 + (d % S) / 4u;
-    if (into_a) {
-      ta[f][at] = vec4<f16>(x);
-    } else {
-      tb[f][at] = vec4<f16>(x);
+fn load_do(row: u32, c: u32, dim: u32) -> vec4<f32> {
+  var x = vec4<f32>(0.0);
+  for (var e = 0u; e < 4u; e++) {
+    if (c * 4u + e < dim) {
+      x[e] = dout[row * dim + c * 4u + e];
     }
   }
+  return x;
+}
+fn load_k(row: u32, c: u32, dim: u32) -> vec4<f32> {
+  var x = vec4<f32>(0.0);
+  for (var e = 0u; e < 4u; e++) {
+    if (c * 4u + e < dim) {
+      x[e] = k[row * dim + c * 4u + e];
+    }
+  }
+  return x;
+}
+fn load_v(row: u32, c: u32, dim: u32) -> vec4<f32> {
+  var x = vec4<f32>(0.0);
+  for (var e = 0u; e < 4u; e++) {
+    if (c * 4u + e < dim) {
+      x[e] = v[row * dim + c * 4u + e];
+    }
+  }
+  return x;
+}
+#endif
+
+// Columns d .. d+3 of output row `row` (token * heads + head; dkv's dv rows follow its dk rows).
+fn store_dq(row: u32, d: u32, dim: u32, y: vec4<f32>) {
+#if VEC4
+  dq[row * (dim / 4u) + d / 4u] = y;
+#else
+  for (var e = 0u; e < 4u; e++) {
+    if (d + e < dim) {
+      dq[row * dim + d + e] = y[e];
+    }
+  }
+#endif
+}
+fn store_dkv(row: u32, d: u32, dim: u32, y: vec4<f32>) {
+#if VEC4
+  dkv[row * (dim / 4u) + d / 4u] = y;
+#else
+  for (var e = 0u; e < 4u; e++) {
+    if (d + e < dim) {
+      dkv[row * dim + d + e] = y[e];
+    }
+  }
+#endif
 }
 
-// lse and delta of query rows q0 .. q0 + n - 1 (head h) into lse_t, delta_t (EMPTY_LSE for a
-// non-finite lse and past the rows).
-fn stage_stats(q0: u32, n: u32, h: u32, lid: u32) {
-  let hq = params.heads_q;
-  let tq = params.total_q;
-  for (var e = lid; e < max(BT, BF) / 4u; e += WG) {
-    var l = vec4<f32>(EMPTY_LSE);
-    var dl = vec4<f32>(0.0);
-    for (var c = 0u; c < 4u; c++) {
-      let r = e * 4u + c;
-      if (r < n) {
-        let x = stats[(q0 + r) * hq + h];
-        l[c] = select(EMPTY_LSE, x, abs(x) < 3.0e38);  // -inf (an empty row) and NaN: nothing
-        dl[c] = stats[tq * hq + (q0 + r) * hq + h];
+// One tile's share of an invocation, held in registers until it is stored: vec4 lid + WG * f of
+// the tile's two tensors (row (lid + WG * f) / (DP / 4)), and in bwd_dkdv the lse and delta of
+// tile row lid (lid < BT).
+struct Share {
+  a: array<vec4<f32>, MAX_PF>,
+  b: array<vec4<f32>, MAX_PF>,
+  lse: f32,
+  delta: f32,
+}
+
+// Rows first .. first + valid - 1 of head `head` (of `heads`): of k and v when kv, else of q and
+// dout (with their lse and delta when with_stats); zeros from row `valid` on.
+fn fetch(kv: bool, with_stats: bool, first: u32, valid: u32, head: u32, heads: u32, dim: u32, lid: u32) -> Share {
+  var r: Share;
+  for (var f = 0u; f < MAX_PF; f++) {
+    r.a[f] = vec4<f32>(0.0);
+    r.b[f] = vec4<f32>(0.0);
+    let e = lid + WG * f;
+    let row = e / (DP / 4u);
+    if (f < PF && e < BT * DP / 4u && row < valid) {
+      let at = (first + row) * heads + head;
+      let c = e % (DP / 4u);
+      if (kv) {
+        r.a[f] = load_k(at, c, dim);
+        r.b[f] = load_v(at, c, dim);
+      } else {
+        r.a[f] = load_q(at, c, dim);
+        r.b[f] = load_do(at, c, dim);
       }
     }
-    lse_t[e] = l;
-    delta_t[e] = dl;
+  }
+  r.lse = EMPTY_LSE;
+  r.delta = 0.0;
+  if (with_stats && lid < valid && lid < BT) {
+    let at = (first + lid) * heads + head;
+    let x = stats[at];
+    r.lse = select(EMPTY_LSE, x, abs(x) < 3.0e38);  // -inf (an empty row) and NaN: nothing
+    r.delta = stats[params.total_q * heads + at];
+  }
+  return r;
+}
+
+// A share into tile buffer `buf` (f16), and its lse and delta when with_stats.
+fn store(x: Share, with_stats: bool, buf: u32, lid: u32) {
+  for (var f = 0u; f < MAX_PF; f++) {
+    let e = lid + WG * f;
+    if (f < PF && e < BT * DP / 4u) {
+      let row = e / (DP / 4u);
+      let d = (e % (DP / 4u)) * 4u;
+      let frag = (buf * 2u * NT + row / S) * DC + d / S;
+      let at = (row % S) * P4 + (d % S) / 4u;
+      tt[frag][at] = vec4<f16>(x.a[f]);
+      tt[frag + NT * DC][at] = vec4<f16>(x.b[f]);
+    }
+  }
+  if (with_stats && lid < BT) {
+    let r = buf * BT + lid;
+    lse_t[r / 4u][r % 4u] = x.lse;
+    delta_t[r / 4u][r % 4u] = x.delta;
   }
 }
 
-// (P, dS * scale) of one visible (query, key) pair from its raw dot products.
-fn grad(s0: f32, dp: f32, lse: f32, delta: f32, scale: f32, cap: f32) -> vec2<f32> {
-  let x = s0 * scale;
-  var s = x;
-  var slope = 1.0;
-  if (cap > 0.0) {
-    s = softcap_apply(x, cap);
-    slope = softcap_slope(x, cap);
-  }
-  let p = exp2((s - lse) * LOG2E);
-  return vec2<f32>(p, p * (dp - delta) * slope * scale);
-}
-
-// Whether query row i sees key j (both within their sequence).
-fn visible(i: i32, j: i32, len_q: i32, len_k: i32, offset: i32, wl: i32, wr: i32) -> bool {
-  return i >= 0 && i < len_q && j >= 0 && j < len_k && (wl < 0 || j >= i + offset - wl) && (wr < 0 || j <= i + offset + wr);
-}
-
-// P (or Pᵀ) and dS of the tile, elementwise by every invocation: result element (fixed row fr,
-// tile row tr) of ra/rb; the query row and key it stands for are given by `fixed_is_key`.
-// Writes pa (when with_p) and pb.
-fn tile_grads(fixed0: i32, tile0: i32, fixed_is_key: bool, with_p: bool, len_q: i32, len_k: i32, offset: i32,
-              wl: i32, wr: i32, lid: u32) {
+// (P, dS * scale) of 4 (query, key) pairs from their raw dot products, zero where not `vis`.
+fn grads4(s0: vec4<f32>, dp: vec4<f32>, lse: vec4<f32>, delta: vec4<f32>, vis: vec4<bool>) -> array<vec4<f32>, 2> {
   let scale = params.scale;
   let cap = params.softcap;
-  for (var e = lid; e < BF * BT / 4u; e += WG) {
-    let fr = e / (BT / 4u);
-    let tr = (e % (BT / 4u)) * 4u;
-    let f = (fr / S) * NT + tr / S;
-    let a32 = (fr % S) * F4 + (tr % S) / 4u;
-    let s0 = ra[f][a32];
-    let dp = rb[f][a32];
-    var p = vec4<f32>(0.0);
-    var ds = vec4<f32>(0.0);
+  let x = s0 * scale;
+  var s = x;
+  var slope = vec4<f32>(1.0);
+  if (cap > 0.0) {
     for (var c = 0u; c < 4u; c++) {
-      var i = fixed0 + i32(fr);  // query row and key of this element
-      var j = tile0 + i32(tr + c);
-      var lse = lse_t[fr / 4u][fr % 4u];
-      var delta = delta_t[fr / 4u][fr % 4u];
-      if (fixed_is_key) {
-        i = tile0 + i32(tr + c);
-        j = fixed0 + i32(fr);
-        lse = lse_t[(tr + c) / 4u][(tr + c) % 4u];
-        delta = delta_t[(tr + c) / 4u][(tr + c) % 4u];
-      }
-      if (visible(i, j, len_q, len_k, offset, wl, wr)) {
-        let g = grad(s0[c], dp[c], lse, delta, scale, cap);
-        p[c] = g.x;
-        ds[c] = g.y;
-      }
+      s[c] = softcap_apply(x[c], cap);
+      slope[c] = softcap_slope(x[c], cap);
     }
-    let a16 = (fr % S) * P4 + (tr % S) / 4u;
-    if (with_p) {
-      pa[f][a16] = vec4<f16>(p);
-    }
-    pb[f][a16] = vec4<f16>(ds);
   }
+  let p = select(vec4<f32>(0.0), exp2((s - lse) * LOG2E), vis);
+  return array<vec4<f32>, 2>(p, p * (dp - delta) * (slope * scale));
+}
+
+// Whether query rows i see key(s) j (both within their sequence).
+fn visible4(i: vec4<i32>, j: vec4<i32>, len_q: i32, len_k: i32, offset: i32, wl: i32, wr: i32) -> vec4<bool> {
+  let lo = (i + vec4<i32>(offset - wl)) <= j;
+  let hi = j <= (i + vec4<i32>(offset + wr));
+  return (i < vec4<i32>(len_q)) & (j < vec4<i32>(len_k)) & (lo | vec4<bool>(wl < 0)) & (hi | vec4<bool>(wr < 0));
+}
+
+// Whether every query row of [i0, i1] sees every key of [j0, j1] (a tile off every mask edge).
+fn all_visible(i0: i32, i1: i32, j0: i32, j1: i32, len_q: i32, len_k: i32, offset: i32, wl: i32, wr: i32) -> bool {
+  return i1 < len_q && j1 < len_k && (wl < 0 || j0 >= i1 + offset - wl) && (wr < 0 || j1 <= i0 + offset + wr);
 }
 
 @compute @workgroup_size(64)
@@ -218,6 +282,11 @@ fn bwd_preprocess(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wo
   }
   let dim = params.head_dim;
   var acc = vec4<f32>(0.0);  // four partial sums
+#if VEC4
+  for (var c = 0u; c < dim / 4u; c++) {
+    acc += out[e * (dim / 4u) + c] * dout[e * (dim / 4u) + c];
+  }
+#else
   var d = 0u;
   for (; d + 4u <= dim; d += 4u) {
     let o = vec4<f32>(out[e * dim + d], out[e * dim + d + 1u], out[e * dim + d + 2u], out[e * dim + d + 3u]);
@@ -227,6 +296,7 @@ fn bwd_preprocess(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wo
   for (; d < dim; d++) {
     acc.x += out[e * dim + d] * dout[e * dim + d];
   }
+#endif
   stats[rows + e] = (acc.x + acc.y) + (acc.z + acc.w);
 }
 
@@ -242,7 +312,7 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
   }
   let g = w % hkv;
   let b = (w / hkv) % nb;
-  let blk = w / (hkv * nb);
+  let blk = w / (hkv * nb);  // key block 0 first: the one most query rows see under a causal mask
   let q_start = cu_seqlens_q[b];
   let len_q = cu_seqlens_q[b + 1u] - q_start;
   let k_start = cu_seqlens_k[b];
@@ -267,107 +337,126 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     qhi = min(qhi, j_last - offset + wl + 1);
   }
   let sg = lid / sg_size;
-  let fb = sg / DS;  // this subgroup's row block, and its part of the block's work
+  let fb = sg / DS;  // this subgroup's row block; its role is `part` (DS = 2) or both (DS = 1)
   let part = sg % DS;
   let mx = sg < RB * DS;  // has matrix work
 
-  // K and V of the block, left fragments (keys x dims), through ta and tb in chunks of BT keys.
-  var kr: array<LF, MAX_DC>;
-  var vr: array<LF, MAX_DC>;
+  // K (role 0) and V (role 1) of the block, left fragments (keys x dims), staged through buffer 0
+  // in chunks of BT keys.
+  var xr: array<LF, NR * MAX_DC>;
   for (var ch = 0u; ch < (RB + NT - 1u) / NT; ch++) {
     let first = j0 + i32(ch * BT);
-    let valid = u32(max(0, min(i32(BT), len_k - first)));
-    stage(1u, true, u32(k_start + first), valid, g, hkv, dim, lid);
-    stage(2u, false, u32(k_start + first), valid, g, hkv, dim, lid);
+    let x = fetch(true, false, u32(k_start + first), u32(max(0, min(i32(BT), len_k - first))), g, hkv, dim, lid);
+    store(x, false, 0u, lid);
     workgroupBarrier();
     if (mx && fb / NT == ch) {
-      for (var c = 0u; c < MAX_DC; c++) {
-        kr[c] = subgroupMatrixLoad<LF, row_major>(&ta[(fb % NT) * DC + c], 0u, P4);
-        vr[c] = subgroupMatrixLoad<LF, row_major>(&tb[(fb % NT) * DC + c], 0u, P4);
+      for (var r = 0u; r < NR; r++) {
+        for (var c = 0u; c < MAX_DC; c++) {
+          xr[r * MAX_DC + c] = subgroupMatrixLoad<LF, row_major>(&tt[((part + r) * NT + fb % NT) * DC + c], 0u, P4);
+        }
       }
     }
     workgroupBarrier();
   }
 
-  var dk: array<AF, DCS>;  // head-dim chunks part * DCS .. of the block's dk and dv
-  var dv: array<AF, DCS>;
-  for (var c = 0u; c < DCS; c++) {
-    dk[c] = AF();
-    dv[c] = AF();
+  var acc: array<AF, NR * MAX_DC>;  // role 0: dK, role 1: dV (rows of row block fb, every chunk)
+  for (var c = 0u; c < NR * MAX_DC; c++) {
+    acc[c] = AF();
   }
-  for (var gh = 0u; gh < grp; gh++) {
-    let h = g * grp + gh;
-    for (var t0 = qlo; t0 < qhi; t0 += i32(BT)) {
-      let valid = u32(min(i32(BT), len_q - t0));
-      stage(0u, true, u32(q_start + t0), valid, h, hq, dim, lid);
-      stage(3u, false, u32(q_start + t0), valid, h, hq, dim, lid);
-      stage_stats(u32(q_start + t0), valid, h, lid);
-      workgroupBarrier();
-      // Sᵀ = K Qᵀ and dPᵀ = V doutᵀ: keys x query rows.
-      if (mx) {
-        for (var n = part; n < NT; n += DS) {
+  // Tiles it = 0 .. grp * ntile - 1: head g * grp + it / ntile, query rows from qlo + (it % ntile) * BT.
+  let ntile = u32(max(0, qhi - qlo + i32(BT) - 1)) / BT;
+  let tiles = grp * ntile;
+  var next = fetch(false, true, u32(q_start + qlo), u32(max(0, min(i32(BT), len_q - qlo))), g * grp, hq, dim, lid);
+  for (var it = 0u; it < tiles; it++) {
+    let buf = it % NB;
+    let t0 = qlo + i32((it % ntile) * BT);
+    store(next, true, buf, lid);
+    let n1 = it + 1u;  // the next tile, in flight while this one is computed
+    let t1 = qlo + i32((n1 % ntile) * BT);
+    let v1 = select(0u, u32(max(0, min(i32(BT), len_q - t1))), n1 < tiles);
+    next = fetch(false, true, u32(q_start + t1), v1, g * grp + min(n1 / ntile, grp - 1u), hq, dim, lid);
+    workgroupBarrier();  // the tile is staged
+
+    // Sᵀ = K Qᵀ (role 0), dPᵀ = V doutᵀ (role 1): keys x query rows.
+    if (mx) {
+      for (var r = 0u; r < NR; r++) {
+        let role = part + r;
+        for (var n = 0u; n < NT; n++) {
           var s = AF();
-          var dp = AF();
           for (var c = 0u; c < MAX_DC; c++) {
-            s = subgroupMatrixMultiplyAccumulate(kr[c], subgroupMatrixLoad<RF, col_major>(&ta[n * DC + c], 0u, P4), s);
-            dp = subgroupMatrixMultiplyAccumulate(vr[c], subgroupMatrixLoad<RF, col_major>(&tb[n * DC + c], 0u, P4), dp);
+            let qt = subgroupMatrixLoad<RF, col_major>(&tt[((buf * 2u + role) * NT + n) * DC + c], 0u, P4);
+            s = subgroupMatrixMultiplyAccumulate(xr[r * MAX_DC + c], qt, s);
           }
-          subgroupMatrixStore<row_major>(&ra[fb * NT + n], 0u, s, F4);
-          subgroupMatrixStore<row_major>(&rb[fb * NT + n], 0u, dp, F4);
+          subgroupMatrixStore<row_major>(&rs[(role * RB + fb) * NT + n], 0u, s, F4);
         }
       }
-      workgroupBarrier();
-      tile_grads(j0, t0, true, true, len_q, len_k, offset, wl, wr, lid);
-      workgroupBarrier();
-      // dV += Pᵀ dout, dK += dSᵀ Q over this subgroup's head-dim chunks.
-      if (mx) {
-        for (var kk = 0u; kk < NT; kk++) {
-          let p = subgroupMatrixLoad<LF, row_major>(&pa[fb * NT + kk], 0u, P4);
-          let ds = subgroupMatrixLoad<LF, row_major>(&pb[fb * NT + kk], 0u, P4);
-          for (var cl = 0u; cl < DCS; cl++) {
-            let c = part * DCS + cl;
-            dv[cl] = subgroupMatrixMultiplyAccumulate(p, subgroupMatrixLoad<RF, row_major>(&tb[kk * DC + c], 0u, P4), dv[cl]);
-            dk[cl] = subgroupMatrixMultiplyAccumulate(ds, subgroupMatrixLoad<RF, row_major>(&ta[kk * DC + c], 0u, P4), dk[cl]);
-          }
-        }
-      }
-      workgroupBarrier();
     }
+    workgroupBarrier();  // Sᵀ and dPᵀ are in workgroup memory
+
+    // Pᵀ and dSᵀ * scale (f16), elementwise: key jj of the block, query rows tr .. tr + 3.
+    let full = all_visible(t0, t0 + i32(BT) - 1, j0, j0 + i32(BF) - 1, len_q, len_k, offset, wl, wr);
+    for (var e = lid; e < BF * BT / 4u; e += WG) {
+      let jj = e / (BT / 4u);
+      let tr = (e % (BT / 4u)) * 4u;
+      let f = (jj / S) * NT + tr / S;
+      let a32 = (jj % S) * F4 + (tr % S) / 4u;
+      var vis = vec4<bool>(true);
+      if (!full) {
+        vis = visible4(vec4<i32>(t0 + i32(tr)) + vec4<i32>(0, 1, 2, 3), vec4<i32>(j0 + i32(jj)), len_q, len_k, offset, wl, wr);
+      }
+      let st = (buf * BT + tr) / 4u;
+      let gr = grads4(rs[f][a32], rs[RB * NT + f][a32], lse_t[st], delta_t[st], vis);
+      let a16 = (jj % S) * P4 + (tr % S) / 4u;
+      pp[f][a16] = vec4<f16>(gr[1]);
+      pp[RB * NT + f][a16] = vec4<f16>(gr[0]);
+    }
+    workgroupBarrier();  // Pᵀ and dSᵀ are in workgroup memory
+
+    // dK += dSᵀ Q (role 0), dV += Pᵀ dout (role 1), every head-dim chunk.
+    if (mx) {
+      for (var r = 0u; r < NR; r++) {
+        let role = part + r;
+        for (var kk = 0u; kk < NT; kk++) {
+          let a = subgroupMatrixLoad<LF, row_major>(&pp[(role * RB + fb) * NT + kk], 0u, P4);
+          for (var c = 0u; c < MAX_DC; c++) {
+            let bt = subgroupMatrixLoad<RF, row_major>(&tt[((buf * 2u + role) * NT + kk) * DC + c], 0u, P4);
+            acc[r * MAX_DC + c] = subgroupMatrixMultiplyAccumulate(a, bt, acc[r * MAX_DC + c]);
+          }
+        }
+      }
+    }
+    if (NB == 1u) {
+      workgroupBarrier();  // the tile buffer is read; with two, the next tile goes to the other
+    }
+  }
+  if (NB > 1u) {
+    workgroupBarrier();  // rs is free for the output
   }
 
-  // dk, then dv, through ra in chunks of NT head-dim fragments.
+  // dk (role 0) and dv (role 1) through rs in chunks of NT head-dim fragments.
   let tk = params.total_k;
-  for (var which = 0u; which < 2u; which++) {
-    for (var ch = 0u; ch < (DC + NT - 1u) / NT; ch++) {
-      if (mx) {
-        for (var cl = 0u; cl < DCS; cl++) {  // a constant index into dk, dv
-          let c = part * DCS + cl;
+  for (var ch = 0u; ch < (DC + NT - 1u) / NT; ch++) {
+    if (mx) {
+      for (var r = 0u; r < NR; r++) {
+        for (var c = 0u; c < MAX_DC; c++) {  // a constant index into acc
           if (c / NT == ch) {
-            if (which == 0u) {
-              subgroupMatrixStore<row_major>(&ra[fb * NT + c % NT], 0u, dk[cl], F4);
-            } else {
-              subgroupMatrixStore<row_major>(&ra[fb * NT + c % NT], 0u, dv[cl], F4);
-            }
+            subgroupMatrixStore<row_major>(&rs[((part + r) * RB + fb) * NT + c % NT], 0u, acc[r * MAX_DC + c], F4);
           }
         }
       }
-      workgroupBarrier();
-      for (var e = lid; e < BF * BT / 4u; e += WG) {
-        let jj = e / (BT / 4u);
-        let col = (e % (BT / 4u)) * 4u;
-        let d = ch * BT + col;
-        if (j0 + i32(jj) <= j_last && d < dim) {
-          let y = ra[(jj / S) * NT + col / S][(jj % S) * F4 + (col % S) / 4u];
-          let row = which * tk * hkv + u32(k_start + j0 + i32(jj)) * hkv + g;
-          for (var c = 0u; c < 4u; c++) {
-            if (d + c < dim) {
-              dkv[row * dim + d + c] = y[c];
-            }
-          }
-        }
-      }
-      workgroupBarrier();
     }
+    workgroupBarrier();
+    for (var e = lid; e < 2u * BF * BT / 4u; e += WG) {
+      let which = e / (BF * BT / 4u);  // the role: dk or dv
+      let jj = (e / (BT / 4u)) % BF;
+      let col = (e % (BT / 4u)) * 4u;
+      let d = ch * BT + col;
+      if (j0 + i32(jj) <= j_last && d < dim) {
+        let y = rs[(which * RB + jj / S) * NT + col / S][(jj % S) * F4 + (col % S) / 4u];
+        store_dkv(which * tk * hkv + u32(k_start + j0 + i32(jj)) * hkv + g, d, dim, y);
+      }
+    }
+    workgroupBarrier();
   }
 }
 
@@ -382,7 +471,12 @@ fn bwd_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   }
   let h = w % hq;
   let b = (w / hq) % nb;
-  let blk = w / (hq * nb);
+  let blocks = (params.max_seqlen + BF - 1u) / BF;
+  let from_end = w / (hq * nb);
+  if (from_end >= blocks) {
+    return;
+  }
+  let blk = blocks - 1u - from_end;  // the last query rows first: the ones a causal mask lets see most keys
   let q_start = cu_seqlens_q[b];
   let len_q = cu_seqlens_q[b + 1u] - q_start;
   let k_start = cu_seqlens_k[b];
@@ -404,70 +498,110 @@ fn bwd_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   let part = sg % DS;
   let mx = sg < RB * DS;
 
-  // Q and dout of the block, left fragments (rows x dims), through ta and tb; lse and delta.
-  var qr: array<LF, MAX_DC>;
-  var dr: array<LF, MAX_DC>;
+  // Q (role 0) and dout (role 1) of the block, left fragments (rows x dims), through buffer 0.
+  var xr: array<LF, NR * MAX_DC>;
   for (var ch = 0u; ch < (RB + NT - 1u) / NT; ch++) {
     let first = row0 + i32(ch * BT);
-    let valid = u32(max(0, min(i32(BT), len_q - first)));
-    stage(0u, true, u32(q_start + first), valid, h, hq, dim, lid);
-    stage(3u, false, u32(q_start + first), valid, h, hq, dim, lid);
+    let x = fetch(false, false, u32(q_start + first), u32(max(0, min(i32(BT), len_q - first))), h, hq, dim, lid);
+    store(x, false, 0u, lid);
     workgroupBarrier();
     if (mx && fb / NT == ch) {
-      for (var c = 0u; c < MAX_DC; c++) {
-        qr[c] = subgroupMatrixLoad<LF, row_major>(&ta[(fb % NT) * DC + c], 0u, P4);
-        dr[c] = subgroupMatrixLoad<LF, row_major>(&tb[(fb % NT) * DC + c], 0u, P4);
-      }
-    }
-    workgroupBarrier();
-  }
-  stage_stats(u32(q_start + row0), u32(row_last - row0 + 1), h, lid);
-
-  var dq_acc: array<AF, DCS>;
-  for (var c = 0u; c < DCS; c++) {
-    dq_acc[c] = AF();
-  }
-  for (var t0 = band.x; t0 < band.y; t0 += i32(BT)) {
-    let valid = u32(min(i32(BT), len_k - t0));
-    stage(1u, true, u32(k_start + t0), valid, kvh, hkv, dim, lid);
-    stage(2u, false, u32(k_start + t0), valid, kvh, hkv, dim, lid);
-    workgroupBarrier();
-    // S = Q Kᵀ and dP = dout Vᵀ: query rows x keys.
-    if (mx) {
-      for (var n = part; n < NT; n += DS) {
-        var s = AF();
-        var dp = AF();
+      for (var r = 0u; r < NR; r++) {
         for (var c = 0u; c < MAX_DC; c++) {
-          s = subgroupMatrixMultiplyAccumulate(qr[c], subgroupMatrixLoad<RF, col_major>(&ta[n * DC + c], 0u, P4), s);
-          dp = subgroupMatrixMultiplyAccumulate(dr[c], subgroupMatrixLoad<RF, col_major>(&tb[n * DC + c], 0u, P4), dp);
+          xr[r * MAX_DC + c] = subgroupMatrixLoad<LF, row_major>(&tt[((part + r) * NT + fb % NT) * DC + c], 0u, P4);
         }
-        subgroupMatrixStore<row_major>(&ra[fb * NT + n], 0u, s, F4);
-        subgroupMatrixStore<row_major>(&rb[fb * NT + n], 0u, dp, F4);
       }
     }
     workgroupBarrier();
-    tile_grads(row0, t0, false, false, len_q, len_k, offset, wl, wr, lid);
-    workgroupBarrier();
+  }
+  // lse and delta of the block's rows (EMPTY_LSE for a non-finite lse and past the rows).
+  let tq = params.total_q;
+  for (var e = lid; e < BF; e += WG) {
+    var l = EMPTY_LSE;
+    var dl = 0.0;
+    if (row0 + i32(e) <= row_last) {
+      let at = u32(q_start + row0 + i32(e)) * hq + h;
+      let x = stats[at];
+      l = select(EMPTY_LSE, x, abs(x) < 3.0e38);
+      dl = stats[tq * hq + at];
+    }
+    lse_t[e / 4u][e % 4u] = l;
+    delta_t[e / 4u][e % 4u] = dl;
+  }
+
+  var acc: array<AF, DCS>;  // head-dim chunks part * DCS .. of the block's dQ
+  for (var c = 0u; c < DCS; c++) {
+    acc[c] = AF();
+  }
+  var next = fetch(true, false, u32(k_start + band.x), u32(max(0, min(i32(BT), len_k - band.x))), kvh, hkv, dim, lid);
+  var it = 0u;
+  for (var t0 = band.x; t0 < band.y; t0 += i32(BT)) {
+    let buf = it % NB;
+    it++;
+    store(next, false, buf, lid);
+    let t1 = t0 + i32(BT);
+    let v1 = select(0u, u32(max(0, min(i32(BT), len_k - t1))), t1 < band.y);
+    next = fetch(true, false, u32(k_start + t1), v1, kvh, hkv, dim, lid);
+    workgroupBarrier();  // the tile is staged
+
+    // S = Q Kᵀ (role 0), dP = dout Vᵀ (role 1): query rows x keys.
+    if (mx) {
+      for (var r = 0u; r < NR; r++) {
+        let role = part + r;
+        for (var n = 0u; n < NT; n++) {
+          var s = AF();
+          for (var c = 0u; c < MAX_DC; c++) {
+            let kt = subgroupMatrixLoad<RF, col_major>(&tt[((buf * 2u + role) * NT + n) * DC + c], 0u, P4);
+            s = subgroupMatrixMultiplyAccumulate(xr[r * MAX_DC + c], kt, s);
+          }
+          subgroupMatrixStore<row_major>(&rs[(role * RB + fb) * NT + n], 0u, s, F4);
+        }
+      }
+    }
+    workgroupBarrier();  // S and dP are in workgroup memory
+
+    // dS * scale (f16), elementwise: query row ii of the block, keys tr .. tr + 3.
+    let full = all_visible(row0, row0 + i32(BF) - 1, t0, t0 + i32(BT) - 1, len_q, len_k, offset, wl, wr);
+    for (var e = lid; e < BF * BT / 4u; e += WG) {
+      let ii = e / (BT / 4u);
+      let tr = (e % (BT / 4u)) * 4u;
+      let f = (ii / S) * NT + tr / S;
+      let a32 = (ii % S) * F4 + (tr % S) / 4u;
+      var vis = vec4<bool>(true);
+      if (!full) {
+        vis = visible4(vec4<i32>(row0 + i32(ii)), vec4<i32>(t0 + i32(tr)) + vec4<i32>(0, 1, 2, 3), len_q, len_k, offset, wl, wr);
+      }
+      let gr = grads4(rs[f][a32], rs[RB * NT + f][a32], vec4<f32>(lse_t[ii / 4u][ii % 4u]),
+                      vec4<f32>(delta_t[ii / 4u][ii % 4u]), vis);
+      pp[f][(ii % S) * P4 + (tr % S) / 4u] = vec4<f16>(gr[1]);
+    }
+    workgroupBarrier();  // dS is in workgroup memory
+
     // dQ += dS K over this subgroup's head-dim chunks.
     if (mx) {
       for (var kk = 0u; kk < NT; kk++) {
-        let ds = subgroupMatrixLoad<LF, row_major>(&pb[fb * NT + kk], 0u, P4);
+        let ds = subgroupMatrixLoad<LF, row_major>(&pp[fb * NT + kk], 0u, P4);
         for (var cl = 0u; cl < DCS; cl++) {
-          let c = part * DCS + cl;
-          dq_acc[cl] = subgroupMatrixMultiplyAccumulate(ds, subgroupMatrixLoad<RF, row_major>(&ta[kk * DC + c], 0u, P4), dq_acc[cl]);
+          let kt = subgroupMatrixLoad<RF, row_major>(&tt[(buf * 2u * NT + kk) * DC + part * DCS + cl], 0u, P4);
+          acc[cl] = subgroupMatrixMultiplyAccumulate(ds, kt, acc[cl]);
         }
       }
     }
-    workgroupBarrier();
+    if (NB == 1u) {
+      workgroupBarrier();  // the tile buffer is read; with two, the next tile goes to the other
+    }
+  }
+  if (NB > 1u) {
+    workgroupBarrier();  // rs is free for the output
   }
 
-  // dq through ra in chunks of NT head-dim fragments.
+  // dq through rs in chunks of NT head-dim fragments.
   for (var ch = 0u; ch < (DC + NT - 1u) / NT; ch++) {
     if (mx) {
-      for (var cl = 0u; cl < DCS; cl++) {  // a constant index into dq_acc
+      for (var cl = 0u; cl < DCS; cl++) {  // a constant index into acc
         let c = part * DCS + cl;
         if (c / NT == ch) {
-          subgroupMatrixStore<row_major>(&ra[fb * NT + c % NT], 0u, dq_acc[cl], F4);
+          subgroupMatrixStore<row_major>(&rs[fb * NT + c % NT], 0u, acc[cl], F4);
         }
       }
     }
@@ -477,13 +611,8 @@ fn bwd_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
       let col = (e % (BT / 4u)) * 4u;
       let d = ch * BT + col;
       if (row0 + i32(ii) <= row_last && d < dim) {
-        let y = ra[(ii / S) * NT + col / S][(ii % S) * F4 + (col % S) / 4u];
-        let row = u32(q_start + row0 + i32(ii)) * hq + h;
-        for (var c = 0u; c < 4u; c++) {
-          if (d + c < dim) {
-            dq[row * dim + d + c] = y[c];
-          }
-        }
+        let y = rs[(ii / S) * NT + col / S][(ii % S) * F4 + (col % S) / 4u];
+        store_dq(u32(q_start + row0 + i32(ii)) * hq + h, d, dim, y);
       }
     }
     workgroupBarrier();

@@ -50,6 +50,7 @@
 // (four per 32 columns, then the T / 2 partials), which keeps the float32 error near that of a
 // blocked matrix product.
 // No atomics: every output element is written by exactly one invocation, so runs are bit-identical.
+// VEC4 (a define, where head_dim % 4 == 0): the [.., D] tensors read and written as vec4 rows.
 // Override constants: WG rows and T invocations per row (WG * T <= 128 invocations), BQ query rows
 // per dkdv tile, BK keys per dq tile; workgroup memory per tile row: two staged rows of 64 * T
 // bytes, 4 * (WG * T + 1) bytes of partials (and 8 for lse, delta): the registry picks BQ and BK
@@ -95,6 +96,44 @@ fn workgroup_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
   return wid.y * nwg.x + wid.x;
 }
 
+#if VEC4
+// Four columns d .. d + 3 (d % 4 == 0) of a row starting at `at` (at % 4 == 0), zero from column
+// `dim` on: one vec4 load (the interface binds vec4 rows where head_dim % 4 == 0). The index is
+// clamped to the row's last vec4: every read stays inside the row, also where the runtime does
+// no bounds checks (the kernel is registered as trusted).
+fn q4(at: u32, d: u32, dim: u32) -> vec4<f32> {
+  return select(vec4<f32>(0.0), q[(at + min(d, dim - 4u)) / 4u], d < dim);
+}
+
+fn do4(at: u32, d: u32, dim: u32) -> vec4<f32> {
+  return select(vec4<f32>(0.0), dout[(at + min(d, dim - 4u)) / 4u], d < dim);
+}
+
+fn k4(at: u32, d: u32, dim: u32) -> vec4<f32> {
+  return select(vec4<f32>(0.0), k[(at + min(d, dim - 4u)) / 4u], d < dim);
+}
+
+fn v4(at: u32, d: u32, dim: u32) -> vec4<f32> {
+  return select(vec4<f32>(0.0), v[(at + min(d, dim - 4u)) / 4u], d < dim);
+}
+
+// Vec4 a4 of a buffer (a 16-byte boundary).
+fn q4a(a4: u32) -> vec4<f32> {
+  return q[a4];
+}
+
+fn do4a(a4: u32) -> vec4<f32> {
+  return dout[a4];
+}
+
+fn k4a(a4: u32) -> vec4<f32> {
+  return k[a4];
+}
+
+fn v4a(a4: u32) -> vec4<f32> {
+  return v[a4];
+}
+#else
 // Four columns d .. d + 3 of a row starting at `at`, zero from column `dim` on. (One function per
 // buffer: WGSL passes no storage pointers.) select evaluates both operands, so the index is
 // clamped to the row's last column: every read stays inside the row, also where the runtime
@@ -141,6 +180,8 @@ fn v4a(a4: u32) -> vec4<f32> {
   return vec4<f32>(v[x], v[x + 1u], v[x + 2u], v[x + 3u]);
 }
 
+#endif
+
 // 16 columns d .. d + 15 of a row of a buffer as a mat4x4 (zeros from column `dim` on).
 fn k16(at: u32, d: u32, dim: u32) -> mat4x4<f32> {
   return mat4x4<f32>(k4(at, d, dim), k4(at, d + 4u, dim), k4(at, d + 8u, dim), k4(at, d + 12u, dim));
@@ -163,12 +204,18 @@ fn dot16(a: mat4x4<f32>, b: mat4x4<f32>) -> f32 {
   return (dot(a[0], b[0]) + dot(a[2], b[2])) + (dot(a[1], b[1]) + dot(a[3], b[3]));
 }
 
+#if VEC4
+fn put4_dkv(at: u32, d: u32, dim: u32, x: vec4<f32>) {
+  if (d < dim) { dkv[(at + d) / 4u] = x; }
+}
+#else
 fn put4_dkv(at: u32, d: u32, dim: u32, x: vec4<f32>) {
   if (d < dim) { dkv[at + d] = x.x; }
   if (d + 1u < dim) { dkv[at + d + 1u] = x.y; }
   if (d + 2u < dim) { dkv[at + d + 2u] = x.z; }
   if (d + 3u < dim) { dkv[at + d + 3u] = x.w; }
 }
+#endif
 
 fn put_dkv(at: u32, d0: u32, dim: u32, m: mat4x4<f32>) {
   put4_dkv(at, d0, dim, m[0]);
@@ -177,12 +224,18 @@ fn put_dkv(at: u32, d0: u32, dim: u32, m: mat4x4<f32>) {
   put4_dkv(at, d0 + 12u, dim, m[3]);
 }
 
+#if VEC4
+fn put4_dq(at: u32, d: u32, dim: u32, x: vec4<f32>) {
+  if (d < dim) { dq[(at + d) / 4u] = x; }
+}
+#else
 fn put4_dq(at: u32, d: u32, dim: u32, x: vec4<f32>) {
   if (d < dim) { dq[at + d] = x.x; }
   if (d + 1u < dim) { dq[at + d + 1u] = x.y; }
   if (d + 2u < dim) { dq[at + d + 2u] = x.z; }
   if (d + 3u < dim) { dq[at + d + 3u] = x.w; }
 }
+#endif
 
 fn put_dq(at: u32, d0: u32, dim: u32, m: mat4x4<f32>) {
   put4_dq(at, d0, dim, m[0]);
@@ -201,6 +254,14 @@ fn bwd_preprocess(@builtin(workgroup_id) wid: vec3<u32>,
     return;
   }
   let dim = params.head_dim;
+#if VEC4
+  let base = row * (dim / 4u);
+  var acc = vec4<f32>(0.0);  // four partial sums
+  for (var c = 0u; c < dim / 4u; c++) {
+    acc += dout[base + c] * out[base + c];
+  }
+  stats[rows + row] = (acc.x + acc.z) + (acc.y + acc.w);
+#else
   let base = row * dim;
   var even: f32 = 0.0;
   var odd: f32 = 0.0;
@@ -213,6 +274,7 @@ fn bwd_preprocess(@builtin(workgroup_id) wid: vec3<u32>,
     even += dout[base + d] * out[base + d];
   }
   stats[rows + row] = even + odd;
+#endif
 }
 
 @compute @workgroup_size(WG * T)

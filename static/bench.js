@@ -5,14 +5,18 @@
 // plan, decides each step of the protocol (the order of the rounds, when the warm-up is done, the
 // dispatches per sample) and writes every record; this module uploads, dispatches, reads
 // timestamps and draws. Publishes window.wgattn.bench = {status: "idle"|"running"|"done"|"error"|
-// "cancelled", records, error, skipped, imported} and mirrors the status on the section's
-// data-status. A progress bar follows the jobs; Cancel stops at the next sample. Records of
-// `wgattn bench --json` dropped on the chart (checked by wgattn.page.bench_import) are charted
-// beside the browser's: colour by kernel, dash by mode (trusted solid, checked dashed), a hollow
-// point for a file's; a file dropped twice adds nothing the second time.
+// "cancelled", records, error, skipped} and mirrors the status on the section's
+// data-status. A progress bar follows the jobs (and goes once the benchmark ends, started or
+// not); Cancel stops at the next sample. The form's values are checked by Python as they are
+// typed (PageSession.bench_validate: the message beside the form names the field and what is
+// allowed) and go into the URL (bench_<field>) when a benchmark starts. The records join the
+// charts of what the project measured (records.js).
 
-import { $, errorText, pyError, row, svgEl } from "./dom.js";
+import { $, errorText, pyError, row } from "./dom.js";
 import { Executor, adapterWords, planBytes } from "./webgpu.js";
+import { addYours } from "./records.js";
+import { num } from "./chart.js";
+import { urlWithBench } from "./url_state.js";
 
 /**
  * The benchmark's shapes that Python makes (BenchStart, BenchJob, BenchPlan, BenchWarm,
@@ -22,19 +26,14 @@ import { Executor, adapterWords, planBytes } from "./webgpu.js";
  *   rounds: string, warmup_s: string, repeat: string }} BenchRequest the form's fields, as typed: Python checks them
  * @typedef {"idle" | "running" | "done" | "error" | "cancelled"} BenchStatus
  * @typedef {{ status: BenchStatus, records: BenchRecord[], skipped: Array<{ impl: string, shape: number[] | null, reason: string }>,
- *   failed: string[], error: string | null, request: BenchRequest | null, imported: BenchRecord[], cancel: boolean,
+ *   failed: string[], error: string | null, request: BenchRequest | null, cancel: boolean,
  *   start: BenchStart | null }} BenchState
- * @typedef {{ key: string, impl: string, mode: string, source: "browser" | "file", label: string, points: BenchRecord[] }} Series
  * @typedef {{ job: BenchJob, timed: import("./webgpu.js").TimedPlans, timer: "gpu" | "wall" }} Entry
  */
 
-const COLORS = ["#0969da", "#cf222e", "#1a7f37", "#8250df", "#bc4c00", "#1b7c83", "#6e7781", "#bf3989"];
-/** Dash by mode: trusted (no runtime bounds checks) solid, checked dashed, anchors dotted. */
-const DASH = /** @type {Record<string, string>} */ ({ trusted: "none", checked: "7 4", "": "2 3" });
-
 /** @type {BenchState} */
 export const benchState = { status: "idle", records: [], skipped: [], failed: [], error: null, request: null,
-  imported: [], cancel: false, start: null };
+  cancel: false, start: null };
 
 /** @param {BenchStatus} status
  * @param {string | null} [error] */
@@ -45,14 +44,6 @@ function setStatus(status, error = null) {
   const box = $("bench-error");
   box.hidden = !error;
   box.textContent = error || "";
-}
-
-/** A figure to 3 significant digits (exponent form when tiny or huge).
- * @param {number} x */
-function num(x) {
-  if (x === 0) return "0";
-  const a = Math.abs(x);
-  return a < 1e-3 || a >= 1e5 ? x.toExponential(2) : x.toPrecision(3);
 }
 
 /** The form's named fields (index.html's #bench-form: a select and inputs).
@@ -123,7 +114,7 @@ async function uploadJob(ctx, executor, start, job) {
     const check = JSON.parse(page.bench_check(start.bench, job.index, await executor.readTimed(up.timed, job.check)));
     if (check.ok) return { timed: up.timed, check };
     Executor.releaseTiming(up.timed);
-    return { failed: `${job.impl}: max |${job.check} - reference| ${check.max_abs_err} > ${check.allowed}: not timed`, check };
+    return { failed: `${job.impl}${job.config ? ` ${job.config}` : ""}: max |${job.check} - reference| ${check.max_abs_err} > ${check.allowed}: not timed`, check };
   } catch (e) {
     Executor.releaseTiming(up.timed);
     throw e;
@@ -240,7 +231,8 @@ export async function runBench(ctx, request) {
   benchState.skipped = [];
   benchState.failed = [];
   benchState.request = request;
-  for (const id of ["bench-table", "bench-chart", "bench-skipped"]) $(id).replaceChildren();
+  for (const id of ["bench-table", "bench-skipped"]) $(id).replaceChildren();
+  addYours("bench", [], true);
   $("bench-download").hidden = true;
   if (!ctx.executor) {
     setStatus("error", "The benchmark needs WebGPU, which this browser does not offer.");
@@ -313,6 +305,7 @@ export async function runBench(ctx, request) {
         const keep = (records) => {
           benchState.records.push(...records);
           render(start);
+          addYours("bench", records);
         };
         if (entries.length) await timeSeries(ctx, executor, start, entries, adapter, say, keep);
       } catch (e) {
@@ -340,37 +333,42 @@ export async function runBench(ctx, request) {
 }
 
 /** @typedef {{ status: BenchStatus, records: Array<Record<string, any>>, checks: Array<BenchCheck & { impl: string }>,
- *   skipped: BenchSkip[], failed: string[], error: string | null }} DecodeState */
+ *   skipped: BenchSkip[], failed: string[], error: string | null }} CaseState */
 
-/** The decode benchmark's state (window.wgattn.decode), as benchState is the benchmark view's.
- * @type {DecodeState} */
-export const decodeState = { status: "idle", records: [], checks: [], skipped: [], failed: [], error: null };
+/** The state of the last case benchmark (window.wgattn.cases), as benchState is the benchmark view's.
+ * @type {CaseState} */
+export const caseState = { status: "idle", records: [], checks: [], skipped: [], failed: [], error: null };
 
-/** Decode as bandwidth (wgattn.bandwidth): a decode configuration's kernels and the WGSL copy of the bytes a step reads,
- * timed in one series per cache precision by the protocol above (timeSeries), each kernel checked before it is timed
- * (uploadJob). Records of bench/decode_bandwidth.py's shape, GB/s and the share of this browser's own copy bandwidth.
+/** A case: one configuration of an op whose inputs the GPU fills (wgattn.page.bench_jobs): decode as bandwidth
+ * (wgattn.bandwidth: its kernels and the WGSL copy of the bytes a step reads, a series per cache precision; records of
+ * bench/decode_bandwidth.py's shape) or the GEMM (wgattn.gemm: a job per tile of gemm.smx, TFLOP/s). Every series is timed
+ * by the protocol above (timeSeries), each job checked before it is timed (uploadJob); a job that does not compile, run
+ * or pass its check costs that job alone.
  * @param {import("./context.js").ReadyContext} ctx
- * @param {{ op?: string, name?: string, config: Record<string, number | boolean>, impls?: string, rounds?: number,
- *   warmup_s?: number, repeat?: number }} request the benchmark request of an op timed as bandwidth (Python checks it)
+ * @param {{ op: string, name?: string, config?: Record<string, unknown>, impls?: string,
+ *   tiles?: Array<Record<string, number | boolean>>, rounds?: number | string, warmup_s?: number | string, repeat?: number }} request
+ *   the benchmark request of a case (Python checks it)
+ * @param {(text: string, done: number, total: number) => void} [say] hears each step (jobs done of all)
  * @returns {Promise<Array<Record<string, any>>>} */
-export async function runDecodeBench(ctx, request) {
+export async function runCaseBench(ctx, request, say = () => {}) {
   const page = ctx.page;
-  Object.assign(decodeState, { status: "running", records: [], checks: [], skipped: [], failed: [], error: null });
+  Object.assign(caseState, { status: "running", records: [], checks: [], skipped: [], failed: [], error: null });
   const executor = ctx.executor;
   if (!executor) {
-    Object.assign(decodeState, { status: "error", error: "The decode benchmark needs WebGPU, which this browser does not offer." });
-    return decodeState.records;
+    Object.assign(caseState, { status: "error", error: `The ${request.op} benchmark needs WebGPU, which this browser does not offer.` });
+    return caseState.records;
   }
   /** @type {BenchStart} */
   let start;
   try {
-    start = JSON.parse(page.bench_start(JSON.stringify({ op: "decode", ...request, user_agent: navigator.userAgent })));
+    start = JSON.parse(page.bench_start(JSON.stringify({ ...request, user_agent: navigator.userAgent })));
   } catch (e) {
-    Object.assign(decodeState, { status: "error", error: `Decode benchmark not started: ${pyError(e)}` });
-    return decodeState.records;
+    Object.assign(caseState, { status: "error", error: `The ${request.op} benchmark did not start: ${pyError(e)}` });
+    return caseState.records;
   }
-  decodeState.skipped.push(...start.skipped);
+  caseState.skipped.push(...start.skipped);
   const adapter = `${adapterWords(executor.info).join(" ") || "unknown adapter"} (browser WebGPU)`;
+  const total = start.jobs.length;
   try {
     for (const series of start.series) {
       /** @type {Entry[]} */
@@ -378,28 +376,39 @@ export async function runDecodeBench(ctx, request) {
       try {
         for (const index of series.jobs) {
           const job = start.jobs[index];
-          const up = await uploadJob(ctx, executor, start, job);
-          if (up.check) decodeState.checks.push({ impl: job.impl, ...up.check });
-          if (up.timed) entries.push({ job, timed: up.timed, timer: executor.timed ? "gpu" : "wall" });
-          else if (up.skipped !== undefined) decodeState.skipped.push({ impl: job.impl, reason: up.skipped });
-          else decodeState.failed.push(up.failed);
+          const what = `${job.impl}${job.config ? ` ${job.config}` : ""}`;
+          say(`job ${index + 1} of ${total}: filling the inputs on the GPU, then checking ${what} against the reference`, index, total);
+          try {
+            const up = await uploadJob(ctx, executor, start, job);
+            if (up.check) caseState.checks.push({ impl: what, ...up.check });
+            if (up.timed) entries.push({ job, timed: up.timed, timer: executor.timed ? "gpu" : "wall" });
+            else if (up.skipped !== undefined) caseState.skipped.push({ impl: what, reason: up.skipped });
+            else caseState.failed.push(up.failed);
+          } catch (e) {
+            caseState.failed.push(`${what}: ${pyError(e)}`);
+          }
         }
         /** @param {Array<Record<string, any>>} records */
-        const keep = (records) => { decodeState.records.push(...records); };
-        if (entries.length) await timeSeries(ctx, executor, start, entries, adapter, () => {}, keep);
+        const keep = (records) => { caseState.records.push(...records); };
+        const last = series.jobs[series.jobs.length - 1];
+        if (entries.length) await timeSeries(ctx, executor, start, entries, adapter, (text) => say(text, last, total), keep);
+      } catch (e) {
+        caseState.failed.push(`the series of ${series.jobs.map((i) => start.jobs[i].config || start.jobs[i].impl).join("; ")} failed: ${pyError(e)}`);
       } finally {
         entries.forEach((e) => Executor.releaseTiming(e.timed));
       }
     }
-  } catch (e) {
-    decodeState.failed.push(pyError(e));
   } finally {
     executor.releaseQueries();
     page.release(start.bench);
   }
-  Object.assign(decodeState, decodeState.failed.length
-    ? { status: "error", error: decodeState.failed[0] } : { status: "done" });
-  return decodeState.records;
+  if (request.op === "decode" && caseState.records.length) {
+    caseState.records = JSON.parse(page.bench_shares(JSON.stringify(caseState.records)));
+    addYours("bandwidth", /** @type {BandwidthRecord[]} */ (caseState.records), true);
+  }
+  Object.assign(caseState, caseState.failed.length
+    ? { status: "error", error: caseState.failed[0] } : { status: "done" });
+  return caseState.records;
 }
 
 /** A record's mode as the table and legend show it ("" for an anchor).
@@ -429,7 +438,6 @@ function render(start) {
   head.cells[4].title = "interquartile range of the rounds over the median: above 5% the figure is flagged wide";
   head.cells[6].title = `median time of ${base} / this row's`;
   $("bench-table").replaceChildren(head, ...rows);
-  redraw();
   const link = $("bench-download", HTMLAnchorElement);
   if (link.href) URL.revokeObjectURL(link.href);
   link.href = URL.createObjectURL(new Blob([JSON.stringify(records, null, 1)], { type: "application/json" }));
@@ -437,143 +445,42 @@ function render(start) {
   link.hidden = false;
 }
 
-/** The chart of the browser's records and the imported ones of the same op (the browser run's op,
- * else the first imported record's): one line per kernel, mode, runtime, adapter and repeat. */
-function redraw() {
-  const start = benchState.start;
-  const op = start ? start.op : benchState.imported.length ? benchState.imported[0].op : undefined;
-  /** @type {Map<string, Series>} */
-  const series = new Map();
-  /** @param {BenchRecord} r
-   * @param {"browser" | "file"} source */
-  const add = (r, source) => {
-    const key = [source, r.impl, r.variant, r.mode, r.dtype, r.runtime, r.adapter, r.repeat].join("\u0000");
-    let s = series.get(key);
-    if (!s) {
-      const variant = r.variant ? ` +${r.variant}` : "";
-      const label = `${r.impl}${variant}${modeOf(r)} (${r.dtype}) · ${r.runtime} · ${r.adapter}${r.repeat ? ` #${r.repeat + 1}` : ""}`;
-      s = { key, impl: r.impl, mode: r.mode, source, label, points: [] };
-      series.set(key, s);
-    }
-    s.points.push(r);
-  };
-  benchState.records.forEach((r) => add(r, "browser"));
-  benchState.imported.filter((r) => r.op === op).forEach((r) => add(r, "file"));
-  if (!series.size) {
-    $("bench-chart").replaceChildren();
-    return;
-  }
-  $("bench-chart").replaceChildren(chart([...series.values()], op));
+// The form's fields, by name (index.html's #bench-form), as the URL keeps them: bench_<name>.
+const FIELDS = ["op", "impls", "B", "H", "D", "seq_lens", "causal", "rounds", "warmup_s", "repeat"];
+
+/** The form's settings as the URL keeps them (bench_<field>).
+ * @param {BenchRequest} request */
+function settingsOf(request) {
+  return Object.fromEntries(FIELDS.map((name) => [name, String(request[/** @type {keyof BenchRequest} */ (name)])]));
 }
 
-/** TFLOP/s against sequence length (log2 axis), one polyline and legend entry per series: colour
- * by kernel, dash by mode, hollow points for a file's records.
- * @param {Series[]} series
- * @param {string | undefined} op */
-function chart(series, op) {
-  const records = series.flatMap((s) => s.points);
-  const W = 860, H = 340 + Math.max(0, 18 * series.length - 300), m = { l: 64, r: 400, t: 14, b: 46 };
-  const svg = svgEl("svg", { id: "bench-svg", viewBox: `0 0 ${W} ${H}`, role: "img",
-    "aria-label": `TFLOP/s against sequence length, ${op}` });
-  const xs = records.map((r) => Math.log2(r.shape[2]));
-  let x0 = Math.min(...xs), x1 = Math.max(...xs);
-  const pad = Math.max(0.5 - (x1 - x0) / 2, 0.06 * (x1 - x0));  // keep points off the y axis
-  x0 -= pad;
-  x1 += pad;
-  const top = Math.max(...records.map((r) => r.tflops), 1e-12);
-  const step = 10 ** Math.floor(Math.log10(top / 4));
-  const ystep = [1, 2, 5, 10].map((k) => k * step).find((s) => top / s <= 5) || 10 * step;  // 10·step always fits
-  const ymax = Math.ceil(top / ystep) * ystep;
-  // Figures from an H100 beside a software adapter's span decades: then the y axis is log10.
-  const positive = records.map((r) => r.tflops).filter((t) => t > 0);
-  const logY = positive.length > 1 && Math.max(...positive) / Math.min(...positive) > 100;
-  const d0 = logY ? Math.floor(Math.log10(Math.min(...positive))) : 0;
-  const d1 = logY ? Math.ceil(Math.log10(Math.max(...positive))) : 1;
-  /** @param {number} s */
-  const X = (s) => m.l + (Math.log2(s) - x0) / (x1 - x0) * (W - m.l - m.r);
-  /** @type {(t: number) => number} */
-  const Y = logY
-    ? (t) => H - m.b - (Math.log10(Math.max(t, 10 ** d0)) - d0) / (d1 - d0) * (H - m.t - m.b)
-    : (t) => H - m.b - t / ymax * (H - m.t - m.b);
-  const axis = { stroke: "#656d76", "stroke-width": 1 };
-  svg.append(svgEl("line", { x1: m.l, y1: H - m.b, x2: W - m.r, y2: H - m.b, ...axis }),
-    svgEl("line", { x1: m.l, y1: m.t, x2: m.l, y2: H - m.b, ...axis }));
-  for (const s of [...new Set(records.map((r) => r.shape[2]))]) {
-    svg.append(svgEl("line", { x1: X(s), y1: H - m.b, x2: X(s), y2: H - m.b + 4, ...axis }),
-      svgEl("text", { x: X(s), y: H - m.b + 16, "text-anchor": "middle", class: "tick" }, String(s)));
-  }
-  /** @type {number[]} */
-  const yticks = [];
-  if (logY) for (let d = d0; d <= d1; d++) yticks.push(10 ** d);
-  else for (let t = 0; t <= ymax * (1 + 1e-9); t += ystep) yticks.push(t);
-  for (const t of yticks) {
-    svg.append(svgEl("line", { x1: m.l, y1: Y(t), x2: W - m.r, y2: Y(t), stroke: "#eaeef2" }),
-      svgEl("text", { x: m.l - 6, y: Y(t) + 4, "text-anchor": "end", class: "tick" }, num(Number(t.toPrecision(6)))));
-  }
-  svg.append(svgEl("text", { x: (m.l + W - m.r) / 2, y: H - 8, "text-anchor": "middle", class: "axis-label" },
-    "sequence length S (tokens, log2 scale)"));
-  svg.append(svgEl("text", { x: 14, y: (m.t + H - m.b) / 2, "text-anchor": "middle", class: "axis-label",
-    transform: `rotate(-90 14 ${(m.t + H - m.b) / 2})` }, logY ? "TFLOP/s (log10 scale)" : "TFLOP/s"));
-  const kernels = [...new Set(series.map((s) => s.impl))];
-  series.forEach((srs, k) => {
-    const color = COLORS[kernels.indexOf(srs.impl) % COLORS.length];
-    const dash = DASH[srs.mode] || "none";
-    const pts = [...srs.points].sort((a, b) => a.shape[2] - b.shape[2]);
-    const g = svgEl("g", { "data-impl": srs.impl, "data-source": srs.source, "data-mode": srs.mode });
-    g.append(svgEl("polyline", { class: "series", "data-impl": srs.impl, "data-source": srs.source, "data-mode": srs.mode,
-      fill: "none", stroke: color, "stroke-width": 2, "stroke-dasharray": dash,
-      points: pts.map((r) => `${X(r.shape[2]).toFixed(1)},${Y(r.tflops).toFixed(1)}`).join(" ") }));
-    for (const r of pts) {
-      const dot = svgEl("circle", { cx: X(r.shape[2]), cy: Y(r.tflops), r: 3, fill: srs.source === "file" ? "#fff" : color,
-        stroke: color });
-      dot.append(svgEl("title", {}, `${srs.label} S=${r.shape[2]}: ${num(r.tflops)} TFLOP/s, ${r.median_ms.toFixed(3)} ms ` +
-        `±${(100 * r.spread).toFixed(1)}% (${r.timer}, ${r.rounds} rounds)`));
-      g.append(dot);
-    }
-    const ly = m.t + 8 + 18 * k;
-    g.append(svgEl("line", { x1: W - m.r + 14, y1: ly, x2: W - m.r + 34, y2: ly, stroke: color, "stroke-width": 2,
-      "stroke-dasharray": dash }),
-      svgEl("text", { x: W - m.r + 40, y: ly + 4, class: "legend" }, srs.label.length > 60 ? srs.label.slice(0, 59) + "…" : srs.label,
-        svgEl("title", {}, srs.label)));
-    svg.append(g);
-  });
-  return svg;
-}
-
-/** Add the records of a `wgattn bench --json` file to the chart (Python checks them); records
- * already there (the same file dropped again) are not added twice.
+/** Check the form as it is typed (Python's checks: PageSession.bench_validate): the message beside
+ * the form, the field it names marked; "" when the form is fine.
  * @param {import("./context.js").ReadyContext} ctx
- * @param {string} text
- * @param {string} [name]
- * @returns {Promise<BenchRecord[]>} the records added */
-export async function importRecords(ctx, text, name = "the file") {
-  /** @type {BenchRecord[]} */
-  let records;
-  try {
-    records = JSON.parse(ctx.page.bench_import(text));
-  } catch (e) {
-    setStatus("error", `Could not read ${name}: ${pyError(e)}`);
-    return [];
+ * @param {HTMLFormElement} form
+ * @param {string} errorId
+ * @param {Record<string, unknown>} [request] the form's request (the attention form's by default) */
+export function checkForm(ctx, form, errorId, request = requestFromForm(form)) {
+  const why = ctx.page.bench_validate(JSON.stringify({ ...request, user_agent: navigator.userAgent }));
+  const box = $(errorId);
+  box.hidden = !why;
+  box.textContent = why;
+  for (const f of form.querySelectorAll("input[name], select[name]")) {
+    const name = /** @type {HTMLInputElement} */ (f).name;
+    // Python's message starts with the field ("rounds must be ...", "unknown impl ..."): B*H*S*D marks B.
+    if (why && new RegExp(`^(unknown )?${name.replace(/s$/, "")}s?\\b`).test(why)) {
+      f.setAttribute("aria-invalid", "true");
+      f.setAttribute("aria-errormessage", errorId);
+    } else {
+      f.removeAttribute("aria-invalid");
+      f.removeAttribute("aria-errormessage");
+    }
   }
-  const seen = new Set(benchState.imported.map((r) => JSON.stringify(r)));
-  const added = records.filter((r) => {
-    const key = JSON.stringify(r);  // Python wrote every record with the same fields in the same order
-    if (seen.has(key)) return false;
-    seen.add(key);
-    return true;
-  });
-  benchState.imported = benchState.imported.concat(added);
-  const adapters = [...new Set(records.map((r) => r.adapter))];
-  $("bench-imported").textContent = `${benchState.imported.length} imported record(s); ${name}: ${records.length} on ` +
-    `${adapters.join(", ")}${added.length < records.length ? ` (${records.length - added.length} already charted)` : ""}`;
-  if (!benchState.start && records.length) field($("bench-form", HTMLFormElement), "op").value = records[0].op;
-  setStatus(benchState.status === "error" ? "idle" : benchState.status);
-  redraw();
-  return added;
+  return why;
 }
 
-/** Wire the form; with `?bench=OP` (and bench_B, bench_H, bench_D, bench_seq_lens, bench_causal,
- * bench_rounds, bench_warmup_s, bench_impls, bench_repeat) in the URL, fill it and run at once.
+/** Wire the form: its values checked as they are typed, the URL's settings (bench_<field>) filled
+ * in, and with `?bench=OP` a run at once.
  * @param {import("./context.js").ReadyContext} ctx
  * @param {URLSearchParams} [params]
  * @returns {Promise<void>} */
@@ -581,49 +488,52 @@ export function setupBench(ctx, params) {
   const form = $("bench-form", HTMLFormElement);
   const button = $("bench-run", HTMLButtonElement);
   const run = async () => {
+    const request = requestFromForm(form);
+    const why = checkForm(ctx, form, "bench-form-error", request);
+    if (why) {
+      setStatus("error", `Benchmark not started: ${why}`);
+      const bad = form.querySelector("[aria-invalid=true]");
+      if (bad instanceof HTMLElement) bad.focus();
+      return;
+    }
+    history.replaceState(null, "", urlWithBench(settingsOf(request)));
     button.disabled = true;
     benchState.cancel = false;
     $("bench-cancel").hidden = false;
     $("bench-progress").hidden = false;
     try {
-      await runBench(ctx, requestFromForm(form));
+      await runBench(ctx, request);
     } catch (e) {
       setStatus("error", `Benchmark stopped: ${errorText(e)}`);
     } finally {
       button.disabled = false;
       $("bench-cancel").hidden = true;
+      $("bench-progress").hidden = true;  // the bar goes with the run, whatever became of it
     }
   };
   $("bench-cancel").addEventListener("click", () => { benchState.cancel = true; });
-  for (const target of [$("bench-drop"), $("bench-chart")]) {
-    target.addEventListener("dragover", (ev) => { ev.preventDefault(); target.classList.add("over"); });
-    target.addEventListener("dragleave", () => target.classList.remove("over"));
-    target.addEventListener("drop", async (ev) => {
-      ev.preventDefault();
-      target.classList.remove("over");
-      for (const file of ev.dataTransfer ? ev.dataTransfer.files : []) await importRecords(ctx, await file.text(), file.name);
-    });
-  }
-  const chooser = $("bench-file", HTMLInputElement);
-  chooser.addEventListener("change", async () => {
-    for (const file of chooser.files || []) await importRecords(ctx, await file.text(), file.name);
-  });
+  form.addEventListener("input", () => checkForm(ctx, form, "bench-form-error"));
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
     run();
   });
   button.disabled = false;
-  const op = params && params.get("bench");
-  if (params && op !== null && op !== undefined) {
-    field(form, "op").value = op;
-    for (const name of ["impls", "B", "H", "D", "seq_lens", "rounds", "warmup_s", "repeat"]) {
-      const value = params.get(`bench_${name}`);
-      if (value !== null) field(form, name).value = value;
-    }
-    const causal = params.get("bench_causal");
-    const box = field(form, "causal");
-    if (causal !== null && box instanceof HTMLInputElement) box.checked = !["0", "false", ""].includes(causal);
-    return run();
+  /** @type {string[]} */
+  const notes = [];
+  for (const name of FIELDS) {
+    const value = params ? params.get(name === "op" ? "bench" : `bench_${name}`) ?? params.get(`bench_${name}`) : null;
+    if (value === null) continue;
+    const f = field(form, name);
+    if (f instanceof HTMLInputElement && f.type === "checkbox") f.checked = !["0", "false", ""].includes(value);
+    else if (f instanceof HTMLSelectElement && ![...f.options].some((o) => o.value === value)) {
+      notes.push(`The link's ${name === "op" ? "bench" : `bench_${name}`}=${value} is not an op the benchmark has ` +
+        `(allowed: ${[...f.options].map((o) => o.value).join(", ")}); the form keeps ${f.value}.`);
+    } else f.value = value;
   }
+  if (notes.length) setStatus("error", notes.join(" "));
+  // The URL's values are checked as typed ones are: a bound a link breaks is said at once.
+  if ([...(params || [])].some(([k]) => k.startsWith("bench_"))) checkForm(ctx, form, "bench-form-error");
+  const op = params && params.get("bench");
+  if (op !== null && op !== undefined && !notes.length) return run();
   return Promise.resolve();
 }

@@ -19,10 +19,12 @@ import { CompileError, runPrepared } from "./webgpu.js";
 
 const grid = { cancel: false };
 
-/** Where a localised element is: its sequence, row or key, head and column in a packed case, else its index.
- * @param {WorstElement} it */
-function place(it) {
-  if (it.sequence === undefined) return `element (${it.index.join(", ")})`;
+/** Where a localised element is: its sequence, row or key, head and column in a packed case, else
+ * its index named by the output's axes ("batch 0, head 3, query 5, dim 2").
+ * @param {WorstElement} it
+ * @param {string[]} axes */
+function place(it, axes) {
+  if (it.sequence === undefined) return it.index.map((i, n) => `${axes[n] || `axis ${n}`} ${i}`).join(", ");
   const span = it.keys || it.queries || [];
   return `seq ${it.sequence} ${it.key !== undefined ? "key " + it.key : "row " + it.row} head ${it.head}` +
     `${it.column !== undefined ? " col " + it.column : ""} (${it.keys ? "keys" : "queries"} ${span[0]}..${span[1]})`;
@@ -31,22 +33,25 @@ function place(it) {
 /** A failing output, localised by Python (wgattn.localise): likely class and worst elements.
  * @param {Where} w */
 function whereRow(w) {
-  const at = (w.worst || []).slice(0, 3).map((it) => `${place(it)}: |err| ${fmt(it.err)}`).join("; ");
+  const at = (w.worst || []).slice(0, 3).map((it) => `${place(it, w.axes || [])}: |err| ${fmt(it.err)}`).join("; ");
   const td = el("td", { class: "l wrap", colspan: 5 }, "likely ", el("b", {}, String(w.likely)), ` — ${at}`, el("br"),
     el("span", { class: "muted" }, (w.evidence || []).join("; ")));
   if (w.map) td.append(errorGrid(w.map));
   return el("tr", { class: "where" }, el("td"), td);
 }
 
-/** A failing output's error map: |error| / allowance per head (rows) and block of rows (columns),
- * over 1 in red, so that a mask edge shows as a column and a bad head as a row.
+/** A failing output's error map: |error| / allowance per head (rows) and block of queries or tokens
+ * (columns), the axes named as the output has them; over 1 in red, so that a mask edge shows as a
+ * column and a bad head as a row.
  * @param {WhereMap} m */
 function errorGrid(m) {
-  const blocks = m.axis0_blocks.map(([a, b]) => `${a}..${b - 1}`);
-  const heads = m.ratio_by_head.slice(0, 16);
-  return el("div", { class: "scroll", tabindex: 0 }, el("table", { class: "errgrid", "aria-label": "|error| / allowance by head and row block" },
-    row("th", [["head ↓  rows →", "l"], ...blocks]),
-    ...heads.map((ratios, h) => el("tr", {}, el("th", { class: "l" }, String(h)),
+  const blocks = m.blocks.map(([a, b]) => (b - a > 1 ? `${a}..${b - 1}` : String(a)));
+  const rows = m.ratio.slice(0, 16);
+  const what = `|error| ÷ allowance by ${m.rows}${m.blocks_of ? ` and block of ${m.blocks_of}` : ""}`;
+  return el("div", { class: "scroll", tabindex: 0, role: "region", "aria-label": what }, el("table", { class: "errgrid", "aria-label": what },
+    el("caption", {}, what + (m.ratio.length > rows.length ? ` (the first ${rows.length} of ${m.ratio.length})` : "")),
+    row("th", [[`${m.rows} ↓  ${m.blocks_of || ""} →`, "l"], ...blocks]),
+    ...rows.map((ratios, h) => el("tr", {}, el("th", { class: "l" }, String(h)),
       ...ratios.map((r) => el("td", { class: r > 1 ? "over" : undefined }, r.toPrecision(2)))))));
 }
 

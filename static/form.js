@@ -1,36 +1,33 @@
 // @ts-check
-// The live form: the kernel list (what this browser cannot run marked, as Python says), the fields
-// of the chosen kernel's interface from wgattn.live's schema, the request they describe, and a
-// run's error beside the Run button with the fields it names marked. Python checks every value:
-// the form does not validate.
+// The live form: the kernel list (what this browser cannot run marked), the fields of the chosen
+// kernel's interface from the server's catalogue (GET /api/kernels carries wgattn.live's schema:
+// the form works before Pyodide is loaded), the request they describe, and a run's error beside the
+// Run button with the fields it names marked and the first of them focused. Python checks every
+// value: the form does not validate.
 
 import { $, el } from "./dom.js";
-import { ctx, kernelInfo, ready } from "./context.js";
+import { ctx, kernelInfo } from "./context.js";
+import { browserCan, showKernelTable } from "./kernels.js";
 
-/** Why this browser cannot run the kernel ("" when it can), as Python answered (wgattn.target).
- * @param {KernelInfo} k */
-function unavailable(k) {
-  if (!ctx.executor) return "no WebGPU";
-  return ctx.availability[k.id] || "";
-}
-
-/** Mark in the kernel list each kernel this browser cannot run, and why. */
+/** Mark in the kernel list each kernel this browser cannot run, and why; the table says it too. */
 export function markKernels() {
   for (const opt of $("kernel", HTMLSelectElement).options) {
     const k = kernelInfo(opt.value);
-    const why = k ? unavailable(k) : "";
-    opt.textContent = k && why ? `${k.id} (browser: ${k.requires.length && ctx.executor ? "needs " + k.requires.join(", ") : why})` : opt.value;
-    opt.title = why || (k ? k.summary : "");
+    if (!k) continue;
+    const can = browserCan(k);
+    opt.textContent = can.can === "no" ? `${k.id} (browser: ${can.short.replace(/^no: /, "")})` : k.id;
+    opt.title = can.why || k.summary;
   }
   describeKernel();
+  showKernelTable();
 }
 
 /** The chosen kernel's summary, why this browser cannot run it (amber), and its WGSL's link. */
 function describeKernel() {
   const k = kernelInfo($("kernel", HTMLSelectElement).value);
   if (!k) return;
-  const why = unavailable(k);
-  $("kernel-summary").replaceChildren(k.summary, ...(why ? [" ", el("span", { class: "amber" }, `Not run in this browser: ${why}.`)] : []));
+  const can = browserCan(k);
+  $("kernel-summary").replaceChildren(k.summary, ...(can.can === "no" ? [" ", el("span", { class: "amber" }, `Not run in this browser: ${can.why}.`)] : []));
   $("kernel-wgsl", HTMLAnchorElement).href = `/shaders/${k.wgsl}`;
 }
 
@@ -46,16 +43,39 @@ export async function editKernel() {
   $("grid-source").focus({ preventScroll: true });
 }
 
-/** Fill the kernel list, grouped by interface, from the registry (GET /api/kernels).
- * @param {KernelInfo[]} kernels */
-export function fillKernels(kernels) {
-  ctx.kernels = kernels;
+/** Fill the kernel list, grouped by interface, from the server's catalogue (GET /api/kernels).
+ * @param {Catalogue} catalogue */
+export function fillKernels(catalogue) {
+  ctx.kernels = catalogue.kernels;
+  ctx.interfaces = catalogue.interfaces;
+  ctx.schema = catalogue.configs;
   /** @type {Record<string, KernelInfo[]>} */
   const byIface = {};
-  for (const k of kernels) (byIface[k.interface] = byIface[k.interface] || []).push(k);
+  for (const k of catalogue.kernels) (byIface[k.interface] = byIface[k.interface] || []).push(k);
   $("kernel").replaceChildren(...Object.entries(byIface).map(([iface, ks]) => el("optgroup", { label: iface },
     ...ks.map((k) => el("option", { value: k.id, title: k.summary }, k.id)))));
   markKernels();
+}
+
+/** Whether the configuration's fields show: as the reader chose (the toggle), else on wide
+ * screens only (CSS decides, so nothing moves once the page is drawn). */
+export function wireConfigToggle() {
+  const toggle = $("config-toggle");
+  const box = $("check");
+  const shown = () => box.dataset.config === "open" || (box.dataset.config !== "closed" && matchMedia("(min-width: 60rem)").matches);
+  const say = () => toggle.setAttribute("aria-expanded", String(shown()));
+  toggle.addEventListener("click", () => {
+    box.dataset.config = shown() ? "closed" : "open";
+    say();
+  });
+  matchMedia("(min-width: 60rem)").addEventListener("change", say);
+  say();
+}
+
+/** Show the configuration's fields (a run's error names one of them). */
+function openConfig() {
+  $("check").dataset.config = "open";
+  $("config-toggle").setAttribute("aria-expanded", "true");
 }
 
 /** The named fields of the live form (the selector says their classes). */
@@ -64,17 +84,23 @@ function fields() {
   return [.../** @type {NodeListOf<HTMLInputElement | HTMLSelectElement>} */ (found)];
 }
 
-/** Build the fields of the kernel's interface: plain labels, bounds as min/max, what special values
- * mean beside the field, as Python declares them (wgattn.interfaces.config). Values come from
- * `values` (a URL's) or the defaults: a field never carries another kernel's value over.
- * @param {string} kernelId
- * @param {Record<string, string>} [values] */
-export function buildFields(kernelId, values = {}) {
-  const k = kernelInfo(kernelId);
-  if (!k) throw new Error(`unknown kernel ${kernelId}`);
-  const box = $("config-fields");
-  const rows = ready().schema[k.interface];
-  if (!rows) throw new Error(`the live form has no fields for interface ${k.interface} (wgattn.live.schema)`);
+/** The fields of interface `iface` (the catalogue's schema).
+ * @param {string} iface
+ * @returns {SchemaField[]} */
+export function schemaOf(iface) {
+  const rows = ctx.schema && ctx.schema[iface];
+  if (!rows) throw new Error(`the live form has no fields for interface ${iface} (wgattn.live.schema)`);
+  return rows;
+}
+
+/** Build `rows` (a configuration's fields) into `box`: plain labels, bounds as min/max, what
+ * special values mean beside the field, as Python declares them (wgattn.interfaces.config). Values
+ * come from `values` (a URL's) or the defaults. Ids are `${prefix}-${name}`.
+ * @param {HTMLElement} box
+ * @param {SchemaField[]} rows
+ * @param {Record<string, string>} values
+ * @param {string} prefix */
+export function buildConfigFields(box, rows, values, prefix) {
   box.replaceChildren();
   for (const f of rows) {
     const label = document.createElement("label");
@@ -94,7 +120,7 @@ export function buildFields(kernelId, values = {}) {
       input.value = value;
     }
     input.name = f.name;
-    input.id = `field-${f.name}`;
+    input.id = `${prefix}-${f.name}`;
     input.dataset.type = f.type;
     const bounds = f.min !== undefined && f.max !== undefined && f.type === "int" ? `${f.min} to ${f.max}` : "";
     const special = Object.entries(f.sentinels || {}).map(([v, meaning]) => `${v} = ${meaning}`);
@@ -104,64 +130,83 @@ export function buildFields(kernelId, values = {}) {
     if (f.type === "bool") label.append(el("span", { class: "row" }, input));
     else label.append(input);
     if (special.length) {
-      const small = el("small", { class: "muted hint", id: `hint-${f.name}` }, special.join("; "));
+      const small = el("small", { class: "muted hint", id: `${prefix}-hint-${f.name}` }, special.join("; "));
       input.setAttribute("aria-describedby", small.id);
       label.append(small);
     }
     box.append(label);
   }
+}
+
+/** Build the fields of the kernel's interface. Values come from `values` (a URL's) or the
+ * defaults: a field never carries another kernel's value over.
+ * @param {string} kernelId
+ * @param {Record<string, string>} [values] */
+export function buildFields(kernelId, values = {}) {
+  const k = kernelInfo(kernelId);
+  if (!k) throw new Error(`unknown kernel ${kernelId}`);
+  buildConfigFields($("config-fields"), schemaOf(k.interface), values, "field");
   describeKernel();
   showConfigLine();
 }
 
-/** The configuration in one line beside the folded form's summary. */
+/** The configuration in one line beside the toggle. */
 export function showConfigLine() {
   $("config-line").textContent = fields().map((f) => `${f.name}=${f instanceof HTMLInputElement && f.type === "checkbox" ? f.checked : f.value}`).join(" ");
 }
 
-// What a run that did not start greys out: the results of the previous run no longer answer the form.
-const STALE = ["verdict", "results", "pictures", "all-section"];
+/** The fields of `box` that `text` (Python's message) names.
+ * @param {Iterable<HTMLInputElement | HTMLSelectElement>} candidates
+ * @param {string} text */
+function namedIn(candidates, text) {
+  return [...candidates].filter((f) => new RegExp(`\\b${f.name}\\b`).test(text));
+}
 
-/** A run that did not start: its message next to Run, the fields it names marked, the results
- * of the previous run greyed.
+/** A run that did not start: its message next to Run, the fields it names marked and the first
+ * of them focused (the configuration shown).
  * @param {string} text */
 export function showRunError(text) {
   const box = $("run-error");
   box.hidden = false;
   box.textContent = text;
-  let marked = 0;
-  for (const f of fields()) {
-    if (new RegExp(`\\b${f.name}\\b`).test(text)) {
-      f.setAttribute("aria-invalid", "true");
-      f.setAttribute("aria-errormessage", "run-error");
-      marked += 1;
-    }
+  const named = namedIn(fields(), text);
+  for (const f of named) {
+    f.setAttribute("aria-invalid", "true");
+    f.setAttribute("aria-errormessage", "run-error");
   }
-  if (marked) $("config-details", HTMLDetailsElement).open = true;
-  for (const id of STALE) $(id).classList.add("stale");
+  if (named.length) {
+    openConfig();
+    named[0].focus({ preventScroll: true });
+  }
   box.scrollIntoView({ block: "nearest" });
 }
 
-/** A run went ahead: its error, the marked fields and the greying go. */
+/** A run went ahead: its error and the marked fields go. */
 export function clearRunError() {
   $("run-error").hidden = true;
   for (const f of fields()) {
     f.removeAttribute("aria-invalid");
     f.removeAttribute("aria-errormessage");
   }
-  for (const id of STALE) $(id).classList.remove("stale");
 }
 
 /** The request the form describes; Python checks every value (text that is no number goes as is).
  * @returns {import("./context.js").LiveRequest} */
 export function requestFromForm() {
+  return { kernel: $("kernel", HTMLSelectElement).value, config: configOf(fields()) };
+}
+
+/** The configuration `inputs` describe (numbers as numbers, checkboxes as booleans, the rest as typed).
+ * @param {Array<HTMLInputElement | HTMLSelectElement>} inputs
+ * @returns {import("./context.js").Config} */
+export function configOf(inputs) {
   /** @type {import("./context.js").Config} */
   const config = {};
-  for (const f of fields()) {
+  for (const f of inputs) {
     const t = f.dataset.type;
     if (t === "bool" && f instanceof HTMLInputElement) config[f.name] = f.checked;
     else if ((t === "int" || t === "float") && f.value.trim() !== "" && Number.isFinite(Number(f.value))) config[f.name] = Number(f.value);
     else config[f.name] = f.value;
   }
-  return { kernel: $("kernel", HTMLSelectElement).value, config };
+  return config;
 }

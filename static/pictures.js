@@ -13,9 +13,24 @@ import { $, el, fmt } from "./dom.js";
  * @typedef {{ head: string, output: string, pair: string }} Picks
  */
 
-/** Put a picture {width, height, rgba (base64)} on a canvas, its longer side scaled to about 360 px
- * (whole pixels up to 8x; the aspect kept).
- * @template {{ width: number, height: number, rgba: string }} P
+// A picture's longer side is drawn about this many CSS pixels long; its shorter side at least
+// MIN_SIDE (or 16 px a row or column where it has fewer): a 64 x 1024 map is not 22 px wide, and a
+// decode picture's few rows each show.
+const LONG_SIDE = 360;
+const MIN_SIDE = 160;
+const MIN_CELL = 16;
+
+/** How many CSS pixels a picture's side of `n` values (drawn as `px` pixels) takes, given the zoom
+ * of its longer side.
+ * @param {number} n @param {number} px @param {number} zoom */
+function sideLength(n, px, zoom) {
+  return Math.round(Math.max(px * zoom, Math.min(MIN_SIDE, n * MIN_CELL), 8));
+}
+
+/** Put a picture {width, height, rgba (base64)} on a canvas: its longer side about LONG_SIDE px
+ * (whole pixels up to 8x), its shorter one at least MIN_SIDE (the aspect given up for it: the axes
+ * say what each side is).
+ * @template {{ width: number, height: number, rgba: string, rows: number, cols: number }} P
  * @param {HTMLCanvasElement} canvas
  * @param {P} pic
  * @returns {Omit<P, "rgba">} the picture's metadata */
@@ -29,12 +44,31 @@ function blit(canvas, pic) {
   if (!g) throw new Error("this browser gives the canvas no 2D context");
   g.putImageData(new ImageData(px, pic.width, pic.height), 0, 0);
   const side = Math.max(pic.width, pic.height);
-  const zoom = side <= 360 ? Math.max(1, Math.min(8, Math.floor(360 / side))) : 360 / side;
-  canvas.style.width = `${Math.max(pic.width * zoom, 8)}px`;
-  canvas.style.aspectRatio = `${pic.width} / ${pic.height}`;
-  canvas.style.height = "auto";
+  const zoom = side <= LONG_SIDE ? Math.max(1, Math.min(8, Math.floor(LONG_SIDE / side))) : LONG_SIDE / side;
+  canvas.style.width = `${sideLength(pic.cols, pic.width, zoom)}px`;
+  canvas.style.height = `${sideLength(pic.rows, pic.height, zoom)}px`;
   const { rgba, ...meta } = pic;
   return meta;
+}
+
+/** Mark groups of rows (every head's rows of a decode picture) over the canvas: a line where
+ * each starts and its name.
+ * @param {HTMLCanvasElement} canvas
+ * @param {Array<[string, number, number]>} groups (label, first row, end row)
+ * @param {number} rows */
+function markGroups(canvas, groups, rows) {
+  const box = canvas.parentElement;
+  if (!box) return;
+  box.querySelectorAll(".group").forEach((g) => g.remove());
+  const height = parseFloat(canvas.style.height) || canvas.clientHeight;
+  let lastTop = -Infinity;
+  for (const [label, start] of groups) {
+    const top = start / rows * height;
+    const mark = el("span", { class: "group" }, top - lastTop >= 12 ? label : "");
+    if (top - lastTop >= 12) lastTop = top;
+    mark.style.top = `${top}px`;
+    box.append(mark);
+  }
 }
 
 /** The picture's colour bar (its colours bottom to top, its ticks) and the colours outside its scale,
@@ -54,7 +88,7 @@ function decorate(id, pic, rows, cols) {
   }));
   $(`${id}-bar`).replaceChildren(ramp, ticks);
   $(`${id}-y`).textContent = `${rows} 0 … ${pic.rows - 1} ↓`;
-  $(`${id}-x`).replaceChildren(el("span", {}, "0"), el("span", {}, `${cols} →`), el("span", {}, String(pic.cols - 1)));
+  $(`${id}-x`).replaceChildren(el("span", {}, "0"), el("span", {}, cols ? `${cols} →` : "one column"), el("span", {}, String(pic.cols - 1)));
   const old = document.getElementById(`${id}-keys`);
   if (old) old.remove();
   $(`${id}-legend`).before(el("ul", { class: "swatches", id: `${id}-keys` }, ...pic.keys.map(([colour, what]) => {
@@ -81,7 +115,6 @@ function options(select, values, chosen) {
  * @param {(picks: Picks) => void} onPick */
 export function drawPictures(page, result, params, onPick) {
   const section = $("pictures");
-  section.hidden = false;
   /** @type {PictureState} */
   const state = { heatmap: null, error: null };
   window.wgattn.pictures = state;
@@ -91,6 +124,7 @@ export function drawPictures(page, result, params, onPick) {
     for (let j = i + 1; j < withOutputs.length; j++) pairs.push(`${withOutputs[i]}-${withOutputs[j]}`);
   }
   const [head, output, pair] = ["pic-head", "pic-output", "pic-pair"].map((id) => $(id, HTMLSelectElement));
+  for (const select of [head, output, pair]) select.disabled = false;
   options(head, [...Array(result.heads).keys()].map((h) => [h, `head ${h}`]), params.get("head") || 0);
   options(output, result.outputs.map((o) => [o, o]), params.get("output") || result.outputs[0]);
   // browser vs native first: both are kernels, so their difference is what a kernel bug shows in
@@ -104,12 +138,14 @@ export function drawPictures(page, result, params, onPick) {
     const canvas = $("heatmap", HTMLCanvasElement);
     const shown = blit(canvas, heat);
     state.heatmap = shown;
-    decorate("heatmap", shown, "query row", "key");
-    $("heatmap-legend").textContent = `${result.kernel}, head ${h}: ${shown.layout}. ${shown.legend}` +
+    decorate("heatmap", shown, shown.rows_axis, shown.cols_axis);
+    markGroups(canvas, shown.groups, shown.rows);
+    const which = shown.heads.length > 1 ? `every head (${shown.heads.length}), its rows grouped by head` : `head ${h}`;
+    $("heatmap-legend").textContent = `${result.kernel}, ${which}: ${shown.layout}. ${shown.legend}` +
       (shown.empty_rows ? `; ${shown.empty_rows} rows see no key` : "");
-    canvas.setAttribute("aria-label", `Attention probabilities of ${result.kernel}, head ${h}: ${shown.rows} query rows ` +
-      `by ${shown.cols} keys; ${shown.masked} masked, ${shown.empty_rows} rows with no visible key; largest probability ` +
-      `${shown.max.toPrecision(3)}, colour scale up to ${shown.top.toPrecision(3)}.`);
+    canvas.setAttribute("aria-label", `Attention probabilities of ${result.kernel}, ${which}: ${shown.rows} rows ` +
+      `(${shown.rows_axis}) by ${shown.cols} columns (${shown.cols_axis}); ${shown.masked} masked, ${shown.empty_rows} rows ` +
+      `with no visible key; largest probability ${shown.max.toPrecision(3)}, colour scale up to ${shown.top.toPrecision(3)}.`);
     if (!pair.value) {
       state.error = null;
       $("errmap", HTMLCanvasElement).width = 0;
@@ -122,11 +158,12 @@ export function drawPictures(page, result, params, onPick) {
       const canvas = $("errmap", HTMLCanvasElement);
       const drawn = blit(canvas, err);
       state.error = drawn;
-      decorate("errmap", drawn, "row", "last axis");
-      canvas.setAttribute("aria-label", `|${a} − ${b}| of ${output.value}, head ${h}: ${drawn.rows} rows by ${drawn.cols} ` +
-        `columns; largest ${fmt(drawn.max_abs_err)} against an allowance of ${fmt(drawn.allowance)}; ${drawn.over} elements over it.`);
-      $("errmap-legend").textContent = `|${a} − ${b}| of ${output.value}, head ${h} (rows × last axis): max ` +
-        `${fmt(drawn.max_abs_err)}. ${drawn.legend}`;  // "inf" where a side is NaN
+      decorate("errmap", drawn, drawn.rows_axis, drawn.cols_axis);
+      canvas.setAttribute("aria-label", `|${a} − ${b}| of ${output.value}, head ${h}: ${drawn.rows} rows (${drawn.rows_axis}) by ` +
+        `${drawn.cols} columns${drawn.cols_axis ? ` (${drawn.cols_axis})` : ""}; largest ${fmt(drawn.max_abs_err)} against an ` +
+        `allowance of ${fmt(drawn.allowance)}; ${drawn.identical} identical, ${drawn.over} over it.`);
+      $("errmap-legend").textContent = `|${a} − ${b}| of ${output.value}, head ${h} (${drawn.rows_axis}` +
+        `${drawn.cols_axis ? ` × ${drawn.cols_axis}` : ""}): max ${fmt(drawn.max_abs_err)}. ${drawn.legend}`;  // "inf" where a side is NaN
     }
     section.dataset.status = "drawn";
   };

@@ -6,12 +6,12 @@
 
 import { $, errorText, pyError } from "./dom.js";
 import { runPrepared } from "./webgpu.js";
-import { ctx, ready, results } from "./context.js";
+import { bytesReceived, ctx, ready, results } from "./context.js";
 import { clearRunError, showRunError } from "./form.js";
 import { showMessage } from "./message.js";
 import { drawPictures } from "./pictures.js";
 import { urlFor } from "./url_state.js";
-import { card, showRunVerdict } from "./verdict.js";
+import { card, showNotRun, showRunVerdict, showRunning, showStep } from "./verdict.js";
 
 /**
  * @typedef {import("./context.js").LiveRequest} LiveRequest
@@ -64,23 +64,43 @@ async function runNative(request, prepared) {
   }
 }
 
-/** One run across the three runtimes; resolves to the judged comparison, throws on bad input. Its
- * card goes on top of the details and its verdict under the form, unless `place` puts the card
- * elsewhere.
+/** Let the browser draw what the page just said (the step of a run) before Python takes the
+ * main thread: a frame, and a timer for a page in the background (no frames there). */
+function drawn() {
+  return new Promise((resolve) => {
+    let done = false;
+    const go = () => { if (!done) { done = true; resolve(undefined); } };
+    requestAnimationFrame(() => setTimeout(go, 0));
+    setTimeout(go, 100);
+  });
+}
+
+/** One run across the three runtimes; resolves to the judged comparison, throws on bad input. While
+ * it goes, the verdict says so (the kernel, or `label`, its step and its time). Its card goes on top
+ * of the details and its verdict under the form, unless `place` puts the card elsewhere.
  * @param {LiveRequest} request
- * @param {{ pictures?: boolean, place?: (card: HTMLElement, result: LiveResult) => void }} [options]
+ * @param {{ pictures?: boolean, place?: (card: HTMLElement, result: LiveResult) => void, label?: string,
+ *   fresh?: string[] }} [options] `fresh`: the views this run fills (not greyed while it goes)
  * @returns {Promise<LiveResult>} */
-export async function runOnce(request, { pictures = true, place } = {}) {
+export async function runOnce(request, { pictures = true, place, label, fresh = [] } = {}) {
   const { page } = ready();
+  const what = label || request.kernel;
+  showRunning(what, "step 1 of 3: drawing the seeded inputs and planning the dispatches (Python)", fresh);
+  await drawn();
   /** @type {LivePrepared} */
   let prepared;
   try {
     prepared = JSON.parse(page.prepare(JSON.stringify(request)));
   } catch (e) {
-    throw new Error(`invalid configuration: ${pyError(e)}`);
+    const why = `invalid configuration: ${pyError(e)}`;
+    if (!place) showNotRun(`${request.kernel}: the configuration above did not start (the message beside Run says why).`);
+    throw new Error(why);
   }
+  showStep(`step 2 of 3: ${ctx.executor && !prepared.plan.unavailable ? "your browser's WebGPU and " : ""}the native server run it`);
   // The browser and the server run at the same time; the reference runs in finish().
   const [browser, native] = await Promise.all([runBrowser(page, prepared), runNative(request, prepared)]);
+  showStep("step 3 of 3: the float64 reference and the comparison (Python)");
+  await drawn();
   /** @type {LiveResult} */
   const result = JSON.parse(page.finish(prepared.run, JSON.stringify(browser), native));
   results.runs.push({
@@ -88,7 +108,6 @@ export async function runOnce(request, { pictures = true, place } = {}) {
     pass: result.pass, verdict: result.verdict, runtimes: result.runtimes, run: result.run,
     pairs: result.pairs.map(({ a, b, output, max_abs_err, allowance, pass }) => ({ a, b, output, max_abs_err, allowance, pass })),
   });
-  if (results.first_result_ms === null && result.pass) results.first_result_ms = performance.now();
   clearRunError();
   const made = card(result);
   if (place) {
@@ -98,6 +117,10 @@ export async function runOnce(request, { pictures = true, place } = {}) {
     if (placeholder) placeholder.remove();
     $("results").prepend(made);
     showRunVerdict(result);
+  }
+  if (results.first_result_ms === null && !place) {
+    results.first_result_ms = performance.now();
+    results.first_result_bytes = bytesReceived();
   }
   if (pictures) showPictures(result);
   return result;
@@ -128,6 +151,8 @@ export async function busy(fn) {
     document.body.dataset.status = "done";
   } catch (e) {
     showRunError(errorText(e));
+    // A run that stopped part way: the verdict says so, not "running".
+    if ($("verdict").dataset.state === "running") showNotRun(`the run stopped: ${errorText(e)}`);
     document.body.dataset.status = "error";
   } finally {
     live.busy = false;

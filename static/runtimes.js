@@ -64,13 +64,14 @@ export async function startGpu() {
   try {
     gpu = await openDevice(onLost);
   } catch (e) {
-    gpu = { error: `WebGPU device request failed: ${errorText(e)}` };
+    gpu = { error: `WebGPU's device request failed: ${errorText(e)}.` };
   }
   ctx.gpu = gpu;
   if (gpu.error !== undefined) {
     ctx.executor = null;
     $("browser-adapter").textContent = gpu.error;
-    showMessage(`WebGPU is missing: ${gpu.error} The reference and the native run still go ahead.`, "info");
+    // The error is a whole sentence saying what is missing (webgpu.js): no API, no adapter, no device.
+    showMessage(`${gpu.error} The reference and the native run still go ahead.`, "info");
     document.body.dataset.gpu = "missing";
     return;
   }

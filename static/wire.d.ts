@@ -198,6 +198,8 @@ interface Heatmap {
   colours: string[];
   ticks: [number, string][];
   keys: [string, string][];
+  rows_axis: string;
+  cols_axis: string;
   kind: string;
   head: number;
   layout: string;
@@ -205,6 +207,8 @@ interface Heatmap {
   top: number;
   masked: number;
   empty_rows: number;
+  heads: number[];
+  groups: [string, number, number][];
 }
 
 /** error_map(): |a - b| of one output; the page's session adds which output, runtimes and head. (Python: wgattn.pictures.ErrorPicture) */
@@ -218,10 +222,13 @@ interface ErrorPicture {
   colours: string[];
   ticks: [number, string][];
   keys: [string, string][];
+  rows_axis: string;
+  cols_axis: string;
   kind: string;
   max_abs_err: JsonFloat;
   allowance: JsonFloat;
   over: number;
+  identical: number;
   output?: string;
   a?: string;
   b?: string;
@@ -278,6 +285,7 @@ interface OutputRow {
 /** Where one output is wrong: its worst elements (index, got, ref, err, and for packed cases the sequence, row or key, head and visible partners), the |error| map and a likely class. (Python: wgattn.localise.Localisation) */
 interface Where {
   output: string;
+  axes: string[];
   likely: string;
   evidence: string[];
   worst: WorstElement[];
@@ -286,8 +294,10 @@ interface Where {
 
 /** WhereMap (Python: wgattn.localise.ErrorMap) */
 interface WhereMap {
-  axis0_blocks: number[][];
-  ratio_by_head: number[][];
+  rows: string;
+  blocks_of: string;
+  blocks: number[][];
+  ratio: number[][];
 }
 
 /** One of the worst elements; in a packed case also where it sits: its sequence, its row (or, for an output by keys, its key), head and column, and the visible partners it sums over. (Python: wgattn.localise.WorstElement) */
@@ -370,6 +380,7 @@ interface BenchJob {
   index: number;
   op: string;
   impl: string;
+  config: string;
   shape: number[];
   causal: boolean;
   flops: number;
@@ -456,6 +467,57 @@ interface BenchCheck {
   pairs: number[][];
 }
 
+/** One bandwidth record (`record`): a kernel's, the copy's or the read's GB/s on one case. (Python: wgattn.bandwidth.BandwidthRecord) */
+interface BandwidthRecord {
+  kind: string;
+  case: string;
+  shape: Record<string, unknown>;
+  impl: string;
+  dtype: string;
+  runtime: string;
+  browser: string;
+  flags: string[];
+  mode: string;
+  splits: number;
+  rule: boolean;
+  config: string;
+  adapter: string;
+  bytes: number;
+  gbps: number;
+  pct_of_copy: number;
+  median_ms: number;
+  min_ms: number;
+  q1_ms: number;
+  q3_ms: number;
+  max_ms: number;
+  spread: number;
+  wide: boolean;
+  rounds: number;
+  reps: number;
+  warmup_s: number;
+  warmed: boolean;
+  timer: string;
+  timer_resolution_ns: number;
+  repeat: number;
+  verified: Record<string, unknown> | null;
+  time: string;
+  commit: string;
+}
+
+/** A file's records by kind: dense ops' (TFLOP/s) and bandwidth ones' (GB/s). (Python: wgattn.page.bench_import.Imported) */
+interface ImportedRecords {
+  bench: Record<string, unknown>[];
+  bandwidth: BandwidthRecord[];
+}
+
+/** A committed history file (bench/history/<date>-<machine>[-what].jsonl) and its records. (Python: wgattn.page.bench_import.RecordSource) */
+interface RecordSource {
+  path: string;
+  name: string;
+  date: string;
+  records: ImportedRecords;
+}
+
 /** The page's wgattn.page.PageSession under Pyodide: JSON in, JSON out. (Python: wgattn.page.session.PageSession) */
 interface WgattnPage {
   /** Store the browser's read-back bytes of one buffer (a JS Uint8Array or bytes). */
@@ -468,7 +530,7 @@ interface WgattnPage {
   bench_check(bench_id: number, index: number, data: Uint8Array): string;
   /** JSON [plan]: the plans that fill job `index`'s inputs on the GPU, each binding the timed plan's buffer of its name (the page runs them on those buffers, then the job once, then sends its `check` buffer to bench_check, before anything is timed); [] for a job with no `check`. */
   bench_fills(bench_id: number, index: number): string;
-  /** A dropped `wgattn bench --json` file's records, checked, as JSON (ValueError saying what is wrong). */
+  /** A dropped file's records (`wgattn bench --json`'s, a bench/history file's, decode records), checked, as JSON {"bench": [...], "bandwidth": [...]} (ValueError saying what is wrong). */
   bench_import(text: string): string;
   /** Plan `plan_index` of job `index`: JSON {"run", "plan", "count"} (bytes via plan_bytes, freed by bench_release), or {"skipped": why} when the kernel cannot build this job's plan. */
   bench_plan(bench_id: number, index: number, plan_index?: number): string;
@@ -478,8 +540,14 @@ interface WgattnPage {
   bench_release(run: number): void;
   /** JSON: the order of every round of a series of `n_entries` (wgattn.protocol.schedule). */
   bench_schedule(bench_id: number, n_entries: number): string;
+  /** JSON {"interface", "fields"} of an op timed as bandwidth (decode): the interface that serves it and its configuration's fields (the form the page shows for it, labelled). */
+  bench_schema(op: string): string;
+  /** Bandwidth records (a benchmark's, JSON) with each one's share of its series' copy filled in (wgattn.bandwidth.copy_shares), as JSON. */
+  bench_shares(records_json: string): string;
   /** The request checked and its jobs listed (wgattn.page.bench_jobs.start; a dense op's, or one timed as bandwidth, decode): JSON {"bench", "op", "baseline", "impls", "seq_lens", "protocol", "repeat", "jobs", "series", "stamps_kept", "skipped", "limits"} (BenchStart). One benchmark at a time: the previous one, and its plans, are freed. */
   bench_start(request_json: string): string;
+  /** What is wrong with a benchmark request, as bench_start would say it (the field and what is allowed), or "" when bench_start takes it: the page checks its forms as they are typed. Nothing is started or held. */
+  bench_validate(request_json: string): string;
   /** After a warm-up round: JSON {"done", "warmed"} (wgattn.page.bench_jobs.warm). */
   bench_warm(bench_id: number, state_json: string): string;
   /** JSON picture of |a - b| for one output and query head of a finished run. */

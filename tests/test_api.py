@@ -39,10 +39,11 @@ def test_wheel_and_selftest_files_are_served():
         return
     assert r.status_code == 200 and r.headers["cache-control"] == "no-cache"
     url = r.json()["url"]
-    assert url.startswith("/py/wgattn-") and url.endswith("-py3-none-any.whl")
+    assert url.startswith("/py/") and url.split("/")[-1].startswith("wgattn-") and url.endswith("-py3-none-any.whl")
     w = client.get(url)
     assert w.status_code == 200 and w.content[:2] == b"PK"  # a zip
-    assert client.get("/py/other-1.0-py3-none-any.whl").status_code == 404
+    assert client.get(url.replace(url.split("/")[2], "0" * 16)).status_code == 404  # another build's digest
+    assert client.get("/py/0000000000000000/other-1.0-py3-none-any.whl").status_code == 404
     files = client.get("/py/selftest.json").json()["files"]
     assert "tests/test_reference.py" in files and "docs/contract.md" in files
     assert not any(p.startswith("py/") for p in files)  # the package comes from the wheel

@@ -64,9 +64,13 @@ def test_pack_stash_unpack_and_run_the_suite(tmp_path):
         "--level",
         "3",
     ]
+    (parts_dir / "p9").mkdir(parents=True)  # an older pack's part: replaced
+    (parts_dir / "lab").mkdir()  # a lab's carried folder made before packing: kept
+    (parts_dir / "lab" / "runner").write_text("kept\n")
     packed = subprocess.run([*pack, "--extra", ",".join(EXTRA)], cwd=ROOT, capture_output=True, text=True)
     assert packed.returncode == 0, packed.stdout[-3000:] + packed.stderr[-3000:]
-    parts = sorted(parts_dir.glob("p*"), key=lambda p: int(p.name[1:]))
+    assert (parts_dir / "lab" / "runner").read_text() == "kept\n" and not (parts_dir / "p9").exists()
+    parts = sorted(parts_dir.glob("p[0-9]*"), key=lambda p: int(p.name[1:]))
     assert len(parts) >= 3  # Chromium alone is over 100 MiB compressed: several calls
     assert all(sum(f.stat().st_size for f in p.rglob("*")) <= 40 * 2**20 + 2 * 2**20 for p in parts)
     # The printed calls name each part in the carry list, the last runs the suite.

@@ -75,6 +75,22 @@ def test_repeats_must_agree_within_five_percent():
     )
 
 
+def _gemm_rec(tile: str, mode: str, tflops: float, repeat: int = 0) -> dict:
+    at = {"adapter": "NVIDIA H100 80GB HBM3", "time": "2026-11-24T10:00:00+00:00"}
+    return {"op": "gemm", "impl": "gemm.smx", "shape": [4096] * 3, "config": tile, "mode": mode, "tflops": tflops,
+            "spread": 0.01, "repeat": repeat, **at}  # fmt: skip
+
+
+def test_the_gemm_table_puts_each_tile_in_a_row_fastest_first():
+    recs = [_gemm_rec("slow", "checked", 28.0), _gemm_rec("slow", "trusted", 150.0), _gemm_rec("fast", "checked", 180.0)]
+    recs.append(_gemm_rec("fast", "checked", 182.0, repeat=1))
+    lines = history.gemm_table(recs).splitlines()
+    assert lines[0] == "gemm.smx at 4096x4096x4096 (M x N x K): TFLOP/s ±IQR"
+    assert lines[2].split()[:3] == ["fast", "180.0", "±1.0%"] and "/ 182.0" in lines[2]
+    assert lines[3].split() == ["slow", "28.0", "±1.0%", "150.0", "±1.0%"]
+    assert "| fast | 180.0 ±1.0% / 182.0 |  |" in history.gemm_table(recs, markdown=True)
+
+
 def test_add_names_the_file_by_the_runs_date_and_machine(tmp_path):
     run = tmp_path / "records.json"
     run.write_text(json.dumps([_rec()]))
@@ -106,6 +122,11 @@ def test_a_device_run_is_taken_in_from_its_read_only_folder(tmp_path):
     (landed / "records.json").write_text(json.dumps(recs))
     (landed / "report.json").write_text(json.dumps(report))
     (landed / "decode.jsonl").write_text(history.lines(decode))
+    gemm = [
+        _gemm_rec("16x16x16 128x128 k64 2x4sg s1 unrolled split", "checked", 150.0),
+        _gemm_rec("16x16x16 128x128 k64 2x4sg s1 unrolled split", "trusted", 187.0),
+    ]
+    (landed / "gemm.jsonl").write_text(history.lines(gemm))
     for f in landed.iterdir():
         f.chmod(0o444)
     landed.chmod(0o555)
@@ -116,6 +137,7 @@ def test_a_device_run_is_taken_in_from_its_read_only_folder(tmp_path):
     assert len(dest.read_text().splitlines()) == len(recs)  # one record a line
     assert history.report_of(dest) == report and len((hist / "reports" / "2026-11-24-h100.json").read_text().splitlines()) == 1
     assert [json.loads(line) for line in (hist / "decode" / "2026-11-24-h100.jsonl").read_text().splitlines()] == decode
+    assert [json.loads(line) for line in (hist / "gemm" / "2026-11-24-h100.jsonl").read_text().splitlines()] == gemm
     text = history.generated(hist)
     assert "### h100: `bench/history/2026-11-24-h100.jsonl`" in text
     assert "Command: `python -m bench.suite --out /tmp/out` (512.3 s)" in text and "2 of 3 kernels pass" in text

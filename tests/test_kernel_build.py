@@ -47,6 +47,22 @@ def test_const_takes_its_value_from_the_defines():
     assert "const MAX_DN: u32 = 16u;" in preprocess(src, {"MAX_DK": 8, "BIG": 1, "MAX_DN": 16}, _files())
 
 
+def test_for_repeats_its_lines_with_the_count_in_place_of_its_name():
+    src = "#for i TM\n#for j TN - 1\nlet a_{i}_{j} = x[{i} * 4u + {j}];\n#endfor\n#if BIG\nbig_{i}\n#endif\n#endfor\nend"
+    out = [x for x in preprocess(src, {"TM": 2, "TN": 3, "BIG": 1}, _files()).splitlines() if x]
+    assert out == [
+        "let a_0_0 = x[0 * 4u + 0];",
+        "let a_0_1 = x[0 * 4u + 1];",
+        "big_0",
+        "let a_1_0 = x[1 * 4u + 0];",
+        "let a_1_1 = x[1 * 4u + 1];",
+        "big_1",
+        "end",
+    ]
+    assert [x for x in preprocess(src, {"TM": 0, "TN": 3}, _files()).splitlines() if x] == ["end"]
+    assert "a_0" not in preprocess("#if NO\n#for i 2\na_{i}\n#endfor\n#endif", {}, _files())
+
+
 @pytest.mark.parametrize(
     "src, message",
     [
@@ -57,6 +73,11 @@ def test_const_takes_its_value_from_the_defines():
         ("#if A B\n#endif", "one define name"),
         ("#const MAX_DK", "#const MAX_DK needs a define MAX_DK"),
         ("#const 8", "#const takes one define name"),
+        ("#for i 2\nx", "#for without #endfor"),
+        ("#endfor", "#endfor without #for"),
+        ("#for 2\n#endfor", "#for takes a name and a count"),
+        ("#for i N\n#endfor", "#for i: expression 'N' names unknown 'N'"),
+        ("#for i 1000\n#endfor", "repeats 1000 times"),
     ],
 )
 def test_bad_directives_say_what_is_wrong(src, message):

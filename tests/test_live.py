@@ -194,6 +194,43 @@ def test_large_pictures_are_pooled_keeping_a_single_bad_element():
     assert np.all(rgba[..., :3] == pictures.OVER, axis=2).sum() == 1
 
 
+def test_identical_elements_are_drawn_apart_from_tiny_errors():
+    """An error map showed |a - b| = 0 in the colour of the smallest errors (noise to the eye):
+    identical elements are white, the tiniest error is the scale's dark end, and the picture
+    counts them and says what its rows and columns are."""
+    a = np.zeros((4, 8))
+    b = a.copy()
+    b[1, 2] = 1e-30  # far below the scale: the darkest colour, not white
+    b[3, 5] = 1.0  # over the allowance
+    pic = pictures.error_map(a, b, 1e-6, ("query", "dim"))
+    rgba = np.frombuffer(base64.b64decode(pic["rgba"]), np.uint8).reshape(4, 8, 4)[..., :3]
+    white = np.all(rgba == pictures.IDENTICAL, axis=2)
+    assert pic["identical"] == 30 and white.sum() == 30 and not white[1, 2] and not white[3, 5]
+    assert tuple(rgba[1, 2]) == tuple(pictures._VIRIDIS[0].astype(np.uint8)) and tuple(rgba[3, 5]) == pictures.OVER
+    assert (pic["rows_axis"], pic["cols_axis"]) == ("query", "dim")
+    assert any("identical" in what for _, what in pic["keys"]) and "30 of 32" in pic["legend"]
+
+
+def test_a_decode_picture_groups_every_head_s_rows():
+    """A decode head has a row per (sequence, new token): a few. The picture shows every head's,
+    grouped, and names its axes."""
+    run_ = live.build("paged_decode.split", {"batch": 3, "heads": 4, "heads_kv": 2, "seq_len": 30, "new_tokens": 2})
+    pic = pictures.heatmap(run_.interface, run_.case, 1, run_.config.heads)
+    assert pic["heads"] == [0, 1, 2, 3] and pic["rows"] == 4 * 3 * 2
+    assert pic["groups"] == [(f"head {h}", 6 * h, 6 * h + 6) for h in range(4)]
+    assert (pic["rows_axis"], pic["cols_axis"]) == ("sequence × new token", "cache position")
+    sdpa = live.build("sdpa_arena.seed", {})
+    one = pictures.heatmap(sdpa.interface, sdpa.case, 0, sdpa.config.heads)
+    assert one["heads"] == [0] and one["groups"] == []  # other interfaces: the chosen head alone
+
+
+def test_every_live_field_is_labelled_in_words():
+    """The form shows labels, not raw names (new_tokens, seq_len, block_size were)."""
+    for iface, rows in live.schema().items():
+        for f in rows:
+            assert "_" not in f["label"], (iface, f["name"], f["label"])
+
+
 @pytest.mark.parametrize(
     "kernel, config, expected",
     [
@@ -300,12 +337,14 @@ def test_bench_import_checks_records():
         "timer": "gpu",
     }
     # Records from before the measurement protocol: read, and marked as not warmed (no spread known).
-    (got,) = json.loads(page.bench_import(json.dumps([old])))
+    (got,) = json.loads(page.bench_import(json.dumps([old])))["bench"]
     assert set(got) == set(bench.Record.__dataclass_fields__)
     assert got["rounds"] == 10 and got["warmed"] is False and got["spread"] == 0 and got["runtime"] == "native"
     assert got["q1_ms"] == got["median_ms"] == 0.05 and got["mode"] == "" and got["flags"] == []
     now = dict(got, impl="flash_fwd.blocked", mode="trusted", config="BR=64 BC=32 WG=128", warmed=True, spread=0.01)
-    assert json.loads(page.bench_import(json.dumps([now]))) == [now]  # today's records read as they are
+    assert json.loads(page.bench_import(json.dumps([now]))) == {"bench": [now], "bandwidth": []}  # read as they are
+    # JSON Lines (bench/history's files) read the same
+    assert json.loads(page.bench_import(json.dumps(now) + "\n" + json.dumps(now) + "\n"))["bench"] == [now, now]
     for bad, expected in [
         ("[]", "non-empty list"),
         ("nope", "not JSON"),

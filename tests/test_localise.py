@@ -61,7 +61,7 @@ def test_a_value_where_the_reference_is_masked_is_a_mask_edge():
     w = loc["worst"][0]
     assert (w["sequence"], w["row"], w["head"], w["column"], w["terms"]) == (0, 3, 1, 5, 0)
     assert w["keys"][1] < w["keys"][0]  # an empty range
-    assert max(max(r) for r in loc["map"]["ratio_by_head"]) == pytest.approx(0.25 / 1e-6, rel=1e-3)
+    assert max(max(r) for r in loc["map"]["ratio"]) == pytest.approx(0.25 / 1e-6, rel=1e-3)
 
 
 def test_error_growing_with_the_terms_summed_is_summation_order():
@@ -162,3 +162,28 @@ def test_shape_mismatch_is_reported_as_one_line_of_evidence():
     loc = localise(Case("short", {}), "out", np.zeros((3, 2, 8)), ref, allowance=1e-6)
     assert loc["evidence"] == ["shape [3, 2, 8] instead of [4, 2, 8]"]
     assert render(loc)[0] == "    out: likely localised (shape [3, 2, 8] instead of [4, 2, 8])"
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_sdpa_s_failure_is_named_by_its_axes(layout):
+    """sdpa's out is [B, H, S, D] (or [B, S, H, D]): the map's rows are heads and its columns
+    blocks of queries whatever the layout (batch was taken for rows and head or sequence for
+    heads), and a failing element is named by its axes, not a bare index."""
+    from wgattn.interfaces.sdpa_arena import INTERFACE as sdpa
+
+    case = Case("t", {}, options={"layout": layout})
+    shape = (2, 3, 16, 4) if layout == "bhsd" else (2, 16, 3, 4)
+    ref = np.zeros(shape)
+    got = ref.copy()
+    at = (1, 2, 13, 3) if layout == "bhsd" else (1, 13, 2, 3)  # batch 1, head 2, query 13, dim 3
+    got[at] = 1.0
+    loc = localise(case, "out", got, ref, allowance=1e-3, interface=sdpa)
+    names = ["batch", "head", "query", "dim"] if layout == "bhsd" else ["batch", "query", "head", "dim"]
+    assert loc["axes"] == names and loc["worst"][0]["index"] == list(at)
+    m = loc["map"]
+    assert (m["rows"], m["blocks_of"]) == ("head", "query") and len(m["ratio"]) == 3  # 3 heads
+    hot = [(h, j) for h, row in enumerate(m["ratio"]) for j, r in enumerate(row) if r > 1]
+    (block,) = [j for h, j in hot if h == 2]
+    assert m["blocks"][block][0] <= 13 < m["blocks"][block][1] and len(hot) == 1
+    named = ", ".join(f"{n} {i}" for n, i in zip(names, at))  # "batch 1, head 2, query 13, dim 3"
+    assert f"{named}: got 1 ref 0" in "\n".join(render(loc))

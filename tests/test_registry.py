@@ -14,8 +14,9 @@ from wgattn.errors import InterfaceMismatch
 
 REG = registry.load()
 KERNELS = sorted(REG.kernels)
-# Tool shaders with no registry entry (probes; the bandwidth benchmark's copy and fill: wgattn.bandwidth).
-NOT_KERNELS = {"loop_probe", "precision_probe", "stream", "hash_fill"}
+# Tool shaders with no registry entry (probes; the bandwidth benchmark's copy and fill: wgattn.bandwidth;
+# the subgroup-matrix GEMM benchmark: wgattn.gemm).
+NOT_KERNELS = {"loop_probe", "precision_probe", "stream", "hash_fill", "gemm.smx"}
 TEMPLATES = {k.template for k in REG.kernels.values() if k.template}
 
 

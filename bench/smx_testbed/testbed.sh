@@ -9,6 +9,8 @@
 #
 #   bash bench/smx_testbed/testbed.sh setup       # once, as root: ~3 min, ~700 MB in $SMX_ROOT
 #   bash bench/smx_testbed/testbed.sh check [--kernel ID] [--cases quick] [--template FILE.wgsl] [--tpr N]
+#   bash bench/smx_testbed/testbed.sh target               # only the device: out/target.json
+#   bash bench/smx_testbed/testbed.sh run JOBS.json RESULTS.json   # a job file built elsewhere (in out/)
 #
 # check: the device as the page sees it, the kernel's cases planned for it, run, judged by the
 # kernel's precision rule; exits 1 if any output fails. Files in bench/smx_testbed/out/.
@@ -54,8 +56,13 @@ check)
   node_in_root run out/jobs.json out/results.json
   "$py" -m bench.smx_testbed.jobs judge "$here/out/jobs.json" "$here/out/results.json"
   ;;
+target | run)
+  [ -x "$root/usr/bin/node" ] || { echo "testbed: no root at $root: run 'bash $0 setup' first (as root)" >&2; exit 2; }
+  mkdir -p "$here/out"
+  if [ "$1" = target ]; then node_in_root target out/target.json; else node_in_root run "out/$(basename "$2")" "out/$(basename "$3")"; fi
+  ;;
 *)
-  sed -n '2,16p' "$0"
+  sed -n '2,18p' "$0"
   exit 2
   ;;
 esac

@@ -7,7 +7,8 @@ benchmark (bench/decode_bandwidth.py) and the page's (wgattn.page.bench_jobs, st
   K/V cache is GB-sized and must never cross HTTP nor Pyodide's memory. The fill is a hash of
   each element's index, exact in f16 and f32, so `fill_values` (NumPy) reproduces any part of it
   bit for bit, and the interface checks an output on such inputs against the float64 reference
-  (Interface.check_filled) before it is timed;
+  (Interface.check_filled) before it is timed. The GEMM benchmark (wgattn.gemm, timed in TFLOP/s
+  rather than as bandwidth) has its A and B made the same way;
 * a record (`record`) and its share of the same series' copy (`copy_shares`).
 
 Bandwidth = the bytes a step must read (Interface.bench_bytes) over the protocol's median; a copy
@@ -16,7 +17,7 @@ counts its read and written bytes.
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, TypedDict
 
 import numpy as np
 
@@ -36,12 +37,15 @@ __all__ = [
     "fill_values",
     "record",
     "copy_shares",
+    "BandwidthRecord",
+    "BANDWIDTH_KINDS",
 ]
 
 COPY = "wgsl.copy"  # the impl of a series' copy in its records
 COPY_PER = 8  # vec4s per invocation of the copy (stream.wgsl's PER)
-# One fill per tensor the GPU fills, each its own values (hash_fill.wgsl's SEED).
-SEEDS = {"k_cache": 0x6B6B6B6B, "v_cache": 0x76767676}
+# One fill per tensor the GPU fills, each its own values (hash_fill.wgsl's SEED): decode's cache,
+# the GEMM's inputs (wgattn.gemm).
+SEEDS = {"k_cache": 0x6B6B6B6B, "v_cache": 0x76767676, "a": 0x61616161, "b": 0x62626262}
 _WG = 256  # stream.wgsl's and hash_fill.wgsl's workgroup size
 
 
@@ -133,6 +137,47 @@ def fill_values(name: str, index: np.ndarray) -> np.ndarray:
     x *= np.uint32(0x846CA68B)
     x ^= x >> np.uint32(16)
     return ((x >> np.uint32(24)).astype(np.int64) - 128) / 64.0
+
+
+BANDWIDTH_KINDS = ("decode", "copy", "read")  # a record's kind: a kernel's step, the copy, the read alone
+
+
+class BandwidthRecord(TypedDict):
+    """One bandwidth record (`record`): a kernel's, the copy's or the read's GB/s on one case."""
+
+    kind: str  # one of BANDWIDTH_KINDS
+    case: str  # the case's name ("target", "gqa8-16k", ...)
+    shape: Dict[str, object]  # the case's configuration (the interface's Config fields)
+    impl: str
+    dtype: str  # the cache's precision
+    runtime: str
+    browser: str
+    flags: List[str]
+    mode: str  # "trusted" / "checked" as for bench.Record; "" for the copy and the anchors
+    splits: int  # the split count that ran (0: none)
+    rule: bool  # the split count is the interface's rule's (not a sweep's)
+    config: str
+    adapter: str
+    bytes: int  # what one step reads (a copy: reads and writes)
+    gbps: float
+    pct_of_copy: float  # GB/s over the same series' copy's, in % (0: no copy in the series)
+    median_ms: float
+    min_ms: float
+    q1_ms: float
+    q3_ms: float
+    max_ms: float
+    spread: float
+    wide: bool
+    rounds: int
+    reps: int
+    warmup_s: float
+    warmed: bool
+    timer: str
+    timer_resolution_ns: float
+    repeat: int
+    verified: Optional[Dict[str, object]]  # the output's check before timing; None for the copy
+    time: str
+    commit: str
 
 
 def record(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, TypedDict
+from typing import Dict, List, Mapping, Optional, Type, TypedDict, TypeVar
 
 import numpy as np
 
@@ -29,7 +29,9 @@ from .plan import Plan
 from .registry import Kernel
 from .target import Target
 
-__all__ = ["Live", "build", "make_config", "seeded_tensors", "check_tensors", "schema", "catalogue"]
+C = TypeVar("C", bound=LiveConfig)
+
+__all__ = ["Live", "build", "make_config", "config_of", "seeded_tensors", "check_tensors", "schema", "catalogue"]
 
 
 @dataclass
@@ -62,20 +64,32 @@ class Live:
 
 def make_config(interface: Interface, config: Optional[Mapping[str, object]]) -> LiveConfig:
     """The configuration object of `interface` from a dict (ValueError naming a bad field)."""
-    if config is None:
-        config = {}
-    if not isinstance(config, Mapping):
-        raise ValueError(f"config must be an object, got {type(config).__name__}")
     cls = interface.Config
-    known = [f.name for f in fields(cls)]
-    unknown = sorted(set(config) - set(known))
-    if unknown:
+    if isinstance(config, Mapping):
+        unknown = sorted(set(config) - {f.name for f in fields(cls)})
         # A whole configuration of another interface (e.g. sdpa_arena's for a flash_fwd kernel): say so
         others = sorted(
             i.name for i in interfaces.every() if i.Config is not cls and set(config) <= {f.name for f in fields(i.Config)}
         )
-        which = f"; they are fields of the configuration of {', '.join(others)}, not of {interface.name}" if others else ""
-        raise ValueError(f"unknown config field(s) {unknown} for {interface.name}{which}; its fields: {known}")
+        if unknown and others:
+            raise ValueError(
+                f"unknown config field(s) {unknown} for {interface.name}; they are fields of the configuration of "
+                f"{', '.join(others)}, not of {interface.name}; its fields: {[f.name for f in fields(cls)]}"
+            )
+    return config_of(cls, config, interface.name)
+
+
+def config_of(cls: Type[C], config: Optional[Mapping[str, object]], what: str) -> C:
+    """A configuration of dataclass `cls` (a LiveConfig) from a dict, None giving its defaults;
+    ValueError naming a bad or unknown field of `what`."""
+    if config is None:
+        config = {}
+    if not isinstance(config, Mapping):
+        raise ValueError(f"config must be an object, got {type(config).__name__}")
+    known = [f.name for f in fields(cls)]
+    unknown = sorted(set(config) - set(known))
+    if unknown:
+        raise ValueError(f"unknown config field(s) {unknown} for {what}; its fields: {known}")
     try:
         return cls(**config)
     except TypeError as exc:  # a field given with a wrong type the dataclass could not take

@@ -2,8 +2,9 @@
 
 `localise(case, output, got, ref, allowance)` describes one output that failed the tolerance
 rule: its worst elements (index, and for the packed variable-length interfaces the sequence,
-row, head and the key or query range that element sums over), a coarse |error| map (max
-|error| / allowance per head and block of rows), and a likely class:
+row, head and the key or query range that element sums over; every element named by the output's
+axes, Interface.output_axes), a coarse |error| map (max |error| / allowance per head and block of
+queries or tokens, the axes it groups named), and a likely class:
 
 - "mask edge": the worst error sits where an element sums over nothing (a row with no visible
   key, a key no query sees), a side is not finite, or the error is too large (over 1e-3 of the
@@ -52,8 +53,10 @@ class WorstElement(_Element, total=False):
 
 
 class ErrorMap(TypedDict):
-    axis0_blocks: List[List[int]]  # [first, end) of each block of rows
-    ratio_by_head: List[List[float]]  # max |error| / allowance, [head][block]
+    rows: str  # the axis the map's rows run over ("head"; the first axis where the output has none)
+    blocks_of: str  # the axis its columns are blocks of ("query", "query token", ...)
+    blocks: List[List[int]]  # [first, end) of each block of that axis
+    ratio: List[List[float]]  # max |error| / allowance over the other axes, [row][block]
 
 
 class Localisation(TypedDict):
@@ -61,6 +64,7 @@ class Localisation(TypedDict):
     the sequence, row or key, head and visible partners), the |error| map and a likely class."""
 
     output: str
+    axes: List[str]  # what each axis of the output runs over (a worst element's index follows them)
     likely: str
     evidence: List[str]
     worst: List[WorstElement]
@@ -108,17 +112,38 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> float:
     return float((rx * ry).sum() / np.sqrt((rx * rx).sum() * (ry * ry).sum()))
 
 
-def _error_map(row_err: np.ndarray, allowance: float) -> ErrorMap:
-    """Max |error| / allowance per head (columns of row_err) and block of rows."""
-    rows = row_err.shape[0]
-    blocks = max(1, min(MAP_BLOCKS, rows))
-    edges = np.linspace(0, rows, blocks + 1).astype(int)
-    grid = []
-    for h in range(row_err.shape[1]):
-        grid.append(
-            [float(row_err[a:b, h].max()) / allowance if b > a and allowance > 0 else 0.0 for a, b in zip(edges[:-1], edges[1:])]
-        )
-    return {"axis0_blocks": [[int(a), int(b)] for a, b in zip(edges[:-1], edges[1:])], "ratio_by_head": grid}
+# The axis a map's columns are blocks of: the first of these the output has (else its first axis
+# that is not a head's).
+_ALONG = ("query", "query token", "key token", "query position", "sequence", "token", "key")
+
+
+def _error_map(err: np.ndarray, axes: Sequence[str], allowance: float) -> ErrorMap:
+    """Max |error| / allowance per head (the map's rows; the first axis where there is no head
+    axis) and block of queries or tokens (its columns), over every other axis."""
+    heads = [i for i, a in enumerate(axes) if "head" in a]
+    along = [i for name in _ALONG for i, a in enumerate(axes) if a == name]
+    row_axis = heads[0] if heads else 0
+    rest = [i for i in range(err.ndim) if i != row_axis]
+    block_axis = next((i for i in along if i != row_axis), rest[0] if rest else row_axis)
+    others = tuple(i for i in range(err.ndim) if i not in (row_axis, block_axis))
+    per = err.max(axis=others) if others else err  # [row_axis, block_axis] in their order
+    if per.ndim == 1:
+        per = per[:, None]
+    elif row_axis > block_axis:
+        per = per.T
+    n = per.shape[1]
+    blocks = max(1, min(MAP_BLOCKS, n))
+    edges = np.linspace(0, n, blocks + 1).astype(int)
+    grid = [
+        [float(per[h, a:b].max()) / allowance if b > a and allowance > 0 else 0.0 for a, b in zip(edges[:-1], edges[1:])]
+        for h in range(per.shape[0])
+    ]
+    return {
+        "rows": axes[row_axis] if axes else "row",
+        "blocks_of": axes[block_axis] if block_axis != row_axis else "",
+        "blocks": [[int(a), int(b)] for a, b in zip(edges[:-1], edges[1:])],
+        "ratio": grid,
+    }
 
 
 def localise(
@@ -138,9 +163,11 @@ def localise(
     Interface.geometry) names where each element sits."""
     got = np.asarray(got)
     ref = np.asarray(ref)
+    axes = interface.output_axes(case, output, ref.ndim) if interface is not None else [f"axis {i}" for i in range(ref.ndim)]
     if got.shape != ref.shape:
         return {
             "output": output,
+            "axes": axes,
             "likely": "mask edge" if got.size == 0 else "localised",
             "evidence": [f"shape {list(got.shape)} instead of {list(ref.shape)}"],
             "worst": [],
@@ -171,12 +198,12 @@ def localise(
         items.append(cast(WorstElement, item))
 
     # Per (row, head): the worst |error| over the remaining axes (one column when axis 1 is not
-    # a head axis of a packed case and is long, e.g. a probability row).
+    # a head axis of a packed case and is long, e.g. a probability row); the classes read it.
     if ref.ndim == 1 or (geo is None and ref.shape[1] > 64):
         per_row = err.reshape(ref.shape[0], -1).max(axis=1)[:, None]
     else:
         per_row = err.reshape(ref.shape[0], ref.shape[1], -1).max(axis=2)
-    emap = _error_map(per_row, allowance)
+    emap = _error_map(err, axes, allowance) if err.size else None
 
     # Classify (a heuristic: the evidence is reported with it).
     r_top = ref.ravel()[top]
@@ -223,14 +250,14 @@ def localise(
         likely = "built-in precision"  # every term shifted, or worst where each term weighs most
     if likely is None:
         likely = "localised"
-    return {"output": output, "worst": items, "map": emap, "likely": likely, "evidence": evidence}
+    return {"output": output, "axes": axes, "worst": items, "map": emap, "likely": likely, "evidence": evidence}
 
 
 def render(loc: Localisation, allowance: Optional[float] = None) -> List[str]:
     """Text lines for `wgattn check`'s table."""
     lines = [f"    {loc['output']}: likely {loc['likely']} ({'; '.join(loc['evidence'])})"]
     for it in loc["worst"]:
-        where = f"index {it['index']}"
+        where = ", ".join(f"{a} {i}" for a, i in zip(loc["axes"], it["index"])) or f"index {it['index']}"
         if "sequence" in it:
             kind, at = ("key", it["key"]) if "key" in it else ("row", it["row"])
             partner, span = ("queries", it["queries"]) if "queries" in it else ("keys", it["keys"])
@@ -242,7 +269,7 @@ def render(loc: Localisation, allowance: Optional[float] = None) -> List[str]:
         lines.append(f"      {where}: got {it['got']:.7g} ref {it['ref']:.7g} |err| {it['err']:.3e}")
     m = loc["map"]
     if m:
-        lines.append(f"      |err|/allowance by head (rows) x row blocks {[b[0] for b in m['axis0_blocks']]}:")
-        for h, row in enumerate(m["ratio_by_head"][:16]):
+        lines.append(f"      |err|/allowance by {m['rows']} (rows) x blocks of {m['blocks_of']} {[b[0] for b in m['blocks']]}:")
+        for h, row in enumerate(m["ratio"][:16]):
             lines.append(f"        {h:3d}: " + " ".join(f"{x:5.2f}" for x in row))
     return lines

@@ -4,10 +4,14 @@
                                  reference, as the interface lays them out (Interface.probabilities:
                                  query rows, packed sequences as blocks on the diagonal, by keys);
                                  masked keys grey, rows with no visible key red, probabilities on a
-                                 perceptual colour scale
+                                 perceptual colour scale; where a head has few rows (decode), every
+                                 head's rows, grouped by head (Interface.picture_heads)
     error_map(a, b, allowance)   |a - b| of one output of one head (Interface.head_view), log colour scale up to the
-                                 allowance; elements over it red: a mask-edge bug is a line, a
+                                 allowance; elements over it red, identical ones (|a - b| = 0) white
+                                 (apart from the smallest errors, dark): a mask-edge bug is a line, a
                                  precision problem noise
+
+Each picture says what its rows and columns run over (`rows_axis`, `cols_axis`).
 
 Large pictures are max-pooled to at most MAX_SIDE pixels a side, so one wrong element stays
 visible. Python 3.8 / numpy 1.17 (the page's Pyodide).
@@ -22,7 +26,7 @@ import numpy as np
 
 from .interfaces import Case, Interface
 
-__all__ = ["MAX_SIDE", "MAX_CELLS", "Heatmap", "ErrorPicture", "heatmap", "error_map"]
+__all__ = ["MAX_SIDE", "MAX_CELLS", "Heatmap", "ErrorPicture", "heatmap", "error_map", "IDENTICAL"]
 
 
 class _Pixels(TypedDict):
@@ -35,6 +39,8 @@ class _Pixels(TypedDict):
     colours: List[str]  # the colour bar, bottom to top of the scale: CSS colours at even steps
     ticks: List[Tuple[float, str]]  # the colour bar's labels: (position 0..1 on it, value)
     keys: List[Tuple[str, str]]  # colours outside the scale: (CSS colour, what it means)
+    rows_axis: str  # what the rows run over ("query (batches stacked)")
+    cols_axis: str  # ... and the columns ("key"; "" for a single column)
 
 
 class Heatmap(_Pixels):
@@ -47,6 +53,8 @@ class Heatmap(_Pixels):
     top: float  # the colour scale's top: a high percentile of the visible probabilities
     masked: int  # keys the masks hide
     empty_rows: int  # rows with no visible key
+    heads: List[int]  # the query heads shown: one, or every head's rows in groups
+    groups: List[Tuple[str, int, int]]  # (label, first row, end row) of each group of rows ([] for one head)
 
 
 class _ErrorPicture(_Pixels):
@@ -54,6 +62,7 @@ class _ErrorPicture(_Pixels):
     max_abs_err: float
     allowance: float
     over: int  # elements over the allowance
+    identical: int  # elements where |a - b| = 0
 
 
 class ErrorPicture(_ErrorPicture, total=False):
@@ -85,6 +94,7 @@ _VIRIDIS = np.array(
 MASKED = (208, 215, 222)  # a key the mask hides
 EMPTY = (255, 160, 160)  # a row with no visible key (its output is 0 by contract)
 OVER = (207, 34, 46)  # an error above the allowance, or a NaN / mismatched infinity
+IDENTICAL = (255, 255, 255)  # |a - b| = 0: apart from the smallest errors, which are dark
 
 
 def _css(rgb) -> str:
@@ -120,11 +130,26 @@ def _image(rgb: np.ndarray, **meta) -> Dict[str, Any]:
     return dict(meta, width=int(w), height=int(h), rgba=base64.b64encode(rgba.tobytes()).decode("ascii"))
 
 
-def heatmap(interface: Interface, case: Case, head: int) -> Heatmap:
+def heatmap(interface: Interface, case: Case, head: int, heads: int = 1) -> Heatmap:
     """The probabilities of `head` (the interface's, Interface.probabilities: from the reference's
-    own masks and softmax) as a picture (JSON-able: width, height, base64 rgba, legend)."""
+    own masks and softmax) as a picture (JSON-able: width, height, base64 rgba, legend); of every
+    head Interface.picture_heads names (of `heads`), their rows grouped by head."""
+    shown_heads = interface.picture_heads(case, head, heads)
+    parts: List[Tuple[np.ndarray, np.ndarray]] = []
+    groups: List[Tuple[str, int, int]] = []
     with np.errstate(under="ignore"):
-        p, visible, layout = interface.probabilities(case, head, MAX_CELLS)
+        for h in shown_heads:
+            budget = MAX_CELLS // len(shown_heads)
+            p, visible, layout = interface.probabilities(case, h, budget)
+            start = sum(x[0].shape[0] for x in parts)
+            parts.append((p, visible))
+            groups.append(("head %d" % h, start, start + p.shape[0]))
+    cols = max(x[0].shape[1] for x in parts)
+    wide = lambda a, v: np.pad(a, ((0, 0), (0, cols - a.shape[1])), constant_values=v)  # noqa: E731
+    p = np.concatenate([wide(x[0], 0.0) for x in parts])
+    visible = np.concatenate([wide(x[1], False) for x in parts])
+    if len(shown_heads) > 1:
+        layout = f"every query head's rows, grouped by head ({layout})"
     empty = ~visible.any(axis=1)
     # The scale's top is a high percentile of the visible probabilities, not their maximum: a row
     # that sees one key (the first of a causal mask) has probability 1 and would leave every longer
@@ -151,6 +176,10 @@ def heatmap(interface: Interface, case: Case, head: int) -> Heatmap:
             rgb,
             kind="probabilities",
             head=head,
+            heads=shown_heads,
+            groups=groups if len(shown_heads) > 1 else [],
+            rows_axis=interface.probability_axes(case)[0],
+            cols_axis=interface.probability_axes(case)[1],
             layout=layout,
             max=most,
             top=top,
@@ -167,8 +196,9 @@ def heatmap(interface: Interface, case: Case, head: int) -> Heatmap:
     )
 
 
-def error_map(a: np.ndarray, b: np.ndarray, allowance: float) -> ErrorPicture:
-    """|a - b| as a picture: log10 colour from allowance / 1e6 to the allowance, red above it."""
+def error_map(a: np.ndarray, b: np.ndarray, allowance: float, axes: Tuple[str, str] = ("row", "column")) -> ErrorPicture:
+    """|a - b| as a picture: log10 colour from allowance / 1e6 to the allowance, red above it,
+    white where they are identical (|a - b| = 0); `axes` name what its rows and columns run over."""
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     finite = np.isfinite(a) & np.isfinite(b)
@@ -181,9 +211,13 @@ def error_map(a: np.ndarray, b: np.ndarray, allowance: float) -> ErrorPicture:
     with np.errstate(divide="ignore"):
         t = (np.log10(np.maximum(err, lo)) - np.log10(lo)) / 6.0
     rows, cols = err.shape if err.ndim == 2 else (err.size, 1)
-    code = _pool(np.where(err > allowance, 2.0, np.clip(t, 0.0, 1.0)).reshape(rows, cols), 0.0)
-    rgb = _colour(np.minimum(code, 1.0))
+    # -1: identical (a pooled block only if all of it is), 0..1 the log scale, 2 over the allowance
+    code = np.where(err > allowance, 2.0, np.where(err == 0, -1.0, np.clip(t, 0.0, 1.0)))
+    code = _pool(code.reshape(rows, cols), -1.0)
+    rgb = _colour(np.clip(code, 0.0, 1.0))
     rgb[code > 1.0] = OVER
+    rgb[code == -1.0] = IDENTICAL
+    identical = int((err == 0).sum())
     return cast(
         ErrorPicture,
         _image(
@@ -192,12 +226,15 @@ def error_map(a: np.ndarray, b: np.ndarray, allowance: float) -> ErrorPicture:
             max_abs_err=worst,
             allowance=allowance,
             over=over,
+            identical=identical,
             rows=rows,
             cols=cols,
+            rows_axis=axes[0],
+            cols_axis=axes[1],
             colours=COLOURS,
             ticks=[(k / 6.0, "%.0e" % (lo * 10.0**k)) for k in range(0, 7, 2)],
-            keys=[(_css(OVER), "over the allowance")],
-            legend=f"colour: log10 |a - b| from {lo:.1e} (dark) to the allowance {allowance:.1e} "
-            f"(yellow); red: over the allowance ({over} elements)",
+            keys=[(_css(IDENTICAL), "identical (|a − b| = 0)"), (_css(OVER), "over the allowance")],
+            legend=f"colour: log10 |a - b| from {lo:.1e} (dark; smaller errors too) to the allowance {allowance:.1e} "
+            f"(yellow); white: identical ({identical} of {err.size} elements); red: over the allowance ({over} elements)",
         ),
     )

@@ -63,8 +63,9 @@ class Buffer:
     def __post_init__(self) -> None:
         if self.usage not in ("storage", "uniform"):
             raise ValueError(f"buffer {self.name}: usage must be 'storage' or 'uniform'")
-        # WebGPU sizes are multiples of 4; a zero-sized binding is invalid, so keep at least 4.
-        self.size = max(4, (int(self.size) + 3) // 4 * 4)
+        # WebGPU sizes are multiples of 4; a zero-sized binding is invalid, and a kernel that binds
+        # vec4 rows (VEC4) needs 16 bytes at least: an empty tensor still gets 16.
+        self.size = max(16, (int(self.size) + 3) // 4 * 4)
         if self.data is not None and len(self.data) > self.size:
             raise ValueError(f"buffer {self.name}: {len(self.data)} bytes of data exceed size {self.size}")
         # writeBuffer copies whole 4-byte words too: an odd count of float16 values (a cache of

@@ -18,9 +18,9 @@ import sys
 import typing
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import bench, conformance, interfaces, live, localise, pictures, plan, precision, protocol, target
+from . import bandwidth, bench, conformance, interfaces, live, localise, pictures, plan, precision, protocol, target
 from .interfaces import config
-from .page import PageSession, grid, replies, verdict
+from .page import PageSession, bench_import, grid, replies, verdict
 
 __all__ = ["WIRE", "typescript"]
 
@@ -69,6 +69,9 @@ WIRE: List[Tuple[str, Any]] = [
     ("BenchPlanned", replies.BenchPlanned),
     ("BenchSkipped", replies.BenchSkipped),
     ("BenchCheck", interfaces.FilledCheck),
+    ("BandwidthRecord", bandwidth.BandwidthRecord),
+    ("ImportedRecords", bench_import.Imported),
+    ("RecordSource", bench_import.RecordSource),
 ]
 
 # Floats that may be infinite or NaN on the wire (wgattn.wire.jsonable writes them as strings):

@@ -1,7 +1,7 @@
 """WGSL preprocessing: the one step between a shader file and the text both runtimes compile.
 
 Run by the same Python in CPython (wgpu-py) and under Pyodide (the page builds the plan, so the
-browser gets the text this module made): both runtimes compile identical WGSL. Three directives,
+browser gets the text this module made): both runtimes compile identical WGSL. Four directives,
 each alone on its line; `#` never starts a line of WGSL, so a directive left unexpanded fails to
 compile rather than passing silently:
 
@@ -11,6 +11,12 @@ compile rather than passing silently:
     #const NAME                `const NAME: u32 = <define NAME>u;` (the define must be given): the
                                length of a function-scope array, which WGSL wants as a constant
                                and an `override` cannot give
+    #for NAME COUNT / #endfor  the lines between, COUNT times (an expression of the defines:
+                               wgattn.expr), `{NAME}` in them replaced by 0, 1, ..., COUNT - 1:
+                               straight-line code, with no loop for a driver to unroll or not and
+                               no register array indexed by a loop counter (`acc_{i}_{j}`), and
+                               workgroup-array indices that are constant expressions, which
+                               Dawn's robustness leaves unclamped
 
 Variants (f32/f16, say) are one file with `#if F16` blocks, registered as kernels that name the
 same "template" with different "defines". Tile shapes stay WGSL `override` constants.
@@ -27,7 +33,7 @@ from .expr import evaluate
 
 __all__ = ["preprocess", "reader", "code", "struct_fields", "bindings", "consts", "scope", "workgroup_storage", "workgroup_size"]
 
-_DIRECTIVE = re.compile(r"^\s*#\s*(include|if|else|endif|const)\b\s*(.*?)\s*$")
+_DIRECTIVE = re.compile(r"^\s*#\s*(include|if|else|endif|const|for|endfor)\b\s*(.*?)\s*$")
 
 
 def preprocess(
@@ -38,7 +44,11 @@ def preprocess(
     seen = set() if seen is None else seen
     out: List[str] = []
     stack: List[List[bool]] = []  # [condition, in_else] per open #if
-    for number, line in enumerate(text.splitlines(), 1):
+    lines = text.splitlines()
+    number = 0
+    while number < len(lines):
+        line = lines[number]
+        number += 1
         m = _DIRECTIVE.match(line)
         where = f"{name}:{number}"
         if m is None:
@@ -47,7 +57,13 @@ def preprocess(
             continue
         word, arg = m.groups()
         active = all(c != e for c, e in stack)
-        if word == "if":
+        if word == "for":
+            body, number = _for_body(lines, number, where)
+            if active:
+                out += _unrolled(arg, body, defines, read, f"{name}:{number}", seen, where)
+        elif word == "endfor":
+            raise ValueError(f"{where}: #endfor without #for")
+        elif word == "if":
             if not re.fullmatch(r"[A-Za-z_]\w*", arg):
                 raise ValueError(f"{where}: #if takes one define name, got {arg!r}")
             stack.append([bool(defines.get(arg, 0)), False])
@@ -79,6 +95,40 @@ def preprocess(
     if stack:
         raise ValueError(f"{name}: #if without #endif")
     return "\n".join(out) + "\n"
+
+
+def _for_body(lines: List[str], start: int, where: str) -> Tuple[List[str], int]:
+    """The lines of the #for opened just before lines[start], and the index past its #endfor."""
+    depth = 1
+    for i in range(start, len(lines)):
+        m = _DIRECTIVE.match(lines[i])
+        if m is not None and m.group(1) in ("for", "endfor"):
+            depth += 1 if m.group(1) == "for" else -1
+            if depth == 0:
+                return lines[start:i], i + 1
+    raise ValueError(f"{where}: #for without #endfor")
+
+
+def _unrolled(
+    arg: str, body: List[str], defines: Mapping[str, int], read: Callable[[str], str], name: str, seen: Set[str], where: str
+) -> List[str]:
+    """`#for NAME COUNT`'s body, COUNT times, `{NAME}` replaced by each count, preprocessed."""
+    m = re.fullmatch(r"([A-Za-z_]\w*)\s+(.+)", arg)
+    if m is None:
+        raise ValueError(f"{where}: #for takes a name and a count, got {arg!r}")
+    var, count_expr = m.groups()
+    try:
+        count = evaluate(count_expr, defines)
+    except (ValueError, SyntaxError) as exc:
+        raise ValueError(f"{where}: #for {var}: {exc}") from None
+    if not 0 <= count <= _MOST_REPEATS:
+        raise ValueError(f"{where}: #for {var} repeats {count} times; 0..{_MOST_REPEATS} allowed")
+    text = "\n".join(body)
+    token = "{" + var + "}"
+    return [preprocess(text.replace(token, str(n)), defines, read, name, seen).rstrip("\n") for n in range(count)]
+
+
+_MOST_REPEATS = 256  # one #for's body at most this many times: straight-line code stays readable by a compiler
 
 
 def reader(folder: Path) -> Callable[[str], str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any, ClassVar, Dict, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, ClassVar, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -435,6 +435,15 @@ class PackedInterface(Interface):
         whole = n == len(i["cu_seqlens_q"]) - 1 and rows == int(cu_q[-1])
         shown = "" if whole else f"; only the first {n} of {len(i['cu_seqlens_q']) - 1} sequences, {rows} rows fit"
         return p, visible, f"rows: packed queries; columns: packed keys (one block per sequence{shown})"
+
+    def output_axes(self, case: Case, output: str, ndim: int) -> List[str]:
+        """[token, head, dim]: key tokens and key/value heads for the outputs by key (dk, dv)."""
+        if output in self.KEY_OUTPUTS:
+            return ["key token", "key/value head", "dim"][:ndim]
+        return ["query token", "head", "dim"][:ndim]
+
+    def probability_axes(self, case: Case) -> Tuple[str, str]:
+        return "query token (sequences packed)", "key token (sequences packed)"
 
     def geometry(self, case: Case, output: str, shape: Tuple[int, ...]) -> Optional[Geometry]:
         """Per token of the output's first axis: (sequence, row in it, first and last visible

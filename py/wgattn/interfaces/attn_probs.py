@@ -153,6 +153,16 @@ class AttnProbs(Interface):
         q, k_hist, pos, window = _case_args(case)
         return picture(q[None], k_hist, [pos], window, 1.0, head, max_cells)
 
+    def output_axes(self, case: Case, output: str, ndim: int) -> List[str]:
+        """probs [Hq, history]."""
+        return ["head", "key"][:ndim]
+
+    def view_axes(self, case: Case, output: str, ndim: int) -> Tuple[str, str]:
+        return "the head's one position", "key"
+
+    def probability_axes(self, case: Case) -> Tuple[str, str]:
+        return "query position", "key"
+
     def head_view(self, case: Case, output: np.ndarray, head: int, heads: int) -> np.ndarray:
         """[Hq, history]: one row."""
         return np.asarray(output, dtype=np.float64)[head][None, :]

@@ -197,6 +197,13 @@ class AttnProbsBatched(Interface):
         b, s = dense["q"].shape[0], dense["k_hist"].shape[0]
         return [self.case_from_reference(dense["q"], dense["k_hist"], positions=np.arange(s - b, s))]
 
+    def output_axes(self, case: Case, output: str, ndim: int) -> List[str]:
+        """probs [positions, Hq, history]."""
+        return ["query position", "head", "key"][:ndim]
+
+    def probability_axes(self, case: Case) -> Tuple[str, str]:
+        return "query position", "key"
+
     def probabilities(self, case: Case, head: int, max_cells: int) -> Tuple[np.ndarray, np.ndarray, str]:
         q, k_hist, pos, window, scale = _case_args(case)
         return picture(q, k_hist, pos, window, scale, head, max_cells)

@@ -18,8 +18,11 @@ manifest entry, and this object, which owns what Python knows of it:
                        probs); for an op timed as bandwidth (decode: wgattn.bandwidth) the case
                        of a configuration, `bench_case(config, name)`, with `bench_shape`,
                        `bench_bytes` and `check_filled` (its output on GPU-filled inputs judged)
-    its pictures       `probabilities(case, head)` and `head_view(...)` (wgattn.pictures draws)
-    localisation       `geometry(case, output, shape)` (wgattn.localise reads it)
+    its pictures       `probabilities(case, head)` and `head_view(...)` (wgattn.pictures draws),
+                       what their axes run over (`probability_axes`, `view_axes`) and which heads
+                       a picture of the probabilities shows (`picture_heads`)
+    localisation       `geometry(case, output, shape)` and `output_axes(case, output, ndim)`
+                       (wgattn.localise reads them)
 
 Nothing outside wgattn.interfaces knows an interface by name: callers ask
 `wgattn.interfaces.get(name)` (or `of(kernel)`) for the object and call these; the native API
@@ -296,3 +299,24 @@ class Interface(abc.ABC):
     def geometry(self, case: Case, output: str, shape: Tuple[int, ...]) -> Optional[Geometry]:
         """Where each element of a packed output sits (wgattn.localise), or None."""
         return None
+
+    def output_axes(self, case: Case, output: str, ndim: int) -> List[str]:
+        """What each of the `ndim` axes of `output` runs over, in words: a failing element and the
+        failure map are named by them (wgattn.localise). This default: a packed output
+        [query token, head, dim]."""
+        return (["query token", "head", "dim"] + [f"axis {i}" for i in range(3, ndim)])[:ndim]
+
+    def view_axes(self, case: Case, output: str, ndim: int) -> Tuple[str, str]:
+        """What runs down and across `head_view`'s 2-D slice of `output` ("" across a one-column
+        slice). This default follows head_view's: the first axis down, the third across."""
+        axes = self.output_axes(case, output, ndim)
+        return axes[0], (axes[2] if ndim > 2 else "")
+
+    def probability_axes(self, case: Case) -> Tuple[str, str]:
+        """What runs down and across `probabilities`' picture."""
+        return "query", "key"
+
+    def picture_heads(self, case: Case, head: int, heads: int) -> List[int]:
+        """The query heads a picture of the probabilities shows when `head` is chosen: this
+        default, that head alone (an interface with few rows a head shows them all, grouped)."""
+        return [head]

@@ -59,11 +59,15 @@ LABELS = {
     "causal": "causal",
     "causal_align": "causal alignment",
     "softcap": "score softcap",
-    "alibi": "ALiBi slopes",
-    "sinks": "attention sinks",
     "padding": "ragged lengths",
     "scale": "score scale",
     "seed": "random seed",
+    "new_tokens": "new tokens per sequence",
+    "seq_len": "cached tokens (first sequence)",
+    "block_size": "cache block size (tokens)",
+    "alibi": "ALiBi slopes",
+    "sinks": "attention sinks",
+    "ragged": "sequences of other lengths",
 }
 _TYPES: Dict[type, Literal["int", "float", "bool", "str"]] = {int: "int", float: "float", bool: "bool", str: "str"}
 

@@ -574,6 +574,21 @@ class Decode(Interface):
         mask = np.concatenate([pad(m, False) for m in rows_m])
         return probs, mask, f"rows: (sequence, new token) of the first {len(rows_p)} sequences; columns: cache positions"
 
+    def output_axes(self, case: Case, output: str, ndim: int) -> List[str]:
+        """out [B, Sq_new, Hq, D], lse [B, Sq_new, Hq]."""
+        return ["sequence", "new token", "head", "dim"][:ndim]
+
+    def view_axes(self, case: Case, output: str, ndim: int) -> Tuple[str, str]:
+        return "sequence × new token", ("dim" if ndim > 3 else "")
+
+    def probability_axes(self, case: Case) -> Tuple[str, str]:
+        return "sequence × new token", "cache position"
+
+    def picture_heads(self, case: Case, head: int, heads: int) -> List[int]:
+        """Every query head: a head has a row per (sequence, new token), a few; the picture
+        shows them all, grouped by head."""
+        return list(range(heads))
+
     def head_view(self, case: Case, output: np.ndarray, head: int, heads: int) -> np.ndarray:
         """Query head `head` of out [B, Sq_new, Hq, D] or lse [B, Sq_new, Hq]: a row per (sequence,
         new token), as `probabilities` lays them out."""

@@ -350,6 +350,18 @@ class SdpaArena(Interface):
         shown = "" if (b, sq) == (i["q"].shape[0], i["q"].shape[2]) else f"; only the first {b} batches, {sq} queries fit"
         return (p.reshape(b * sq, sk), visible.reshape(b * sq, sk), "rows: queries (batches stacked%s); columns: keys" % shown)
 
+    def output_axes(self, case: Case, output: str, ndim: int) -> List[str]:
+        """out is [B, H, S, D] ("bhsd") or [B, S, H, D] ("bshd")."""
+        if case.options.get("layout", "bhsd") == "bshd":
+            return ["batch", "query", "head", "dim"][:ndim]
+        return ["batch", "head", "query", "dim"][:ndim]
+
+    def view_axes(self, case: Case, output: str, ndim: int) -> Tuple[str, str]:
+        return "query (batches stacked)", "dim"
+
+    def probability_axes(self, case: Case) -> Tuple[str, str]:
+        return "query (batches stacked)", "key"
+
     def head_view(self, case: Case, output: np.ndarray, head: int, heads: int) -> np.ndarray:
         """[B, H, S, D] or [B, S, H, D]: the head's rows, batches stacked."""
         axis = 2 if case.options.get("layout", "bhsd") == "bshd" else 1

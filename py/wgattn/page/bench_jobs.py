@@ -5,7 +5,10 @@ protocol (wgattn.protocol) and into the same records.
 interleaved): for a dense op (fwd, bwd, probs) one job per (seq_len, impl), baseline first within
 a seq_len, a series per seq_len; for an op timed as bandwidth (decode: wgattn.bandwidth) one
 configuration of its interface (its Config, as a live check takes it), a job per kernel and the
-copy of the bytes they read, a series per cache precision. `job_plans` builds the plans of one
+copy of the bytes they read, a series per cache precision; for the GEMM (wgattn.gemm) one
+configuration (GemmConfig: M, N, K), a job per tile of gemm.smx, in series of at most
+GEMM_SERIES. The last two are cases: one configuration, its inputs filled on the GPU, each
+job's output checked before it is timed. `job_plans` builds the plans of one
 job (their bytes go through plan_bytes, as for a live run). A job with a `check` buffer has its
 inputs filled on the GPU (`fills`) and its output judged (`check`) before it is timed. The page
 uploads a series' plans, then follows the protocol step by step, asking here: `schedule` (the
@@ -20,7 +23,7 @@ import json
 import math
 from typing import Any, Dict, List, Optional, Tuple
 
-from .. import bandwidth, bench, interfaces, live, protocol, registry
+from .. import bandwidth, bench, gemm, interfaces, live, protocol, registry
 from ..interfaces import FilledCheck
 from ..plan import Plan
 from ..target import Target
@@ -112,7 +115,9 @@ def start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, B
     """{"op", "impls"?, "B", "H", "D", "seq_lens", "causal", "variants"? ("plain,alibi+sinks": each
     kernel once per variant in a series), "rounds"?, "warmup_s"?, "repeat"?, "user_agent"?}, or
     for an op timed as bandwidth {"op", "impls"?, "name"?, "config",
-    "rounds"?, "warmup_s"?, "repeat"?, "user_agent"?} -> the job and the page's reply
+    "rounds"?, "warmup_s"?, "repeat"?, "user_agent"?}, or for the GEMM {"op": "gemm", "name"?,
+    "config"?, "tiles"?: [{Tile's knobs}], "rounds"?, "warmup_s"?, "repeat"?, "user_agent"?}
+    (without tiles, wgattn.gemm.tiles_for's) -> the job and the page's reply
     (BenchStart: {"bench", "op", "baseline", "impls", "seq_lens", "protocol", "repeat", "jobs",
     "series", "stamps_kept", "skipped", "limits"}); ValueError says what is wrong and what is
     allowed. Kernels that `target`, the browser's device, cannot run are skipped with the reason
@@ -120,9 +125,11 @@ def start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, B
     for. `user_agent` names the runtime."""
     request = _json_object(request_json, "the benchmark request")
     op = request.get("op", "fwd")
-    ops = bench.OPS + bench.BANDWIDTH_OPS
+    ops = bench.OPS + bench.BANDWIDTH_OPS + (gemm.OP,)
     if op not in ops:
         raise ValueError(f"op must be one of {list(ops)}, got {op!r}")
+    if op == gemm.OP:
+        return _gemm_start(request, target, bench_id)
     known = bench.kernel_impls(op)
     impls = _impls(request.get("impls"), op, known)
     if op in bench.BANDWIDTH_OPS:
@@ -190,12 +197,23 @@ def _schedule(bench_id: int, job: BenchJob, series: List[BenchSeries], skipped: 
 
 
 def _item(
-    index: int, op: str, impl: str, shape: List[int], dtype: str, causal=False, flops=0.0, plans=1, check="", variant=""
+    index: int,
+    op: str,
+    impl: str,
+    shape: List[int],
+    dtype: str,
+    causal=False,
+    flops=0.0,
+    plans=1,
+    check="",
+    config="",
+    variant="",
 ) -> BenchItem:
     return {
         "index": index,
         "op": op,
         "impl": impl,
+        "config": config,
         "shape": shape,
         "causal": causal,
         "flops": flops,
@@ -237,13 +255,7 @@ def _bandwidth_start(
     copy of the bytes they read (at most a binding's worth, as the target can bind)."""
     (iface,) = bench.serving(op)
     config = live.make_config(iface, request.get("config"))
-    name = request.get("name", op)
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"name must be a non-empty string (the case's name in its records), got {name!r}")
-    rounds = _int_in(request, "rounds", default=10)
-    repeat = _int_in(request, "repeat", default=1)
-    proto = protocol.Protocol.of(rounds, _seconds(request, "warmup_s", protocol.Protocol.warmup_s))
-    info = _run_info(request)
+    name, proto, repeat, info = _case_request(request)
     case = iface.bench_case(config, name)
     shape = iface.bench_shape(config)
     reg = registry.load()
@@ -277,6 +289,64 @@ def _bandwidth_start(
     return job, reply
 
 
+GEMM_SERIES = 8  # GEMM tiles timed together, interleaved
+
+
+def _case_request(request: Dict[str, Any]) -> Tuple[str, protocol.Protocol, int, bench.RunInfo]:
+    """What every case's request shares: its name, protocol, repeats and run."""
+    name = request.get("name", request.get("op"))
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string (the case's name in its records), got {name!r}")
+    rounds = _int_in(request, "rounds", default=10)
+    repeat = _int_in(request, "repeat", default=1)
+    proto = protocol.Protocol.of(rounds, _seconds(request, "warmup_s", protocol.Protocol.warmup_s))
+    return name, proto, repeat, _run_info(request)
+
+
+def _gemm_start(request: Dict[str, Any], target: Target, bench_id: int) -> Tuple[BenchJob, BenchStart]:
+    """The GEMM: one configuration (wgattn.gemm.GemmConfig), a job per tile of gemm.smx, its
+    inputs filled on the GPU and its C checked before it is timed; a tile the target cannot run
+    is skipped with the reason."""
+    config = live.config_of(gemm.GemmConfig, request.get("config"), "the GEMM")
+    name, proto, repeat, info = _case_request(request)
+    tiles = gemm.tiles_of(request["tiles"]) if request.get("tiles") is not None else gemm.tiles_for(config, target)
+    case = gemm.case(config, name)
+    shape = list(gemm.sizes(case))
+    skipped: List[BenchSkip] = []
+    if not tiles:
+        skipped.append({"impl": gemm.KERNEL, "reason": f"{target.name} offers no f16 x f16 -> f32 subgroup matrices"})
+    items: List[BenchItem] = []
+    kept: Dict[int, gemm.Tile] = {}
+    unrunnable: Dict[str, List[str]] = {}  # the reason -> the tiles it keeps out (one skip each reason)
+    for tile in tiles:
+        why = gemm.plan(case, tile, target).unavailable
+        if why:
+            unrunnable.setdefault(why, []).append(tile.tag())
+            continue
+        kept[len(items)] = tile
+        items.append(_item(len(items), gemm.OP, gemm.KERNEL, shape, "f16", flops=gemm.flops(case), check="c", config=tile.tag()))
+    for why, tags in unrunnable.items():
+        skipped.append(
+            {"impl": f"{gemm.KERNEL} {tags[0]}" if len(tags) == 1 else f"{gemm.KERNEL} ({len(tags)} tiles)", "reason": why}
+        )
+    series = [list(range(i, min(i + GEMM_SERIES, len(items)))) for i in range(0, len(items), GEMM_SERIES)]
+    job = BenchJob(items, proto, repeat, info, series)
+    job.case, job.name, job.config, job.tiles = case, name, config.to_dict(), kept
+    reply: BenchStart = {
+        **_schedule(bench_id, job, [{"shape": shape, "jobs": s} for s in series], skipped),
+        "op": gemm.OP,
+        "baseline": gemm.KERNEL,
+        "impls": [gemm.KERNEL],
+        "seq_lens": [],
+        "limits": {
+            **{k: LIMITS[k] for k in ("rounds", "repeat", "warmup_s")},
+            "config": gemm.GemmConfig.schema(),
+            "tiles": gemm.Tile.schema(),
+        },
+    }
+    return job, reply
+
+
 def item(job: BenchJob, index: int) -> BenchItem:
     """Job `index` of a benchmark; ValueError naming the allowed range."""
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(job.items):
@@ -297,6 +367,8 @@ def job_plans(job: BenchJob, index: int, target: Target) -> List[Plan]:
         elif it["impl"] == bandwidth.COPY:
             plans = [bandwidth.stream_plan(job.nbytes[index])]
             plans[0].unavailable = target.why_not(plans[0])
+        elif it["op"] == gemm.OP:
+            plans = [gemm.plan(job.case, job.tiles[index], target)]
         else:  # the case's filled inputs hold no bytes: its plan is small
             kernel = registry.load().kernel(it["impl"])
             plans = [interfaces.of(kernel).plan(kernel, job.case, target)]
@@ -402,7 +474,7 @@ def record(job: BenchJob, index: int, payload_json: str) -> Tuple[Dict[str, obje
         resolution_ns=protocol.resolution_of(known, _stamps(p.get("stamps", []), "stamps")),
     )
     if job.case is not None:
-        return _bandwidth_record(job, index, measured, timer, adapter, repeat), repeat == job.repeat - 1
+        return _case_record(job, index, measured, timer, adapter, repeat), repeat == job.repeat - 1
     try:
         rec = bench.make_record(
             it["op"], it["impl"], it["shape"], it["causal"], it["dtype"], adapter, measured, job.protocol, timer, job.info
@@ -434,18 +506,27 @@ def check(job: BenchJob, index: int, raw: bytes) -> FilledCheck:
     if plan is None:
         raise ValueError(f"job {index}'s plan is not built (bench_plan), or was checked already")
     outputs = {o.name: o.take(raw) for o in plan.outputs if o.buffer == it["check"]}
-    verdict = interfaces.of(registry.load().kernel(it["impl"])).check_filled(job.case, outputs)
+    if it["op"] == gemm.OP:
+        verdict = gemm.check_filled(job.case, outputs)
+    else:
+        verdict = interfaces.of(registry.load().kernel(it["impl"])).check_filled(job.case, outputs)
     job.checks[index] = verdict
     return verdict
 
 
-def _bandwidth_record(
+def _case_record(
     job: BenchJob, index: int, measured: protocol.Measured, timer: str, adapter: str, repeat: int
 ) -> Dict[str, object]:
+    """A case's record (a bandwidth op's, the GEMM's), once its output passed its check."""
     it = item(job, index)
     verified = job.checks.get(index)
     if it["check"] and not (verified and verified["ok"]):
-        raise ValueError(f"{it['impl']}: its output was not checked against the reference (bench_check): not recording it")
+        what = f"{it['impl']} {it['config']}".strip()
+        raise ValueError(f"{what}: its output was not checked against the reference (bench_check): not recording it")
+    if it["op"] == gemm.OP and job.case is not None:
+        return gemm.record(
+            job.case, job.tiles[index], measured, job.protocol, timer, adapter, job.info, repeat=repeat, verified=verified
+        )  # fmt: skip
     copy = it["impl"] == bandwidth.COPY
     return bandwidth.record(
         job.name, job.config, it["impl"], it["dtype"], (2 if copy else 1) * job.nbytes[index], measured, job.protocol,

@@ -91,7 +91,7 @@ def _head(done: Finished, head: int) -> int:
 def heatmap(done: Finished, head: int) -> pictures.Heatmap:
     """Query head `head`'s attention probabilities (wgattn.pictures.heatmap)."""
     run_ = done.live
-    return pictures.heatmap(run_.interface, run_.case, _head(done, head))
+    return pictures.heatmap(run_.interface, run_.case, _head(done, head), run_.config.heads)
 
 
 def error_map(done: Finished, output: str, a: str, b: str, head: int) -> pictures.ErrorPicture:
@@ -108,6 +108,7 @@ def error_map(done: Finished, output: str, a: str, b: str, head: int) -> picture
     iface, heads = run_.interface, run_.config.heads
     va = iface.head_view(run_.case, outputs[a][output], head, heads)
     vb = iface.head_view(run_.case, outputs[b][output], head, heads)
-    pic = pictures.error_map(va, vb, rows[0]["allowance"])
+    ndim = np.ndim(outputs[a][output])
+    pic = pictures.error_map(va, vb, rows[0]["allowance"], iface.view_axes(run_.case, output, ndim))
     pic.update({"output": output, "a": a, "b": b, "head": head})
     return pic

@@ -143,7 +143,8 @@ class BenchItem(TypedDict):
     index: int
     op: str
     impl: str
-    shape: List[int]  # B, H, S, D
+    config: str  # what a case's job runs besides its impl (a GEMM tile: wgattn.gemm.Tile.tag), "" none
+    shape: List[int]  # B, H, S, D (a case's: its interface's bench_shape; the GEMM's: M, N, K)
     causal: bool
     flops: float
     dtype: str

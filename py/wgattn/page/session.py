@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional, Type, TypeVar
 
-from .. import live, precision, registry, wire
+from .. import bandwidth, bench, live, precision, registry, wire
 from ..plan import Plan
 from ..precision import ProbeReport
 from ..target import Target
@@ -252,6 +252,24 @@ class PageSession:
             self._benches[bench_id] = job
         return json.dumps(wire.jsonable(reply))
 
+    def bench_schema(self, op: str) -> str:
+        """JSON {"interface", "fields"} of an op timed as bandwidth (decode): the interface that
+        serves it and its configuration's fields (the form the page shows for it, labelled)."""
+        if op not in bench.BANDWIDTH_OPS:
+            raise ValueError(f"op must be one of {list(bench.BANDWIDTH_OPS)}, got {op!r}")
+        (iface,) = bench.serving(op)
+        return json.dumps({"interface": iface.name, "fields": iface.Config.schema()})
+
+    def bench_validate(self, request_json: str) -> str:
+        """What is wrong with a benchmark request, as bench_start would say it (the field and what
+        is allowed), or "" when bench_start takes it: the page checks its forms as they are typed.
+        Nothing is started or held."""
+        try:
+            bench_jobs.start(request_json, self.target, 0)
+        except ValueError as exc:
+            return str(exc)
+        return ""
+
     def _bench(self, bench_id: int) -> BenchJob:
         if bench_id not in self._benches:
             raise ValueError(f"benchmark {bench_id!r} is not open: it was released or replaced by a newer benchmark")
@@ -321,7 +339,17 @@ class PageSession:
         raw = bytes(data.to_py()) if hasattr(data, "to_py") else bytes(data)
         return json.dumps(wire.jsonable(bench_jobs.check(self._bench(bench_id), index, raw)))  # a NaN output: "inf"
 
+    def bench_shares(self, records_json: str) -> str:
+        """Bandwidth records (a benchmark's, JSON) with each one's share of its series' copy filled
+        in (wgattn.bandwidth.copy_shares), as JSON."""
+        records = json.loads(records_json)
+        if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+            raise ValueError("bench_shares takes a list of bandwidth records")
+        bandwidth.copy_shares(records)
+        return json.dumps(records)
+
     def bench_import(self, text: str) -> str:
-        """A dropped `wgattn bench --json` file's records, checked, as JSON (ValueError saying
-        what is wrong)."""
-        return json.dumps(bench_import.check(text))
+        """A dropped file's records (`wgattn bench --json`'s, a bench/history file's, decode
+        records), checked, as JSON {"bench": [...], "bandwidth": [...]} (ValueError saying what
+        is wrong)."""
+        return json.dumps(bench_import.read(text))
