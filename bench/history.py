@@ -283,6 +283,46 @@ def decode_table(records: Sequence[Record], markdown: bool = False) -> str:
     return "\n".join(out).rstrip()
 
 
+def prefill_table(records: Sequence[Record], markdown: bool = False) -> str:
+    """A table per prefill case: a row per kernel and its yardstick (flash_fwd on the same work
+    unpaged), a column per runtime and mode: TFLOP/s of the visible pairs, the kernel's share of
+    the same series' yardstick, ±IQR; the first repeat (others after a slash). A kernel row whose
+    output was not checked before timing is marked "unchecked"."""
+    groups: Dict[str, List[Record]] = {}
+    for r in records:
+        if r.get("kind") == "prefill":
+            groups.setdefault(str(r["case"]), []).append(r)
+    out = []
+    for case, rows in groups.items():
+        modes = {(str(r.get("runtime", "")), str(r["mode"])) for r in rows}
+        cols = [c for c in DECODE_COLUMNS if c in modes] + sorted(modes - set(DECODE_COLUMNS))
+        impls = list(dict.fromkeys(str(r["impl"]) for r in rows))
+
+        def cell(impl: str, col: Tuple[str, str]) -> str:
+            got = [r for r in rows if r["impl"] == impl and (str(r.get("runtime", "")), str(r["mode"])) == col]
+            got.sort(key=lambda r: int(r.get("repeat", 0)))  # type: ignore[call-overload]
+            if not got:
+                return ""
+            r = got[0]
+            pct = f" ({float(r['pct_of_yardstick']):.0f}%)" if not r.get("yardstick") and r.get("pct_of_yardstick") else ""  # type: ignore[arg-type]
+            flag = "" if r.get("yardstick") or r.get("verified") else " unchecked"
+            more = "".join(f" / {float(x['tflops']):.4g}" for x in got[1:])  # type: ignore[arg-type]
+            return f"{float(r['tflops']):.4g}{pct} ±{100 * float(r['spread']):.1f}%{flag}{more}"  # type: ignore[arg-type]
+
+        head = ["impl", *(f"{c[0]} {c[1]}".strip() for c in cols)]
+        body = [[i, *(cell(i, c) for c in cols)] for i in impls]
+        title = f"prefill {case}: TFLOP/s (% of the same series' yardstick, flash_fwd on the same work unpaged) ±IQR"
+        if markdown:
+            out += [f"**{title}**\n", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+            out += ["| " + " | ".join(b) + " |" for b in body]
+        else:
+            widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+            out.append(title)
+            out += ["  " + "  ".join(str(x).ljust(w) for x, w in zip(row, widths)) for row in [head, *body]]
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
 def gemm_table(records: Sequence[Record], markdown: bool = False) -> str:
     """The GEMM records (wgattn.gemm.record) of each shape: a row per tile, a column per mode
     (robustness on, off), TFLOP/s ±IQR of the first repeat (others after a slash), fastest first."""

@@ -16,7 +16,8 @@ interleaved, the median with its spread), each repeated back to back (--repeat):
    `vulkan_enable_f16_on_nvidia,allow_unsafe_apis` (else Dawn offers no shader-f16 there). The
    two browsers are open together and take each request in turn, so robustness on and off are
    timed minutes apart at most; a request that would end past --budget-s is skipped in both;
-3. OUT/records.json (every record, `wgattn bench --json`'s shape, written after each step),
+3. OUT/records.json (every record, `wgattn bench --json`'s shape, written after each step;
+   --decode's cases in OUT/decode.jsonl, --prefill's in OUT/prefill.jsonl),
    OUT/report.json (adapters, Chromium's version and flags, the live check, the timers'
    resolution, the GPU's clocks before and after), OUT/table.txt; then a table per (op, shape),
    whether the repeats agree within 5%, and what moved against the last committed history
@@ -41,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from bench import decode_bandwidth, history
+from bench import decode_bandwidth, history, prefill
 from bench.demo import CHROMIUM_ARGS, ROOT, serve  # the demo and Chromium's flags, as the e2e tests have them
 from wgattn import bandwidth, bench, gemm, protocol
 
@@ -257,8 +258,8 @@ class BrowserPass:
                 log(f"  FAIL {c['kernel']} {c['case']}: worst |err| / allowance {c['worst']:.3g}")
 
     async def bench(self, req: Dict[str, Any], timeout: float) -> List[Dict]:
-        """One benchmark request in the page (a case, decode or the GEMM: window.wgattn.caseBench):
-        its records, relabelled."""
+        """One benchmark request in the page (a case, decode, prefill or the GEMM:
+        window.wgattn.caseBench): its records, relabelled."""
         what = request_name(req)
         t0 = time.time()
         call, state_of = ("caseBench", "cases") if req["op"] in CASE_OPS else ("benchRun", "bench")
@@ -308,12 +309,12 @@ GRID_JS = """async (iface) => {
 }"""
 
 
-CASE_OPS = (*bench.BANDWIDTH_OPS, gemm.OP)  # requests of one configuration of a case (wgattn.page.bench_jobs)
+CASE_OPS = (*bench.CONFIG_OPS, gemm.OP)  # requests of one configuration of a case (wgattn.page.bench_jobs)
 
 
 def request_name(req: Dict[str, Any]) -> str:
-    if req["op"] == "decode":
-        return f"decode {req['name']}"
+    if req["op"] in bench.CONFIG_OPS:
+        return f"{req['op']} {req['name']}"
     if req["op"] == gemm.OP:
         c = req.get("config", {})
         which = f"{len(req['tiles'])} tiles" if req.get("tiles") else c.get("fragment") or "every fragment"
@@ -472,6 +473,31 @@ def gemm_requests(spec: str, shape: str, proto: protocol.Protocol, repeat: int) 
     return [{**common, "config": config, "tiles": json.loads(Path(spec).read_text())}]
 
 
+def prefill_requests(names: Sequence[str], smoke: bool, proto: protocol.Protocol, repeat: int) -> List[Dict]:
+    """The page's prefill requests: one per case of bench/prefill.py's `cases()` named (shrunk by
+    its `smoke` with `smoke`): its kernel on its configuration, beside its yardstick."""
+    known = prefill.cases()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SystemExit(f"suite: --prefill takes cases of bench/prefill.py, {sorted(known)}; not {unknown}")
+    reqs = []
+    for n in names:
+        kernel, config = known[n]
+        config = prefill.smoke(config) if smoke else config
+        reqs.append(
+            {"op": "prefill", "name": n, "impls": kernel, "config": config.to_dict(), "rounds": proto.rounds,
+             "warmup_s": proto.warmup_s, "repeat": repeat}
+        )  # fmt: skip
+    return reqs
+
+
+def write_prefill(out: Path, records: List[Dict]) -> None:
+    """OUT/prefill.jsonl: the prefill records (wgattn.bandwidth.rate_record), each with its share
+    of its own series' yardstick (flash_fwd on the same work unpaged)."""
+    bandwidth.yardstick_shares(records)
+    (out / "prefill.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
 def write_decode(out: Path, records: List[Dict]) -> None:
     """OUT/decode.jsonl: the decode records (bench/decode_bandwidth.py's --json lines), each with
     its share of its own series' copy bandwidth."""
@@ -523,6 +549,13 @@ def parse_args(argv: Optional[Sequence[str]] = None):
         "(comma-separated, e.g. target,target-f32-cache; default none)",
     )
     ap.add_argument("--decode-smoke", action="store_true", help="the decode cases shrunk (decode_bandwidth.smoke)")
+    ap.add_argument(
+        "--prefill",
+        default="",
+        help="prefill cases of bench/prefill.py timed as FLOP/s beside flash_fwd on the same work, in each browser pass "
+        "(comma-separated, e.g. target; default none)",
+    )
+    ap.add_argument("--prefill-smoke", action="store_true", help="the prefill cases shrunk (bench/prefill.py's smoke)")
     ap.add_argument(
         "--gemm",
         default="",
@@ -580,6 +613,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     decode_records: List[Dict] = []
     gemm_reqs = gemm_requests(args.gemm, args.gemm_shape, proto, args.repeat)
     gemm_records: List[Dict] = []
+    prefill_names = [n.strip() for n in args.prefill.split(",") if n.strip()]
+    prefill_reqs = prefill_requests(prefill_names, args.prefill_smoke, proto, args.repeat)
+    prefill_records: List[Dict] = []
     log(f"suite: {', '.join(kernels)} at {'; '.join(map(str, shapes))}{' causal' if args.causal else ''}; {sorted(runtimes)}; "
         f"{proto.rounds} rounds, warm-up >= {proto.warmup_s} s, repeat {args.repeat}; out {out}")  # fmt: skip
     if "native" in runtimes:
@@ -615,17 +651,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not names or not set(names) <= set(dawn_of) or len(set(names)) != len(names):
             raise SystemExit(f"suite: --passes takes checked and/or trusted, got {args.passes!r}")
         passes = [BrowserPass(args, n, dawn_of[n], out) for n in names]
-        requests = page_requests(kernels, shapes, args.causal, proto, args.repeat, variants) + decode_reqs + gemm_reqs
+        page_reqs = page_requests(kernels, shapes, args.causal, proto, args.repeat, variants)
+        requests = page_reqs + decode_reqs + prefill_reqs + gemm_reqs
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "py"), os.environ.get("PYTHONPATH", "")) if p))
         if not (ROOT / ".cache" / "pyodide").is_dir():
             raise SystemExit("suite: the page needs Pyodide in .cache/pyodide: run `make setup` (bench/devcarry.py carries it)")
 
         def save(recs: List[Dict]) -> None:
             records.extend(r for r in recs if "kind" not in r and r.get("op") != gemm.OP)
-            decode_records.extend(r for r in recs if "kind" in r)  # decode and copy records
+            decode_records.extend(r for r in recs if r.get("kind") in bandwidth.BANDWIDTH_KINDS)  # decode and copy records
+            prefill_records.extend(r for r in recs if r.get("kind") == "prefill")
             gemm_records.extend(r for r in recs if r.get("op") == gemm.OP)
             write(out, records, report)
             write_decode(out, decode_records)
+            write_prefill(out, prefill_records)
             write_gemm(out, gemm_records)
 
         for p in passes:
@@ -646,6 +685,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if decode_records:
         write_decode(out, decode_records)
         table += "\n\n" + history.decode_table(decode_records)
+    if prefill_records:
+        write_prefill(out, prefill_records)
+        table += "\n\n" + history.prefill_table(prefill_records)
     if gemm_records:
         table += "\n\n" + history.gemm_table(gemm_records)
     (out / "table.txt").write_text(table + "\n")
@@ -658,6 +700,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     log(
         f"suite: {len(records)} records in {report['wall_s']} s -> {out}/records.json"
         + (f", {len(decode_records)} decode records -> {out}/decode.jsonl" if decode_names else "")
+        + (f", {len(prefill_records)} prefill records -> {out}/prefill.jsonl" if prefill_names else "")
         + (f", {len(gemm_records)} GEMM records -> {out}/gemm.jsonl" if gemm_records else "")
     )
     return 0

@@ -47,14 +47,11 @@
 // NB = 2 tile buffers, a tile is stored while the last one's products still read the other
 // buffer: three barriers a tile instead of four. The mask (windows, sequence ends) is evaluated
 // only on tiles that cross one of its edges (a workgroup-uniform test per tile).
-// Register arrays are indexed only by counters of loops with constant bounds (NVIDIA's compiler
-// puts an array with any other index in local memory: flash_fwd.smx says what that cost), and
-// stay in the entry point that declares them: the two passes write their matrix loops out each
-// rather than hand the arrays to a shared function.
-// Robustness: as flash_fwd.smx, every operand in workgroup memory is an array of fragments, each
-// matrix load or store takes `&arr[i]`, offset 0 and a constant stride; every workgroup variable
-// is a multiple of 16 bytes (NVIDIA's driver reads a fragment from its address rounded down to
-// 16 bytes). Dawn zero-fills workgroup memory and wgpu does not: everything read is written first.
+// Straight-line: every loop over fragments, over a tile's share and over the elementwise pass is
+// written out (wgsl.py's #for: x{r}_{c}, y{r}_{c}, a{f}/b{f}), so no register array exists for a
+// driver to demote to local memory when it does not unroll a loop, and every matrix load takes
+// a staging fragment [buffer and role][constant fragment] (NVIDIA's driver does not unroll loops
+// without hints once they grow, and Tint emits none: gemm.smx measures the difference).
 // Reference: wgattn.reference.varlen_attention_bwd.
 #include "lib/subgroup_matrix.wgsl"
 
@@ -69,39 +66,43 @@ const S: u32 = 8u;
 #endif
 const P4: u32 = (S + 8u) / 4u;  // vec4<f16> stride of a fragment row, padded 16 bytes (banks)
 const F4: u32 = (S + 4u) / 4u;  // vec4<f32> stride of a result fragment row
-// MAX_DC: head-dim chunks of S columns (DP / S); DS: subgroups per row block (a tile knob: 1 or
-// 2); MAX_PF: vec4 of each of a tile's two tensors one invocation prefetches.
+// The counts the written-out code repeats, from the plan's defines (for this head_dim and tile):
+// MAX_DC head-dim chunks of S columns (DP / S); NT fragments along a tile (BT / S); DS subgroups
+// per row block (a tile knob: 1 or 2), NR = 2 / DS roles each and DCS = MAX_DC / DS chunks of dQ;
+// MAX_PF vec4 of each of a tile's two tensors one invocation prefetches; MAX_EW vec4 of a tile's
+// P and dS one invocation forms.
 #const MAX_DC
+#const NT
 #const DS
+#const NR
+#const DCS
 #const MAX_PF
-const NR: u32 = 2u / DS;        // roles a subgroup takes
-const DCS: u32 = MAX_DC / DS;   // head-dim chunks of dQ a subgroup accumulates
+#const MAX_EW
 const LOG2E: f32 = 1.4426950408889634;
 const EMPTY_LSE: f32 = 1.0e30;  // stands for a non-finite lse: exp(s - EMPTY_LSE) is 0
 
 alias LF = subgroup_matrix_left<f16, S, S>;
 alias RF = subgroup_matrix_right<f16, S, S>;
 alias AF = subgroup_matrix_result<f32, S, S>;
+alias FragH = array<vec4<f16>, S * P4>;  // one f16 fragment in workgroup memory, rows padded
+alias FragF = array<vec4<f32>, S * F4>;  // one f32 fragment
 
 override WG: u32;   // invocations per workgroup: RB * DS subgroups
 override RB: u32;   // row blocks of S fixed rows (keys in bwd_dkdv, query rows in bwd_dq)
-override BT: u32;   // rows of a tile (query rows in bwd_dkdv, keys in bwd_dq): a multiple of S
-override DP: u32;   // head_dim rounded up to a multiple of 16 (zeros past head_dim)
+override BT: u32;   // rows of a tile (query rows in bwd_dkdv, keys in bwd_dq): NT * S
+override DP: u32;   // head_dim rounded up to a multiple of 16 (zeros past head_dim): MAX_DC * S
 override NB: u32 = 1u;      // tile buffers: 2 stores a tile while the last one is still read
 override BF: u32 = RB * S;  // fixed rows per workgroup
-override NT: u32 = BT / S;  // fragments along a tile
-override DC: u32 = DP / S;  // fragments along the head dim
-override PF: u32 = (BT * DP / 4u + WG - 1u) / WG;  // vec4 of a tile tensor each invocation stages
 
-// Tiles, [(buffer * 2 + role) * NT * DC + row fragment * DC + head-dim chunk][row * P4 + vec4
-// column], rows of the tile row-major: role 0 holds Q (bwd_dkdv) or K (bwd_dq), role 1 dout or V.
-var<workgroup> tt: array<array<vec4<f16>, S * P4>, NB * 2u * NT * DC>;
-// Score results, [(role * RB + row block) * NT + tile fragment]: fixed rows x tile rows. Role 0
-// Sᵀ (bwd_dkdv) or S (bwd_dq), role 1 dPᵀ or dP; they carry the accumulators to the output too.
-var<workgroup> rs: array<array<vec4<f32>, S * F4>, 2u * RB * NT>;
+// Tiles, [buffer * 2 + role][row fragment * MAX_DC + head-dim chunk][row * P4 + vec4 column],
+// rows of the tile row-major: role 0 holds Q (bwd_dkdv) or K (bwd_dq), role 1 dout or V.
+var<workgroup> tt: array<array<FragH, NT * MAX_DC>, NB * 2u>;
+// Score results, [role * RB + row block][tile fragment]: fixed rows x tile rows. Role 0 Sᵀ
+// (bwd_dkdv) or S (bwd_dq), role 1 dPᵀ or dP; they carry the accumulators to the output too.
+var<workgroup> rs: array<array<FragF, NT>, 2u * RB>;
 // f16 left operands of the accumulating products, same indexing: role 0 dSᵀ (or dS) times
 // scale, role 1 Pᵀ (bwd_dkdv only).
-var<workgroup> pp: array<array<vec4<f16>, S * P4>, 2u * RB * NT>;
+var<workgroup> pp: array<array<FragH, NT>, 2u * RB>;
 var<workgroup> lse_t: array<vec4<f32>, max(NB * BT, BF) / 4u>;   // lse of the rows whose P is formed
 var<workgroup> delta_t: array<vec4<f32>, max(NB * BT, BF) / 4u>; // and their delta
 
@@ -182,65 +183,58 @@ fn store_dkv(row: u32, d: u32, dim: u32, y: vec4<f32>) {
 #endif
 }
 
-// One tile's share of an invocation, held in registers until it is stored: vec4 lid + WG * f of
-// the tile's two tensors (row (lid + WG * f) / (DP / 4)), and in bwd_dkdv the lse and delta of
-// tile row lid (lid < BT).
-struct Share {
-  a: array<vec4<f32>, MAX_PF>,
-  b: array<vec4<f32>, MAX_PF>,
-  lse: f32,
-  delta: f32,
+// Vec4 e of a tile of rows first .. first + valid - 1 of head `head` (of `heads`), row e / (DP /
+// 4): of k (second: v) when kv, else of q (second: dout); zeros from row `valid` on. f32, held in
+// registers and converted when stored, so that nothing waits for the load.
+fn fetch_one(kv: bool, second: bool, first: u32, valid: u32, head: u32, heads: u32, dim: u32, e: u32) -> vec4<f32> {
+  let row = e / (DP / 4u);
+  if (e >= BT * DP / 4u || row >= valid) {
+    return vec4<f32>(0.0);
+  }
+  let at = (first + row) * heads + head;
+  let c = e % (DP / 4u);
+  if (kv) {
+    if (second) {
+      return load_v(at, c, dim);
+    }
+    return load_k(at, c, dim);
+  }
+  if (second) {
+    return load_do(at, c, dim);
+  }
+  return load_q(at, c, dim);
 }
 
-// Rows first .. first + valid - 1 of head `head` (of `heads`): of k and v when kv, else of q and
-// dout (with their lse and delta when with_stats); zeros from row `valid` on.
-fn fetch(kv: bool, with_stats: bool, first: u32, valid: u32, head: u32, heads: u32, dim: u32, lid: u32) -> Share {
-  var r: Share;
-  for (var f = 0u; f < MAX_PF; f++) {
-    r.a[f] = vec4<f32>(0.0);
-    r.b[f] = vec4<f32>(0.0);
-    let e = lid + WG * f;
-    let row = e / (DP / 4u);
-    if (f < PF && e < BT * DP / 4u && row < valid) {
-      let at = (first + row) * heads + head;
-      let c = e % (DP / 4u);
-      if (kv) {
-        r.a[f] = load_k(at, c, dim);
-        r.b[f] = load_v(at, c, dim);
-      } else {
-        r.a[f] = load_q(at, c, dim);
-        r.b[f] = load_do(at, c, dim);
-      }
-    }
-  }
-  r.lse = EMPTY_LSE;
-  r.delta = 0.0;
-  if (with_stats && lid < valid && lid < BT) {
+// (lse, delta) of tile row lid (lid < BT) of rows first .. first + valid - 1 of head `head`;
+// (EMPTY_LSE, 0) past them and for a non-finite lse (an empty row's -inf, NaN).
+fn fetch_stats(first: u32, valid: u32, head: u32, heads: u32, lid: u32) -> vec2<f32> {
+  var r = vec2<f32>(EMPTY_LSE, 0.0);
+  if (lid < valid && lid < BT) {
     let at = (first + lid) * heads + head;
     let x = stats[at];
-    r.lse = select(EMPTY_LSE, x, abs(x) < 3.0e38);  // -inf (an empty row) and NaN: nothing
-    r.delta = stats[params.total_q * heads + at];
+    r = vec2<f32>(select(EMPTY_LSE, x, abs(x) < 3.0e38), stats[params.total_q * heads + at]);
   }
   return r;
 }
 
-// A share into tile buffer `buf` (f16), and its lse and delta when with_stats.
-fn store(x: Share, with_stats: bool, buf: u32, lid: u32) {
-  for (var f = 0u; f < MAX_PF; f++) {
-    let e = lid + WG * f;
-    if (f < PF && e < BT * DP / 4u) {
-      let row = e / (DP / 4u);
-      let d = (e % (DP / 4u)) * 4u;
-      let frag = (buf * 2u * NT + row / S) * DC + d / S;
-      let at = (row % S) * P4 + (d % S) / 4u;
-      tt[frag][at] = vec4<f16>(x.a[f]);
-      tt[frag + NT * DC][at] = vec4<f16>(x.b[f]);
-    }
+// Vec4 e of the tile (a of role 0, b of role 1, fetched by fetch_one) into tile buffer `buf`.
+fn put_one(buf: u32, e: u32, a: vec4<f32>, b: vec4<f32>) {
+  if (e < BT * DP / 4u) {
+    let row = e / (DP / 4u);
+    let d = (e % (DP / 4u)) * 4u;
+    let frag = (row / S) * MAX_DC + d / S;
+    let at = (row % S) * P4 + (d % S) / 4u;
+    tt[buf * 2u][frag][at] = vec4<f16>(a);
+    tt[buf * 2u + 1u][frag][at] = vec4<f16>(b);
   }
-  if (with_stats && lid < BT) {
+}
+
+// Tile row lid's (lse, delta) into buffer `buf`'s stats.
+fn put_stats(buf: u32, lid: u32, x: vec2<f32>) {
+  if (lid < BT) {
     let r = buf * BT + lid;
-    lse_t[r / 4u][r % 4u] = x.lse;
-    delta_t[r / 4u][r % 4u] = x.delta;
+    lse_t[r / 4u][r % 4u] = x.x;
+    delta_t[r / 4u][r % 4u] = x.y;
   }
 }
 
@@ -252,10 +246,8 @@ fn grads4(s0: vec4<f32>, dp: vec4<f32>, lse: vec4<f32>, delta: vec4<f32>, vis: v
   var s = x;
   var slope = vec4<f32>(1.0);
   if (cap > 0.0) {
-    for (var c = 0u; c < 4u; c++) {
-      s[c] = softcap_apply(x[c], cap);
-      slope[c] = softcap_slope(x[c], cap);
-    }
+    s = vec4<f32>(softcap_apply(x.x, cap), softcap_apply(x.y, cap), softcap_apply(x.z, cap), softcap_apply(x.w, cap));
+    slope = vec4<f32>(softcap_slope(x.x, cap), softcap_slope(x.y, cap), softcap_slope(x.z, cap), softcap_slope(x.w, cap));
   }
   let p = select(vec4<f32>(0.0), exp2((s - lse) * LOG2E), vis);
   return array<vec4<f32>, 2>(p, p * (dp - delta) * (slope * scale));
@@ -342,88 +334,112 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
   let mx = sg < RB * DS;  // has matrix work
 
   // K (role 0) and V (role 1) of the block, left fragments (keys x dims), staged through buffer 0
-  // in chunks of BT keys.
-  var xr: array<LF, NR * MAX_DC>;
+  // in chunks of BT keys: x{r}_{c} is role part + r's chunk c.
+#for r NR
+#for c MAX_DC
+  var x{r}_{c}: LF;
+#endfor
+#endfor
   for (var ch = 0u; ch < (RB + NT - 1u) / NT; ch++) {
     let first = j0 + i32(ch * BT);
-    let x = fetch(true, false, u32(k_start + first), u32(max(0, min(i32(BT), len_k - first))), g, hkv, dim, lid);
-    store(x, false, 0u, lid);
+    let valid = u32(max(0, min(i32(BT), len_k - first)));
+#for f MAX_PF
+    put_one(0u, lid + WG * {f}u, fetch_one(true, false, u32(k_start + first), valid, g, hkv, dim, lid + WG * {f}u),
+            fetch_one(true, true, u32(k_start + first), valid, g, hkv, dim, lid + WG * {f}u));
+#endfor
     workgroupBarrier();
     if (mx && fb / NT == ch) {
-      for (var r = 0u; r < NR; r++) {
-        for (var c = 0u; c < MAX_DC; c++) {
-          xr[r * MAX_DC + c] = subgroupMatrixLoad<LF, row_major>(&tt[((part + r) * NT + fb % NT) * DC + c], 0u, P4);
-        }
-      }
+#for r NR
+#for c MAX_DC
+      x{r}_{c} = subgroupMatrixLoad<LF, row_major>(&tt[part + {r}u][(fb % NT) * MAX_DC + {c}u], 0u, P4);
+#endfor
+#endfor
     }
     workgroupBarrier();
   }
 
-  var acc: array<AF, NR * MAX_DC>;  // role 0: dK, role 1: dV (rows of row block fb, every chunk)
-  for (var c = 0u; c < NR * MAX_DC; c++) {
-    acc[c] = AF();
-  }
+  // y{r}_{c}: role part + r's accumulator (role 0 dK, role 1 dV) of row block fb, chunk c.
+#for r NR
+#for c MAX_DC
+  var y{r}_{c} = AF();
+#endfor
+#endfor
   // Tiles it = 0 .. grp * ntile - 1: head g * grp + it / ntile, query rows from qlo + (it % ntile) * BT.
   let ntile = u32(max(0, qhi - qlo + i32(BT) - 1)) / BT;
   let tiles = grp * ntile;
-  var next = fetch(false, true, u32(q_start + qlo), u32(max(0, min(i32(BT), len_q - qlo))), g * grp, hq, dim, lid);
+  let valid0 = u32(max(0, min(i32(BT), len_q - qlo)));
+#for f MAX_PF
+  var a{f} = fetch_one(false, false, u32(q_start + qlo), valid0, g * grp, hq, dim, lid + WG * {f}u);
+  var b{f} = fetch_one(false, true, u32(q_start + qlo), valid0, g * grp, hq, dim, lid + WG * {f}u);
+#endfor
+  var st = fetch_stats(u32(q_start + qlo), valid0, g * grp, hq, lid);
   for (var it = 0u; it < tiles; it++) {
     let buf = it % NB;
     let t0 = qlo + i32((it % ntile) * BT);
-    store(next, true, buf, lid);
     let n1 = it + 1u;  // the next tile, in flight while this one is computed
     let t1 = qlo + i32((n1 % ntile) * BT);
     let v1 = select(0u, u32(max(0, min(i32(BT), len_q - t1))), n1 < tiles);
-    next = fetch(false, true, u32(q_start + t1), v1, g * grp + min(n1 / ntile, grp - 1u), hq, dim, lid);
+    let h1 = g * grp + min(n1 / ntile, grp - 1u);
+#for f MAX_PF
+    put_one(buf, lid + WG * {f}u, a{f}, b{f});
+    a{f} = fetch_one(false, false, u32(q_start + t1), v1, h1, hq, dim, lid + WG * {f}u);
+    b{f} = fetch_one(false, true, u32(q_start + t1), v1, h1, hq, dim, lid + WG * {f}u);
+#endfor
+    put_stats(buf, lid, st);
+    st = fetch_stats(u32(q_start + t1), v1, h1, hq, lid);
     workgroupBarrier();  // the tile is staged
 
     // Sᵀ = K Qᵀ (role 0), dPᵀ = V doutᵀ (role 1): keys x query rows.
     if (mx) {
-      for (var r = 0u; r < NR; r++) {
-        let role = part + r;
-        for (var n = 0u; n < NT; n++) {
-          var s = AF();
-          for (var c = 0u; c < MAX_DC; c++) {
-            let qt = subgroupMatrixLoad<RF, col_major>(&tt[((buf * 2u + role) * NT + n) * DC + c], 0u, P4);
-            s = subgroupMatrixMultiplyAccumulate(xr[r * MAX_DC + c], qt, s);
-          }
-          subgroupMatrixStore<row_major>(&rs[(role * RB + fb) * NT + n], 0u, s, F4);
-        }
+#for r NR
+#for n NT
+      {
+        var s = AF();
+#for c MAX_DC
+        s = subgroupMatrixMultiplyAccumulate(x{r}_{c}, subgroupMatrixLoad<RF, col_major>(&tt[buf * 2u + part + {r}u][{n}u * MAX_DC + {c}u], 0u, P4), s);
+#endfor
+        subgroupMatrixStore<row_major>(&rs[(part + {r}u) * RB + fb][{n}u], 0u, s, F4);
       }
+#endfor
+#endfor
     }
     workgroupBarrier();  // Sᵀ and dPᵀ are in workgroup memory
 
     // Pᵀ and dSᵀ * scale (f16), elementwise: key jj of the block, query rows tr .. tr + 3.
     let full = all_visible(t0, t0 + i32(BT) - 1, j0, j0 + i32(BF) - 1, len_q, len_k, offset, wl, wr);
-    for (var e = lid; e < BF * BT / 4u; e += WG) {
-      let jj = e / (BT / 4u);
-      let tr = (e % (BT / 4u)) * 4u;
-      let f = (jj / S) * NT + tr / S;
-      let a32 = (jj % S) * F4 + (tr % S) / 4u;
-      var vis = vec4<bool>(true);
-      if (!full) {
-        vis = visible4(vec4<i32>(t0 + i32(tr)) + vec4<i32>(0, 1, 2, 3), vec4<i32>(j0 + i32(jj)), len_q, len_k, offset, wl, wr);
+#for u MAX_EW
+    {
+      let e = lid + WG * {u}u;
+      if (e < BF * BT / 4u) {
+        let jj = e / (BT / 4u);
+        let tr = (e % (BT / 4u)) * 4u;
+        let a32 = (jj % S) * F4 + (tr % S) / 4u;
+        var vis = vec4<bool>(true);
+        if (!full) {
+          vis = visible4(vec4<i32>(t0 + i32(tr)) + vec4<i32>(0, 1, 2, 3), vec4<i32>(j0 + i32(jj)), len_q, len_k, offset, wl, wr);
+        }
+        let at = (buf * BT + tr) / 4u;
+        let gr = grads4(rs[jj / S][tr / S][a32], rs[RB + jj / S][tr / S][a32], lse_t[at], delta_t[at], vis);
+        let a16 = (jj % S) * P4 + (tr % S) / 4u;
+        pp[jj / S][tr / S][a16] = vec4<f16>(gr[1]);
+        pp[RB + jj / S][tr / S][a16] = vec4<f16>(gr[0]);
       }
-      let st = (buf * BT + tr) / 4u;
-      let gr = grads4(rs[f][a32], rs[RB * NT + f][a32], lse_t[st], delta_t[st], vis);
-      let a16 = (jj % S) * P4 + (tr % S) / 4u;
-      pp[f][a16] = vec4<f16>(gr[1]);
-      pp[RB * NT + f][a16] = vec4<f16>(gr[0]);
     }
+#endfor
     workgroupBarrier();  // Pᵀ and dSᵀ are in workgroup memory
 
     // dK += dSᵀ Q (role 0), dV += Pᵀ dout (role 1), every head-dim chunk.
     if (mx) {
-      for (var r = 0u; r < NR; r++) {
-        let role = part + r;
-        for (var kk = 0u; kk < NT; kk++) {
-          let a = subgroupMatrixLoad<LF, row_major>(&pp[(role * RB + fb) * NT + kk], 0u, P4);
-          for (var c = 0u; c < MAX_DC; c++) {
-            let bt = subgroupMatrixLoad<RF, row_major>(&tt[((buf * 2u + role) * NT + kk) * DC + c], 0u, P4);
-            acc[r * MAX_DC + c] = subgroupMatrixMultiplyAccumulate(a, bt, acc[r * MAX_DC + c]);
-          }
-        }
+#for r NR
+#for kk NT
+      {
+        let a = subgroupMatrixLoad<LF, row_major>(&pp[(part + {r}u) * RB + fb][{kk}u], 0u, P4);
+#for c MAX_DC
+        y{r}_{c} = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<RF, row_major>(&tt[buf * 2u + part + {r}u][{kk}u * MAX_DC + {c}u], 0u, P4), y{r}_{c});
+#endfor
       }
+#endfor
+#endfor
     }
     if (NB == 1u) {
       workgroupBarrier();  // the tile buffer is read; with two, the next tile goes to the other
@@ -435,15 +451,15 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
 
   // dk (role 0) and dv (role 1) through rs in chunks of NT head-dim fragments.
   let tk = params.total_k;
-  for (var ch = 0u; ch < (DC + NT - 1u) / NT; ch++) {
+  for (var ch = 0u; ch < (MAX_DC + NT - 1u) / NT; ch++) {
     if (mx) {
-      for (var r = 0u; r < NR; r++) {
-        for (var c = 0u; c < MAX_DC; c++) {  // a constant index into acc
-          if (c / NT == ch) {
-            subgroupMatrixStore<row_major>(&rs[((part + r) * RB + fb) * NT + c % NT], 0u, acc[r * MAX_DC + c], F4);
-          }
-        }
+#for r NR
+#for c MAX_DC
+      if ({c}u / NT == ch) {
+        subgroupMatrixStore<row_major>(&rs[(part + {r}u) * RB + fb][{c}u % NT], 0u, y{r}_{c}, F4);
       }
+#endfor
+#endfor
     }
     workgroupBarrier();
     for (var e = lid; e < 2u * BF * BT / 4u; e += WG) {
@@ -452,7 +468,7 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
       let col = (e % (BT / 4u)) * 4u;
       let d = ch * BT + col;
       if (j0 + i32(jj) <= j_last && d < dim) {
-        let y = rs[(which * RB + jj / S) * NT + col / S][(jj % S) * F4 + (col % S) / 4u];
+        let y = rs[which * RB + jj / S][col / S][(jj % S) * F4 + (col % S) / 4u];
         store_dkv(which * tk * hkv + u32(k_start + j0 + i32(jj)) * hkv + g, d, dim, y);
       }
     }
@@ -498,19 +514,27 @@ fn bwd_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   let part = sg % DS;
   let mx = sg < RB * DS;
 
-  // Q (role 0) and dout (role 1) of the block, left fragments (rows x dims), through buffer 0.
-  var xr: array<LF, NR * MAX_DC>;
+  // Q (role 0) and dout (role 1) of the block, left fragments (rows x dims), through buffer 0:
+  // x{r}_{c} is role part + r's chunk c.
+#for r NR
+#for c MAX_DC
+  var x{r}_{c}: LF;
+#endfor
+#endfor
   for (var ch = 0u; ch < (RB + NT - 1u) / NT; ch++) {
     let first = row0 + i32(ch * BT);
-    let x = fetch(false, false, u32(q_start + first), u32(max(0, min(i32(BT), len_q - first))), h, hq, dim, lid);
-    store(x, false, 0u, lid);
+    let valid = u32(max(0, min(i32(BT), len_q - first)));
+#for f MAX_PF
+    put_one(0u, lid + WG * {f}u, fetch_one(false, false, u32(q_start + first), valid, h, hq, dim, lid + WG * {f}u),
+            fetch_one(false, true, u32(q_start + first), valid, h, hq, dim, lid + WG * {f}u));
+#endfor
     workgroupBarrier();
     if (mx && fb / NT == ch) {
-      for (var r = 0u; r < NR; r++) {
-        for (var c = 0u; c < MAX_DC; c++) {
-          xr[r * MAX_DC + c] = subgroupMatrixLoad<LF, row_major>(&tt[((part + r) * NT + fb % NT) * DC + c], 0u, P4);
-        }
-      }
+#for r NR
+#for c MAX_DC
+      x{r}_{c} = subgroupMatrixLoad<LF, row_major>(&tt[part + {r}u][(fb % NT) * MAX_DC + {c}u], 0u, P4);
+#endfor
+#endfor
     }
     workgroupBarrier();
   }
@@ -529,63 +553,75 @@ fn bwd_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     delta_t[e / 4u][e % 4u] = dl;
   }
 
-  var acc: array<AF, DCS>;  // head-dim chunks part * DCS .. of the block's dQ
-  for (var c = 0u; c < DCS; c++) {
-    acc[c] = AF();
-  }
-  var next = fetch(true, false, u32(k_start + band.x), u32(max(0, min(i32(BT), len_k - band.x))), kvh, hkv, dim, lid);
+  // y{cl}: head-dim chunk part * DCS + cl of the block's dQ.
+#for cl DCS
+  var y{cl} = AF();
+#endfor
+  let valid0 = u32(max(0, min(i32(BT), len_k - band.x)));
+#for f MAX_PF
+  var a{f} = fetch_one(true, false, u32(k_start + band.x), valid0, kvh, hkv, dim, lid + WG * {f}u);
+  var b{f} = fetch_one(true, true, u32(k_start + band.x), valid0, kvh, hkv, dim, lid + WG * {f}u);
+#endfor
   var it = 0u;
   for (var t0 = band.x; t0 < band.y; t0 += i32(BT)) {
     let buf = it % NB;
     it++;
-    store(next, false, buf, lid);
     let t1 = t0 + i32(BT);
     let v1 = select(0u, u32(max(0, min(i32(BT), len_k - t1))), t1 < band.y);
-    next = fetch(true, false, u32(k_start + t1), v1, kvh, hkv, dim, lid);
+#for f MAX_PF
+    put_one(buf, lid + WG * {f}u, a{f}, b{f});
+    a{f} = fetch_one(true, false, u32(k_start + t1), v1, kvh, hkv, dim, lid + WG * {f}u);
+    b{f} = fetch_one(true, true, u32(k_start + t1), v1, kvh, hkv, dim, lid + WG * {f}u);
+#endfor
     workgroupBarrier();  // the tile is staged
 
     // S = Q Kᵀ (role 0), dP = dout Vᵀ (role 1): query rows x keys.
     if (mx) {
-      for (var r = 0u; r < NR; r++) {
-        let role = part + r;
-        for (var n = 0u; n < NT; n++) {
-          var s = AF();
-          for (var c = 0u; c < MAX_DC; c++) {
-            let kt = subgroupMatrixLoad<RF, col_major>(&tt[((buf * 2u + role) * NT + n) * DC + c], 0u, P4);
-            s = subgroupMatrixMultiplyAccumulate(xr[r * MAX_DC + c], kt, s);
-          }
-          subgroupMatrixStore<row_major>(&rs[(role * RB + fb) * NT + n], 0u, s, F4);
-        }
+#for r NR
+#for n NT
+      {
+        var s = AF();
+#for c MAX_DC
+        s = subgroupMatrixMultiplyAccumulate(x{r}_{c}, subgroupMatrixLoad<RF, col_major>(&tt[buf * 2u + part + {r}u][{n}u * MAX_DC + {c}u], 0u, P4), s);
+#endfor
+        subgroupMatrixStore<row_major>(&rs[(part + {r}u) * RB + fb][{n}u], 0u, s, F4);
       }
+#endfor
+#endfor
     }
     workgroupBarrier();  // S and dP are in workgroup memory
 
     // dS * scale (f16), elementwise: query row ii of the block, keys tr .. tr + 3.
     let full = all_visible(row0, row0 + i32(BF) - 1, t0, t0 + i32(BT) - 1, len_q, len_k, offset, wl, wr);
-    for (var e = lid; e < BF * BT / 4u; e += WG) {
-      let ii = e / (BT / 4u);
-      let tr = (e % (BT / 4u)) * 4u;
-      let f = (ii / S) * NT + tr / S;
-      let a32 = (ii % S) * F4 + (tr % S) / 4u;
-      var vis = vec4<bool>(true);
-      if (!full) {
-        vis = visible4(vec4<i32>(row0 + i32(ii)), vec4<i32>(t0 + i32(tr)) + vec4<i32>(0, 1, 2, 3), len_q, len_k, offset, wl, wr);
+#for u MAX_EW
+    {
+      let e = lid + WG * {u}u;
+      if (e < BF * BT / 4u) {
+        let ii = e / (BT / 4u);
+        let tr = (e % (BT / 4u)) * 4u;
+        let a32 = (ii % S) * F4 + (tr % S) / 4u;
+        var vis = vec4<bool>(true);
+        if (!full) {
+          vis = visible4(vec4<i32>(row0 + i32(ii)), vec4<i32>(t0 + i32(tr)) + vec4<i32>(0, 1, 2, 3), len_q, len_k, offset, wl, wr);
+        }
+        let gr = grads4(rs[ii / S][tr / S][a32], rs[RB + ii / S][tr / S][a32], vec4<f32>(lse_t[ii / 4u][ii % 4u]),
+                        vec4<f32>(delta_t[ii / 4u][ii % 4u]), vis);
+        pp[ii / S][tr / S][(ii % S) * P4 + (tr % S) / 4u] = vec4<f16>(gr[1]);
       }
-      let gr = grads4(rs[f][a32], rs[RB * NT + f][a32], vec4<f32>(lse_t[ii / 4u][ii % 4u]),
-                      vec4<f32>(delta_t[ii / 4u][ii % 4u]), vis);
-      pp[f][(ii % S) * P4 + (tr % S) / 4u] = vec4<f16>(gr[1]);
     }
+#endfor
     workgroupBarrier();  // dS is in workgroup memory
 
     // dQ += dS K over this subgroup's head-dim chunks.
     if (mx) {
-      for (var kk = 0u; kk < NT; kk++) {
-        let ds = subgroupMatrixLoad<LF, row_major>(&pp[fb * NT + kk], 0u, P4);
-        for (var cl = 0u; cl < DCS; cl++) {
-          let kt = subgroupMatrixLoad<RF, row_major>(&tt[(buf * 2u * NT + kk) * DC + part * DCS + cl], 0u, P4);
-          acc[cl] = subgroupMatrixMultiplyAccumulate(ds, kt, acc[cl]);
-        }
+#for kk NT
+      {
+        let ds = subgroupMatrixLoad<LF, row_major>(&pp[fb][{kk}u], 0u, P4);
+#for cl DCS
+        y{cl} = subgroupMatrixMultiplyAccumulate(ds, subgroupMatrixLoad<RF, row_major>(&tt[buf * 2u][{kk}u * MAX_DC + part * DCS + {cl}u], 0u, P4), y{cl});
+#endfor
       }
+#endfor
     }
     if (NB == 1u) {
       workgroupBarrier();  // the tile buffer is read; with two, the next tile goes to the other
@@ -596,14 +632,13 @@ fn bwd_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   }
 
   // dq through rs in chunks of NT head-dim fragments.
-  for (var ch = 0u; ch < (DC + NT - 1u) / NT; ch++) {
+  for (var ch = 0u; ch < (MAX_DC + NT - 1u) / NT; ch++) {
     if (mx) {
-      for (var cl = 0u; cl < DCS; cl++) {  // a constant index into acc
-        let c = part * DCS + cl;
-        if (c / NT == ch) {
-          subgroupMatrixStore<row_major>(&rs[fb * NT + c % NT], 0u, acc[cl], F4);
-        }
+#for cl DCS
+      if ((part * DCS + {cl}u) / NT == ch) {
+        subgroupMatrixStore<row_major>(&rs[fb][(part * DCS + {cl}u) % NT], 0u, y{cl}, F4);
       }
+#endfor
     }
     workgroupBarrier();
     for (var e = lid; e < BF * BT / 4u; e += WG) {
@@ -611,7 +646,7 @@ fn bwd_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
       let col = (e % (BT / 4u)) * 4u;
       let d = ch * BT + col;
       if (row0 + i32(ii) <= row_last && d < dim) {
-        let y = rs[(ii / S) * NT + col / S][(ii % S) * F4 + (col % S) / 4u];
+        let y = rs[ii / S][col / S][(ii % S) * F4 + (col % S) / 4u];
         store_dq(u32(q_start + row0 + i32(ii)) * hq + h, d, dim, y);
       }
     }

@@ -31,6 +31,11 @@ SLOW = {
         "test_the_native_api_runs_decode",
     ),
     "test_native_flash_fwd.py": ("test_kernel_matches_reference", "test_planted_tiling_bugs_are_caught"),
+    "test_native_prefill.py": (
+        "test_kernel_matches_reference",
+        "test_planted_bugs_are_caught",
+        "test_the_native_api_runs_prefill_past_decode_s_new_tokens",
+    ),
     "test_native_grids.py": ("test_trusted_kernel_passes_its_grid_checked",),
     "test_native_runtime_bounds.py": ("test_many_shapes_keep_the_runtime_cache_under_its_bound",),
     "test_native_varlen_bwd.py": (

@@ -85,8 +85,9 @@ def ratio(rows: Iterable[Mapping[str, object]]) -> float:
     return worst
 
 
-def first_wide_failure(runtime, kernel, cases, source: str) -> Optional[Tuple[str, float]]:
-    """(case name, ratio) of the first of `cases` that `source`, built as `kernel`, fails by WIDE
+def first_wide_failure(runtime, kernel, cases, source) -> Optional[Tuple[str, float]]:
+    """(case name, ratio) of the first of `cases` that `source` (WGSL, or a function of the case
+    giving it: a kernel whose defines follow the case's sizes), built as `kernel`, fails by WIDE
     times its allowance or more; None when no case does. Narrow rows are tried first: a planted
     bug's WGSL is compiled afresh for each tile shape, and a software adapter's compile grows with
     the head dimension the shape unrolls. A case the planted WGSL cannot be planned for (a head dim
@@ -97,10 +98,11 @@ def first_wide_failure(runtime, kernel, cases, source: str) -> Optional[Tuple[st
         return max((a.shape[-1] for a in case.inputs.values() if a.ndim > 1), default=0)
 
     for case in sorted(cases, key=width):
+        text = source(case) if callable(source) else source
         judged = conformance.judged_case(kernel, case)
-        if interfaces.of(kernel).plan(kernel, judged, runtime.target, source=source).unavailable:
+        if interfaces.of(kernel).plan(kernel, judged, runtime.target, source=text).unavailable:
             continue
-        r = ratio(conformance.run_case(runtime, kernel, case, source=source))
+        r = ratio(conformance.run_case(runtime, kernel, case, source=text))
         if r >= WIDE:
             return case.name, r
     return None
@@ -132,11 +134,13 @@ def session_on(runtime):
 
 def chosen_knobs(kernel) -> dict:
     """The knobs `kernel`'s interface chooses for it (Interface.layout_on) on its first grid case on
-    the default target, or {} where the interface leaves them to the kernel's registry entry."""
+    the default target (MATRIX_TARGET for a kernel on subgroup matrices), or {} where the
+    interface leaves them to the kernel's registry entry."""
     from wgattn import interfaces
     from wgattn.interfaces import Interface
 
     iface = interfaces.of(kernel)
     if type(iface).layout_on is Interface.layout_on:
         return {}
-    return dict(iface.layout_on(kernel, iface.conformance_cases()[0], Target()).knobs)
+    target = MATRIX_TARGET if kernel.matrix is not None else Target()
+    return dict(iface.layout_on(kernel, iface.conformance_cases()[0], target).knobs)

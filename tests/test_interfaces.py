@@ -94,7 +94,7 @@ def test_pictures_are_the_reference_s(iface):
     if "probs" in ref:
         want = iface.head_view(case, ref["probs"], heads - 1, heads)
         np.testing.assert_allclose(p, want[: p.shape[0]], rtol=1e-12, atol=1e-15)
-    elif iface.name == "paged_decode":  # rows (sequence, new token); columns the cache's positions
+    elif iface.name in ("paged_decode", "paged_prefill"):  # rows (sequence, new token); columns the cache's positions
         i = case.inputs
         bs, sq = i["k_cache"].shape[1], i["q"].shape[1]
         kv = (heads - 1) // (i["q"].shape[2] // i["k_cache"].shape[2])

@@ -32,6 +32,19 @@ SMALL = {
         "alibi": True,
         "sinks": True,
     },
+    "paged_prefill": {
+        "batch": 3,
+        "new_tokens": 37,
+        "heads": 4,
+        "heads_kv": 2,
+        "seq_len": 60,
+        "head_dim": 12,
+        "block_size": 8,
+        "window_left": 20,
+        "softcap": 5.0,
+        "alibi": True,
+        "sinks": True,
+    },
     "sdpa_arena": {"batch": 2, "heads": 2, "seq_q": 19, "seq_k": 23, "head_dim": 7, "mask": "padding", "seed": 3},
     "varlen_fwd": {"batch": 3, "heads": 2, "seq_q": 21, "seq_k": 17, "head_dim": 9, "causal": True, "padding": True},
     "flash_fwd": {
@@ -242,7 +255,8 @@ def test_every_live_field_is_labelled_in_words():
         (
             "sdpa_arena.seed",
             {"heads_kv": 2, "window_left": 3},
-            "for sdpa_arena; they are fields of the configuration of flash_fwd, paged_decode, varlen_bwd, not of sdpa_arena",
+            "for sdpa_arena; they are fields of the configuration of flash_fwd, paged_decode, paged_prefill, varlen_bwd, "
+            "not of sdpa_arena",
         ),
         ("flash_fwd.tiled", {"mask": "causal", "heads_kv": 2}, "unknown config field(s) ['mask'] for flash_fwd; its fields: ["),
         (

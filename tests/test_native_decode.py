@@ -177,7 +177,7 @@ TARGETS = [_target(16384, False), _target(32768, True), _target(49152, False)]
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.id)
-@pytest.mark.parametrize("dim", [1, 59, 64, 80, 128, 256])
+@pytest.mark.parametrize("dim", [1, 59, 64, 80, 128, 256, 512])
 @pytest.mark.parametrize("rows", [1, 4, 40, 160, 1024])
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.name)
 def test_tiles_fit_the_adapter_and_the_private_arrays(kernel, dim, rows, target):
@@ -254,14 +254,17 @@ def test_what_the_interface_refuses():
     with pytest.raises(ValueError, match=r"num_splits must be None or an integer"):
         decode.case_from_reference(q, k_cache, v_cache, table, lens, num_splits=2.0)
     big = decode.case_from_reference(
-        np.zeros((1, 1, 2, 260), np.float32),
-        np.zeros((1, 4, 1, 260), np.float32),
-        np.zeros((1, 4, 1, 260), np.float32),
+        np.zeros((1, 1, 2, 520), np.float32),
+        np.zeros((1, 4, 1, 520), np.float32),
+        np.zeros((1, 4, 1, 520), np.float32),
         [[0]],
         [1],
     )
     plan = decode.plan(SPLIT, big, TARGETS[2])
-    assert "paged_decode.split supports head_dim <= 256, got 260" in plan.unavailable
+    assert "paged_decode.split supports head_dim <= 512, got 520" in plan.unavailable
+    # more new tokens than a decoding step has: the paged_prefill interface's
+    with pytest.raises(ValueError, match=r"paged_decode takes at most 16 new tokens a sequence .* paged_prefill"):
+        decode.case_from_reference(np.zeros((4, 17, 16, 128), np.float32), k_cache, v_cache, table, [130, 17, 0, 64])
 
 
 def test_the_f16_kernel_uploads_a_float16_cache_and_asks_for_shader_f16():

@@ -418,6 +418,9 @@ DECODE_ORACLE_CASES = {
     "d128_bs16_gqa4_long_alibi_window": ([3001], 3, 8, 2, 128, 16, 700, 0.0, True, False, 0.07),
     "d64_bs1_softcap_sixteen_new": ([16, 40], 16, 4, 2, 64, 1, -1, 5.0, False, True, None),
     "d59_bs7_everything": ([50, 0, 23], 4, 6, 3, 59, 7, 9, 3.0, True, True, 0.3),
+    # chunked prefill: a whole prompt (its new tokens fill the cache) and a chunk after a history
+    "d64_bs16_gqa4_prefill_whole_prompt_sinks": ([90, 0, 200], 90, 8, 2, 64, 16, -1, 0.0, False, True, None),
+    "d32_bs7_prefill_chunk_window_alibi": ([333, 120], 120, 4, 1, 32, 7, 50, 8.0, True, False, None),
 }
 
 

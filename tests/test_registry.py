@@ -96,7 +96,7 @@ def test_entry_points_and_knobs_are_the_wgsl_s(kid):
     k = REG.kernel(kid)
     chosen = chosen_knobs(k)  # an interface that chooses its kernels' knobs per target
     sizes = {"head_dim": 64}
-    src = k.source(sizes, MATRIX_TARGET, None if chosen else k.knobs(sizes, MATRIX_TARGET))  # defines may name knobs
+    src = k.source(sizes, MATRIX_TARGET, chosen or k.knobs(sizes, MATRIX_TARGET))  # defines may name knobs
     for p in k.abi.passes:
         assert p.entry_point in wgsl.functions(src), p.entry_point
         ones = {p.name: 1 for p in k.abi.params}

@@ -47,23 +47,27 @@ def _only(cfg):
 
 def _workgroup_vars(source: str, knobs: dict) -> dict:
     """Bytes of each of the WGSL's var<workgroup> declarations, its consts and overrides
-    substituted (written out here, apart from wgattn.wgsl's reader, to check it on nested arrays)."""
+    substituted (written out here, apart from wgattn.wgsl's reader, to check it on nested arrays
+    and aliases)."""
     names = dict(knobs)
     for name, value in re.findall(r"const (\w+): u32 = ([^;]+);", source):
         names[name] = evaluate(value, names)
-    sizes = {"vec4<f16>": 8, "vec4<f32>": 16, "atomic<u32>": 4}
-    out = {}
-    for var, decl in re.findall(r"var<workgroup> (\w+): ([^;]+);", source):
-        m = (
-            re.fullmatch(r"array<array<(vec4<f\d+>), ([^>]+)>, ([^>]+)>", decl)
-            or re.fullmatch(r"array<(atomic<u32>), (\d+)>()", decl)
-            or re.fullmatch(r"array<(vec4<f\d+>), (.+)>()", decl)
-        )
-        if m:
-            out[var] = sizes[m.group(1)] * evaluate(m.group(2), names) * evaluate(m.group(3) or "1", names)
-        else:
-            out[var] = sizes[decl]
-    return out
+    aliases = dict(re.findall(r"alias (\w+) = ([^;]+);", source))
+    scalars = {"vec4<f16>": 8, "vec4<f32>": 16, "atomic<u32>": 4}
+
+    def size(decl: str) -> int:
+        decl = aliases.get(decl, decl)
+        if decl in scalars:
+            return scalars[decl]
+        assert decl.startswith("array<") and decl.endswith(">"), f"a workgroup type this test does not size: {decl}"
+        inner, depth = decl[6:-1], 0
+        for i, ch in enumerate(inner):  # the element type ends at the comma outside <> and ()
+            depth += (ch in "<(") - (ch in ">)")
+            if ch == "," and depth == 0:
+                return size(inner[:i].strip()) * evaluate(inner[i + 1 :], names)
+        raise AssertionError(f"an array without a count: {decl}")
+
+    return {var: size(decl) for var, decl in re.findall(r"var<workgroup> (\w+): ([^;]+);", source)}
 
 
 @pytest.mark.parametrize("cfg", [(16, 16, 16), (16, 8, 16), (16, 8, 8), (8, 8, 8)])
@@ -92,7 +96,7 @@ def test_the_backwards_workgroup_storage_is_what_the_wgsl_declares(cfg, head_dim
     target = _adapter(_only(cfg), (32, 32) if cfg[0] == 16 else (8, 8))
     sizes = {"head_dim": head_dim, "max_seqlen": 100}
     fit = k.fit(sizes, target)
-    knobs = dict(fit.knobs, NT=fit.knobs["BT"] // cfg[0], DC=fit.knobs["DP"] // cfg[0])
+    knobs = dict(fit.knobs)
     source = k.source(sizes, target, knobs=fit.knobs)
     interface_pass = (k.folder / "lib/varlen_bwd_dsinks.wgsl").read_text()
     declared = _workgroup_vars(source.replace(interface_pass, ""), knobs)

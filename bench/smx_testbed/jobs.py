@@ -82,10 +82,34 @@ def varlen_bwd_extra(seed: int = 1) -> List[Case]:
     return [bwd.grid_case(rs, "smx-bwd-d128-causal-tl-gqa2", [(200, 200), (77, 300)], 4, 2, 128, opts, 1.0)]
 
 
+def paged_prefill_extra(seed: int = 1) -> List[Case]:
+    """Prefill's cases aimed at a kernel on subgroup matrices: scores that rise along the keys
+    (the lazy rescale taken again and again, across block boundaries of the cache), one-hot values
+    (out row i is row i of P folded onto 16 columns), and a head dim of whole 16-wide fragments
+    past a tile's rows at GQA 4:1 with ALiBi."""
+    pf = interfaces.get("paged_prefill")
+    rs = np.random.RandomState(seed)
+    cases = [pf.grid_case(rs, "smx-d128-gqa4-alibi", [200, 77], 77, 8, 2, 128, 16, {}, True, False)]
+    t = pf.grid_case(rs, "rising", [256, 96], 96, 2, 1, 64, 16, {}, False, False).inputs
+    # q = 1; each cache row holds key j = its token: k_j = j * 0.08 * noise in (0.9, 1.1)
+    bs, table, lens = t["k_cache"].shape[1], t["block_table"], t["seq_lens"]
+    k = np.zeros_like(t["k_cache"])
+    for b, n in enumerate(lens):
+        for j in range(int(n)):
+            k[table[b, j // bs], j % bs] = j * 0.08 * rs.uniform(0.9, 1.1, size=k.shape[2:])
+    rising = pf.case_from_reference(np.ones_like(t["q"]), k, t["v_cache"], table, lens, name="smx-rising-scores-d64")
+    cases.append(rising)
+    t = pf.grid_case(rs, "onehot", [40, 32], 32, 1, 1, 16, 8, {}, False, False).inputs
+    v = np.zeros_like(t["v_cache"])
+    v[:, :, 0, :] = np.eye(16, dtype=np.float32)[(np.arange(v.shape[0] * v.shape[1]) % 16)].reshape(v.shape[0], v.shape[1], 16)
+    cases.append(pf.case_from_reference(t["q"], t["k_cache"], v, t["block_table"], t["seq_lens"], name="smx-onehot-v-d16"))
+    return cases
+
+
 # Per interface: cases beyond the conformance grid, and the quick subset (name prefixes) covering
 # causal in both alignments, GQA and MQA, windows, softcap, empty sequences and rows with no key,
 # head dims past a 16-wide fragment and D = 128.
-EXTRA = {"flash_fwd": flash_fwd_extra, "varlen_bwd": varlen_bwd_extra}
+EXTRA = {"flash_fwd": flash_fwd_extra, "varlen_bwd": varlen_bwd_extra, "paged_prefill": paged_prefill_extra}
 QUICK = {
     "flash_fwd": (
         "causal-br-d64-mqa-empty-seqs",
@@ -95,6 +119,15 @@ QUICK = {
         "softcap-d64-gqa3",
         "smx-rising-scores-d64",
         "smx-d128-causal-tl-gqa2",
+        "smx-onehot-v-d16",
+    ),
+    "paged_prefill": (
+        "whole-cache-gqa4-bs16-idle",
+        "awkward-d59-mqa-bs7",
+        "window-softcap-d111-gqa3",
+        "alibi-sinks-mha-bs1-idle",
+        "d512-gqa2-bs32-sinks",
+        "smx-rising-scores-d64",
         "smx-onehot-v-d16",
     ),
     "varlen_bwd": (

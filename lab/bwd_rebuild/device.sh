@@ -3,7 +3,7 @@
 # by the benchmark suite (python -m bench.suite: the protocol) on this machine's GPU, and on
 # request the conformance grid in Chromium:
 #   1. Chromium, robustness on (REB_PASSES, default "checked"): one suite run per group of
-#      `variants groups` (the registered kernel, varlen_bwd.smx_old and the candidates in one series);
+#      `variants groups` (the registered kernel, its loops form varlen_bwd.smx_loops and the candidates in one series);
 #   2. natively, wgpu-py trusted and checked: varlen_bwd.tiled and its candidates (`variants native`;
 #      REB_NATIVE names others, "" skips);
 #   3. only when REB_GRID_S > 0 (default 0): the varlen_bwd conformance grid in Chromium (robustness

@@ -68,8 +68,8 @@ BUGS: Dict[str, Tuple[str, List[Tuple[str, str]], Tuple[str, ...]]] = {
         "the second subgroup's half of dQ (its head-dim chunks) never stored",
         [
             (
-                "if (c / NT == ch) {\n          subgroupMatrixStore<row_major>(&rs[fb * NT + c % NT]",
-                "if (c / NT == ch && part == 0u) {\n          subgroupMatrixStore<row_major>(&rs[fb * NT + c % NT]",
+                "if ((part * DCS + {cl}u) / NT == ch) {",
+                "if ((part * DCS + {cl}u) / NT == ch && part == 0u) {",
             )
         ],
         (D64,),
@@ -78,8 +78,10 @@ BUGS: Dict[str, Tuple[str, List[Tuple[str, str]], Tuple[str, ...]]] = {
         "bwd_dkdv's score products read tile buffer 0 whatever the tile (two buffers)",
         [
             (
-                "let qt = subgroupMatrixLoad<RF, col_major>(&tt[((buf * 2u + role) * NT + n) * DC + c], 0u, P4);",
-                "let qt = subgroupMatrixLoad<RF, col_major>(&tt[((0u * 2u + role) * NT + n) * DC + c], 0u, P4);",
+                "keys x query rows.\n    if (mx) {\n#for r NR\n#for n NT\n      {\n        var s = AF();\n#for c MAX_DC\n"
+                "        s = subgroupMatrixMultiplyAccumulate(x{r}_{c}, subgroupMatrixLoad<RF, col_major>(&tt[buf * 2u",
+                "keys x query rows.\n    if (mx) {\n#for r NR\n#for n NT\n      {\n        var s = AF();\n#for c MAX_DC\n"
+                "        s = subgroupMatrixMultiplyAccumulate(x{r}_{c}, subgroupMatrixLoad<RF, col_major>(&tt[0u * 2u",
             )
         ],
         (D64,),
@@ -98,10 +100,15 @@ BUGS: Dict[str, Tuple[str, List[Tuple[str, str]], Tuple[str, ...]]] = {
         "bwd_dkdv's dK takes Pᵀ and dV takes dSᵀ",
         [
             (
-                "pp[f][a16] = vec4<f16>(gr[1]);\n      pp[RB * NT + f][a16] = vec4<f16>(gr[0]);",
-                "pp[f][a16] = vec4<f16>(gr[0]);\n      pp[RB * NT + f][a16] = vec4<f16>(gr[1]);",
+                "pp[jj / S][tr / S][a16] = vec4<f16>(gr[1]);\n        pp[RB + jj / S][tr / S][a16] = vec4<f16>(gr[0]);",
+                "pp[jj / S][tr / S][a16] = vec4<f16>(gr[0]);\n        pp[RB + jj / S][tr / S][a16] = vec4<f16>(gr[1]);",
             )
         ],
+        (D64,),
+    ),
+    "chunk_fixed": (
+        "bwd_dkdv's written-out dK and dV products read the tile's head-dim chunk 0 for every chunk",
+        [("[{kk}u * MAX_DC + {c}u], 0u, P4), y{r}_{c});", "[{kk}u * MAX_DC + 0u], 0u, P4), y{r}_{c});")],
         (D64,),
     ),
 }

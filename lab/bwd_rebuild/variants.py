@@ -1,10 +1,12 @@
-"""Tile candidates of the rebuilt varlen_bwd.smx, and the kernel it replaced, written into a working
-tree as extra registered kernels so that the benchmark suite times them all in one series beside
-the registered kernel (outputs right: each candidate is the registered kernel's WGSL with one tile).
+"""Candidates of the written-out varlen_bwd.smx, and the kernel it was written out from, written
+into a working tree as extra registered kernels so that the benchmark suite times them in one
+series beside the registered kernel (outputs right: each candidate is the registered kernel's
+WGSL with one tile).
 
-    python3 -m lab.bwd_rebuild.variants apply     # manifest entries (+ shaders/varlen_bwd.smx_old.wgsl)
+    python3 -m lab.bwd_rebuild.variants apply     # manifest entries (+ shaders/varlen_bwd.smx_loops.wgsl)
+    python3 -m lab.bwd_rebuild.variants ids       # the kernel ids apply registers, comma-separated
     python3 -m lab.bwd_rebuild.variants groups    # the kernel lists device.sh times, one suite run each
-    python3 -m lab.bwd_rebuild.variants native    # the f32 kernels it times natively
+    python3 -m lab.bwd_rebuild.variants native    # the f32 kernels device.sh times natively
     python3 -m lab.bwd_rebuild.variants list      # what each candidate is at D = 64 and D = 128
     python3 -m lab.bwd_rebuild.variants revert    # removes them again
 
@@ -12,10 +14,10 @@ A candidate is varlen_bwd.smx's manifest entry under its own id (`varlen_bwd.smx
 below the registered kernel's) with `template` the registered WGSL and one tile: an expression of
 head_dim, so that each names a distinct shape at both of the benchmark's head dims (64 and 128)
 and fits the H100's 48 KiB at both (`apply` checks that with the registry's own fit, and fails
-rather than let the suite find a candidate that cannot run). `varlen_bwd.smx_old` is the kernel as
-it was before the rebuild (the ablated one, git 4f066b6), its WGSL and manifest entry taken from
-git, timed as the baseline in every group. Nothing in the product reads this folder; the
-candidates exist only in a tree where `apply` ran (the coordinator's, before
+rather than let the suite find a candidate that cannot run). `varlen_bwd.smx_loops` is the kernel
+as it was before its matrix loops were written out (git 27c0746, the one burst S2 timed), its WGSL
+and manifest entry taken from git: the baseline of the series. Nothing in the product reads this
+folder; the candidates exist only in a tree where `apply` ran (the coordinator's, before
 `python3 -m bench.devcarry pack`).
 """
 
@@ -32,52 +34,32 @@ from typing import Dict, List, Mapping, Union
 ROOT = Path(__file__).resolve().parents[2]
 BASE = "varlen_bwd.smx"
 PREFIX = BASE + "_v_"
-OLD = BASE + "_old"
-OLD_COMMIT = "4f066b6"  # the kernel the ablation measured (lab/bwd_ablation)
+LOOPS = BASE + "_loops"
+LOOPS_COMMIT = "27c0746"  # the rebuilt kernel with its fragment loops (burst S2's registered one)
 RANK0 = 40  # candidates take ranks RANK0, RANK0 + 1, ...: below varlen_bwd.smx (60), above .tiled (20)
 BIG = "min(1, head_dim // 65)"  # 1 above head_dim 64 (the D = 128 shape), else 0
 
 # name -> (what it is, its one tile). S below is the fragment side (16 on the H100).
 Tile = Dict[str, Union[int, str]]
 CANDIDATES: Dict[str, tuple] = {
-    "nb1": (
-        "D 64: 8 row blocks, 2 subgroups each, one tile buffer (4 barriers); D 128: 4 row blocks, 2 subgroups, two buffers",
-        {"RB": f"8 - 4 * {BIG}", "BT": "SGM_M", "DS": 2, "NB": f"1 + {BIG}"},
-    ),
     "ds1": (
-        "one subgroup a row block (both roles: K and V, dK and dV in its registers); D 64: two buffers, D 128: one",
+        "one subgroup a row block (both roles: K and V, dK and dV in its registers, two independent product "
+        "chains); D 64: two tile buffers, D 128: one",
         {"RB": 8, "BT": "SGM_M", "DS": 1, "NB": f"2 - {BIG}"},
     ),
-    "ds1_nb1": (
-        "one subgroup a row block; D 64: 8 row blocks, one buffer; D 128: 4 row blocks, two buffers",
-        {"RB": f"8 - 4 * {BIG}", "BT": "SGM_M", "DS": 1, "NB": f"1 + {BIG}"},
-    ),
-    "rb4": (
-        "4 row blocks (64 keys or query rows a workgroup), 2 subgroups each; D 64: tiles of 2 S rows, one buffer; "
-        "D 128: tiles of S rows, one buffer",
-        {"RB": 4, "BT": f"2 * SGM_M - SGM_M * {BIG}", "DS": 2, "NB": 1},
-    ),
-    "rb4_nb2": (
-        "D 64: 4 row blocks, tiles of S rows, two buffers; D 128: 2 row blocks against tiles of 2 S rows, one buffer",
-        {"RB": f"4 - 2 * {BIG}", "BT": f"SGM_M + SGM_M * {BIG}", "DS": 2, "NB": f"2 - {BIG}"},
-    ),
-    "rb4_ds1": (
-        "4 row blocks, one subgroup each; D 64: tiles of 2 S rows; D 128: tiles of S rows; one buffer",
-        {"RB": 4, "BT": f"2 * SGM_M - SGM_M * {BIG}", "DS": 1, "NB": 1},
+    "wg256": (
+        "4 row blocks, 2 subgroups each (256 invocations: two workgroups an SM where registers allow); D 64: tiles "
+        "of 2 S rows (two independent score products a subgroup), one buffer; D 128: tiles of S rows, two buffers",
+        {"RB": 4, "BT": f"2 * SGM_M - SGM_M * {BIG}", "DS": 2, "NB": f"1 + {BIG}"},
     ),
 }
 # The f32 kernel's candidates, timed natively: name -> (what it is, its defines).
 TILED = "varlen_bwd.tiled"
-TILED_CANDIDATES: Dict[str, tuple] = {
-    "vec4": (
-        "q, k, v, out, dout read and dq, dk, dv written as vec4 rows where head_dim % 4 == 0",
-        {"VEC4": "1 - min(1, head_dim % 4)"},
-    ),
-}
+TILED_CANDIDATES: Dict[str, tuple] = {}
 NATIVE: List[str] = [TILED] + [f"{TILED}_v_{name}" for name in TILED_CANDIDATES]
-# One suite run per group, each with the registered kernel and the old one as its baselines: a
+# One suite run per group, each with the registered kernel and the loops form as its baselines: a
 # series holds every kernel of a group at once on the GPU, so groups stay small (<= 10).
-GROUPS: List[List[str]] = [[BASE, OLD] + [PREFIX + name for name in CANDIDATES]]
+GROUPS: List[List[str]] = [[BASE, LOOPS] + [PREFIX + name for name in CANDIDATES]]
 H100_F16 = {"componentType": "f16", "resultComponentType": "f32", "M": 16, "N": 16, "K": 16}  # the configuration there
 SHAPES = {64: dict(head_dim=64, heads_q=16, heads_kv=16), 128: dict(head_dim=128, heads_q=16, heads_kv=16)}
 
@@ -116,10 +98,10 @@ def entries(manifest: Mapping, root: Path) -> Dict[str, dict]:
         entry["defines"] = {**entry.get("defines", {}), **defines}
         entry["summary"] = f"Lab candidate of {TILED}: {what}."
         out[f"{TILED}_v_{name}"] = entry
-    old = json.loads(git_show(root, f"{OLD_COMMIT}:shaders/manifest.json"))["kernels"][BASE]
-    old["rank"] = RANK0 + len(CANDIDATES)
-    old["summary"] = f"Lab baseline: {BASE} as it was at {OLD_COMMIT}, before the rebuild."
-    out[OLD] = old
+    loops = json.loads(git_show(root, f"{LOOPS_COMMIT}:shaders/manifest.json"))["kernels"][BASE]
+    loops["rank"] = RANK0 + len(CANDIDATES)
+    loops["summary"] = f"Lab baseline: {BASE} as it was at {LOOPS_COMMIT}, its fragment loops not written out."
+    out[LOOPS] = loops
     return out
 
 
@@ -150,9 +132,9 @@ def apply(root: Path) -> List[str]:
     taken = ranks & {e["rank"] for e in new.values()}
     if taken:
         raise SystemExit(f"variants: ranks {sorted(taken)} are taken; move RANK0")
-    (root / "shaders" / f"{OLD}.wgsl").write_text(
-        f"// LAB BASELINE (lab/bwd_rebuild/variants.py): {BASE} as it was at {OLD_COMMIT}.\n"
-        + git_show(root, f"{OLD_COMMIT}:shaders/{BASE}.wgsl")
+    (root / "shaders" / f"{LOOPS}.wgsl").write_text(
+        f"// LAB BASELINE (lab/bwd_rebuild/variants.py): {BASE} as it was at {LOOPS_COMMIT}.\n"
+        + git_show(root, f"{LOOPS_COMMIT}:shaders/{BASE}.wgsl")
     )
     manifest["kernels"].update(new)
     dump(root, manifest)
@@ -164,18 +146,18 @@ def apply(root: Path) -> List[str]:
 
 def revert(root: Path) -> List[str]:
     manifest = load(root)
-    gone = [k for k in manifest["kernels"] if k.startswith((PREFIX, TILED + "_v_")) or k == OLD]
+    gone = [k for k in manifest["kernels"] if k.startswith((PREFIX, TILED + "_v_")) or k == LOOPS]
     for k in gone:
         del manifest["kernels"][k]
     if gone:
         dump(root, manifest)
-    (root / "shaders" / f"{OLD}.wgsl").unlink(missing_ok=True)
+    (root / "shaders" / f"{LOOPS}.wgsl").unlink(missing_ok=True)
     return gone
 
 
 def main(argv: List[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("command", choices=("apply", "revert", "groups", "native", "list"))
+    ap.add_argument("command", choices=("apply", "revert", "ids", "groups", "native", "list"))
     ap.add_argument("--root", default=str(ROOT), help="the working tree (default: this checkout)")
     args = ap.parse_args(argv)
     root = Path(args.root)
@@ -184,6 +166,8 @@ def main(argv: List[str]) -> int:
         print(f"variants: {len(ids)} kernels registered in {manifest_path(root)}: {', '.join(ids)}")
     elif args.command == "revert":
         print(f"variants: {len(revert(root))} kernels removed")
+    elif args.command == "ids":
+        print(",".join(entries(load(root), root)))
     elif args.command == "groups":
         for g in GROUPS:
             print(",".join(g))

@@ -1,5 +1,6 @@
-"""Kernels timed as bandwidth (an op of wgattn.bench.BANDWIDTH_OPS: decode): what the native
-benchmark (bench/decode_bandwidth.py) and the page's (wgattn.page.bench_jobs, static/bench.js) share.
+"""Kernels timed on one configuration with inputs the GPU fills (wgattn.bench.CONFIG_OPS: decode
+as bandwidth, prefill as FLOP/s): what the native benchmark (bench/decode_bandwidth.py) and the
+page's (wgattn.page.bench_jobs, static/bench.js) share.
 
 * the copy a kernel's bandwidth is compared with, and the read alone (`stream_plan`, `copy_plan`:
   shaders/stream.wgsl);
@@ -8,11 +9,14 @@ benchmark (bench/decode_bandwidth.py) and the page's (wgattn.page.bench_jobs, st
   each element's index, exact in f16 and f32, so `fill_values` (NumPy) reproduces any part of it
   bit for bit, and the interface checks an output on such inputs against the float64 reference
   (Interface.check_filled) before it is timed. The GEMM benchmark (wgattn.gemm, timed in TFLOP/s
-  rather than as bandwidth) has its A and B made the same way;
-* a record (`record`) and its share of the same series' copy (`copy_shares`).
+  rather than as bandwidth) has its A and B made the same way, prefill (FLOP/s) its q and cache;
+* a record (`record`) and its share of the same series' copy (`copy_shares`); a prefill's record
+  (`rate_record`) and its share of the same series' yardstick (`yardstick_shares`: flash_fwd on
+  the same work unpaged).
 
 Bandwidth = the bytes a step must read (Interface.bench_bytes) over the protocol's median; a copy
-counts its read and written bytes.
+counts its read and written bytes. A rate = the FLOPs a run must compute (Interface.bench_flops:
+the visible pairs only) over the median, the same count for the yardstick.
 """
 
 from __future__ import annotations
@@ -39,13 +43,15 @@ __all__ = [
     "copy_shares",
     "BandwidthRecord",
     "BANDWIDTH_KINDS",
+    "rate_record",
+    "yardstick_shares",
 ]
 
 COPY = "wgsl.copy"  # the impl of a series' copy in its records
 COPY_PER = 8  # vec4s per invocation of the copy (stream.wgsl's PER)
-# One fill per tensor the GPU fills, each its own values (hash_fill.wgsl's SEED): decode's cache,
-# the GEMM's inputs (wgattn.gemm).
-SEEDS = {"k_cache": 0x6B6B6B6B, "v_cache": 0x76767676, "a": 0x61616161, "b": 0x62626262}
+# One fill per tensor the GPU fills, each its own values (hash_fill.wgsl's SEED): decode's and
+# prefill's q and cache, the GEMM's inputs (wgattn.gemm).
+SEEDS = {"q": 0x71717171, "k_cache": 0x6B6B6B6B, "v_cache": 0x76767676, "a": 0x61616161, "b": 0x62626262}
 _WG = 256  # stream.wgsl's and hash_fill.wgsl's workgroup size
 
 
@@ -253,3 +259,68 @@ def _gbps(r: Mapping[str, object]) -> float:
     if not isinstance(value, (int, float)):
         raise ValueError(f"a record's gbps must be a number, got {value!r}")
     return float(value)
+
+
+def rate_record(
+    case: str,
+    shape: Mapping[str, object],
+    impl: str,
+    dtype: str,
+    flops: float,
+    measured: protocol.Measured,
+    proto: protocol.Protocol,
+    timer: str,
+    adapter: str,
+    info,
+    mode: str = "",
+    config: Optional[Mapping[str, float]] = None,
+    repeat: int = 0,
+    verified: Optional[Mapping[str, object]] = None,
+    yardstick: bool = False,
+    kind: str = "prefill",
+) -> Dict[str, object]:
+    """One record of an op timed as FLOP/s on one configuration (the suite's prefill.jsonl): `flops`
+    (Interface.bench_flops) over the protocol's median; `yardstick` marks the kernel it is timed
+    beside (the same work, another interface: its `verified` is None, it is not checked);
+    pct_of_yardstick is filled by `yardstick_shares` once the series' yardstick is in. `shape` is
+    the case's configuration, `config` what ran (the tile)."""
+    st = protocol.summarize(proto, measured.samples)
+    return {
+        "kind": kind,
+        "case": case,
+        "shape": dict(shape),
+        "impl": impl,
+        "dtype": dtype,
+        "runtime": info.runtime,
+        "browser": info.browser,
+        "flags": list(info.flags),
+        "mode": mode,
+        "yardstick": bool(yardstick),
+        "config": " ".join(f"{k}={int(v)}" for k, v in dict(config or {}).items()),
+        "adapter": adapter,
+        "flops": float(flops),
+        "tflops": flops / (st.median_ms * 1e-3) / 1e12,
+        "pct_of_yardstick": 0.0,
+        **measured.record_fields(proto),
+        "timer": timer,
+        "timer_resolution_ns": float(measured.resolution_ns),
+        "repeat": int(repeat),
+        "verified": None if verified is None else dict(verified),
+        "time": info.time,
+        "commit": info.commit,
+    }
+
+
+def yardstick_shares(records: Sequence[Dict[str, object]]) -> None:
+    """Set each rate record's pct_of_yardstick: its TFLOP/s over that of the yardstick of the same
+    case, runtime, adapter, browser flags, mode and repeat (the same series), 0 where there is none."""
+
+    def at(r: Mapping[str, object]) -> Tuple[object, ...]:
+        flags = r.get("flags")
+        listed = tuple(flags) if isinstance(flags, (list, tuple)) else ()
+        return (r["case"], r.get("runtime"), r.get("adapter"), listed, r.get("mode", ""), r.get("repeat", 0))
+
+    ref = {at(r): float(r["tflops"]) for r in records if r.get("yardstick")}  # type: ignore[arg-type]
+    for r in records:
+        y = ref.get(at(r))
+        r["pct_of_yardstick"] = 100.0 * float(r["tflops"]) / y if y else 0.0  # type: ignore[arg-type]

@@ -13,10 +13,12 @@ probs 2*B*H*S*D (the scores; every entry of every row is written). A job may nam
 the problem (VARIANTS: ALiBi slopes, attention sinks or both, on the interfaces that carry them,
 Interface.bench_variant), counted with the same FLOPs: what they add is elementwise.
 
-An op of BANDWIDTH_OPS (decode) is timed instead on one configuration of its interface (its
-Config, Interface.bench_case) as bandwidth, beside a copy of the bytes it reads
-(wgattn.bandwidth): in the page through wgattn.page.bench_jobs, natively by
-bench/decode_bandwidth.py.
+An op of CONFIG_OPS is timed instead on one configuration of its interface (its Config,
+Interface.bench_case), its large inputs filled on the GPU and each kernel's output checked
+before it is timed (wgattn.bandwidth): decode (BANDWIDTH_OPS) as bandwidth, beside a copy of the
+bytes it reads; prefill as FLOP/s (Interface.bench_flops: the visible pairs only), beside its
+interface's yardstick on the same work (Interface.bench_yardstick: flash_fwd unpaged). In the
+page through wgattn.page.bench_jobs; decode natively by bench/decode_bandwidth.py.
 
 Plans are pure Python (Pyodide builds them too); only `run` and the anchors touch a GPU or a
 CPU clock. Inputs are standard normal; the backward's out and lse are stand-ins of the right
@@ -48,6 +50,7 @@ from .target import DEFAULT, Target
 __all__ = [
     "OPS",
     "BANDWIDTH_OPS",
+    "CONFIG_OPS",
     "config_of",
     "DEFAULT_SHAPES",
     "Record",
@@ -67,7 +70,8 @@ __all__ = [
 ]
 
 OPS = ("fwd", "bwd", "probs")
-BANDWIDTH_OPS = ("decode",)
+CONFIG_OPS = ("decode", "prefill")  # timed on one configuration, inputs filled on the GPU, checked first
+BANDWIDTH_OPS = ("decode",)  # of those, timed as bandwidth (the others as FLOP/s beside a yardstick)
 MODES = ("trusted", "checked")
 DEFAULT_SHAPES = {"fwd": [(1, 8, 1024, 64)], "bwd": [(1, 8, 1024, 64)], "probs": [(16, 8, 4096, 64)]}
 ANCHORS = ("torch", "numpy")
@@ -263,16 +267,16 @@ def kernel_impls(op: str) -> List[str]:
 def serving(op: str) -> List[Interface]:
     """The interfaces whose kernels time `op`, in the manifest's order (the first's first kernel
     is the baseline)."""
-    if op not in OPS + BANDWIDTH_OPS:
-        raise ValueError(f"unknown op {op!r}; ops: {list(OPS + BANDWIDTH_OPS)}")
+    if op not in OPS + CONFIG_OPS:
+        raise ValueError(f"unknown op {op!r}; ops: {list(OPS + CONFIG_OPS)}")
     return [i for i in interfaces.every() if i.bench_op == op]
 
 
 def op_of(impl: str) -> str:
     """The op a registered kernel is benchmarked as (its interface's bench_op)."""
     iface = interfaces.of(registry.load().kernel(impl))
-    if iface.bench_op not in OPS + BANDWIDTH_OPS:
-        raise ValueError(f"kernel {impl!r} (interface {iface.name}) has no benchmark op; ops: {list(OPS + BANDWIDTH_OPS)}")
+    if iface.bench_op not in OPS + CONFIG_OPS:
+        raise ValueError(f"kernel {impl!r} (interface {iface.name}) has no benchmark op; ops: {list(OPS + CONFIG_OPS)}")
     return iface.bench_op
 
 
@@ -473,7 +477,8 @@ def run(
     dense = [op for op in ops if op not in OPS]
     if dense:
         raise ValueError(
-            f"op {dense[0]!r} is not timed here; ops: {list(OPS)} (decode is timed as bandwidth: bench/decode_bandwidth.py)"
+            f"op {dense[0]!r} is not timed here; ops: {list(OPS)} (decode is timed as bandwidth: bench/decode_bandwidth.py; "
+            "prefill in the page: bench/suite.py --prefill)"
         )
     bad = [m for m in modes if m not in MODES] or ([] if modes else ["(none)"])
     if bad:

@@ -66,11 +66,13 @@ def check(
     sets: Optional[Mapping[str, int]] = None,
     kernel_ids: Optional[List[str]] = None,
     runtime=None,
+    case_prefixes: Optional[List[str]] = None,
 ) -> CheckReport:
-    """Run the grid; returns {"interface", "adapter", "precision", "kernels": [{"kernel", "cases",
-    "passed", "failed", "skipped"}], "passed", "failed", "skipped"} with per-case rows naming the
-    failing outputs, each failing output localised ("where": worst elements, |error| map, likely
-    class); a case the kernel cannot take on this adapter is skipped, saying why."""
+    """Run the grid (its cases whose names start with one of `case_prefixes`, when given);
+    returns {"interface", "adapter", "precision", "kernels": [{"kernel", "cases", "passed",
+    "failed", "skipped"}], "passed", "failed", "skipped"} with per-case rows naming the failing
+    outputs, each failing output localised ("where": worst elements, |error| map, likely class); a
+    case the kernel cannot take on this adapter is skipped, saying why."""
     reg = registry.load()
     try:
         iface = interfaces.get(interface)
@@ -109,6 +111,10 @@ def check(
     if hasattr(runtime, "precision"):
         report["precision"] = runtime.precision()  # the adapter's built-ins, measured (wgattn.precision)
     cases = iface.conformance_cases()
+    if case_prefixes:
+        cases = [c for c in cases if c.name.startswith(tuple(case_prefixes))]
+        if not cases:
+            raise CheckError(f"no case of {interface}'s grid starts with {case_prefixes}")
     for kernel in kernels:
         overrides = dict(kernel.overrides)
         overrides.update(sets or {})

@@ -1,6 +1,7 @@
 """The `wgattn` command.
 
-wgattn check --interface NAME [--wgsl FILE] [--entry NAME] [--set KEY=VALUE ...] [--checked] [--json]
+wgattn check --interface NAME [--wgsl FILE] [--kernel ID ...] [--case PREFIX ...] [--entry NAME] [--set KEY=VALUE ...]
+             [--checked] [--json]
 wgattn probe [--json] [--samples N]
 wgattn bench [--op NAME] [--impl A,B] [--shape B,H,S,D ...] [--causal] [--rounds N] [--warmup-s S] [--repeat N]
              [--mode M] [--variants plain,alibi+sinks] [--json]
@@ -40,6 +41,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--interface", required=True, help="a registered interface (sdpa_arena, varlen_fwd, ...)")
     p.add_argument("--wgsl", help="WGSL file implementing the interface (default: the project's kernels)")
     p.add_argument("--kernel", action="append", help="only these registered kernel ids")
+    p.add_argument("--case", action="append", help="only the grid's cases whose names start with this (repeatable)")
     p.add_argument("--entry", help="entry point (NAME, or PASS=NAME,... for multi-pass interfaces)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override constant, e.g. WG=128")
     p.add_argument(
@@ -95,7 +97,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.checked:
         os.environ["WGATTN_TRUSTED"] = "0"  # read when the runtime is made
     try:
-        report = check(args.interface, wgsl=source, entry=args.entry, sets=_sets(args.set), kernel_ids=args.kernel)
+        report = check(
+            args.interface, wgsl=source, entry=args.entry, sets=_sets(args.set), kernel_ids=args.kernel, case_prefixes=args.case
+        )
     except CheckError as exc:
         print(f"wgattn check: {exc}", file=sys.stderr)
         return 2

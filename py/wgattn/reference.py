@@ -24,9 +24,11 @@ Public functions
     PyTorch-shaped scaled dot-product attention on padded [B, H, S, D] or
     [B, S, H, D] tensors, with a boolean mask, causal mask and window.
 ``decode_attention``
-    A few new tokens per sequence against a paged KV cache (block table,
-    per-sequence lengths), with GQA, a left window, softcap, ALiBi and
-    attention sinks: the output and the log-sum-exp of every row.
+    New tokens per sequence against a paged KV cache (block table,
+    per-sequence lengths): one for decoding, a few for speculative decoding,
+    up to the whole cache for chunked prefill; with GQA, a left window,
+    softcap, ALiBi and attention sinks: the output and the log-sum-exp of
+    every row.
 
 One contract holds everywhere:
 
@@ -1077,9 +1079,10 @@ def sdpa(
 # decode attention over a paged KV cache
 # ---------------------------------------------------------------------------
 
-# Sq_new, the new tokens per sequence of one decoding step: 1 for plain decoding, a few for
-# speculative decoding (a draft's tokens verified at once).
-MAX_NEW_TOKENS = 16
+# The float64 reference takes the scores of one kv head in row chunks of at most this many
+# (rows x keys): a chunked prefill of 2048 new tokens over a 32k-token cache would otherwise hold
+# gigabytes of them. Each row's softmax is its own, so the chunks change nothing in the result.
+_CHUNK_SCORES = 1 << 22
 # A float parameter (ALiBi slope, sink logit) must be finite and representable in float32: the
 # kernels hold it as an f32.
 _F32_MAX = float(np.finfo(np.float32).max)
@@ -1089,7 +1092,7 @@ _I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
 class DecodeArgs(NamedTuple):
     """The validated arguments of ``decode_attention`` (``check_decode_args``)."""
 
-    q: np.ndarray  # [B, Sq_new, Hq, D], float16/32/64
+    q: np.ndarray  # [B, Sq_new, Hq, D], float16/32/64, Sq_new >= 1
     k_cache: np.ndarray  # [num_blocks, block_size, Hkv, D]
     v_cache: np.ndarray  # k_cache's shape
     block_table: np.ndarray  # [B, max_blocks] int64, every entry within int32
@@ -1152,9 +1155,9 @@ def check_decode_args(
     num_blocks, block_size, hkv, dk = k_cache.shape
     if d < 1:
         raise ValueError("q head dim D must be >= 1, got shape %s" % (tuple(q.shape),))
-    if not 1 <= sq <= MAX_NEW_TOKENS:
+    if sq < 1:
         raise ValueError(
-            "q must hold 1 to %d new tokens per sequence (Sq_new = q.shape[1]), got shape %s" % (MAX_NEW_TOKENS, tuple(q.shape))
+            "q must hold at least one new token per sequence (Sq_new = q.shape[1]), got shape %s" % (tuple(q.shape),)
         )
     if num_blocks < 1 or block_size < 1:
         raise ValueError(
@@ -1250,10 +1253,17 @@ def decode_attention(
     sinks: Any = None,
     dtype: Any = np.float64,
 ) -> Tuple[np.ndarray, np.ndarray]:
-    """Decode attention: a few new tokens per sequence against a paged KV cache.
+    """New tokens per sequence against a paged KV cache: decoding, speculative decoding and
+    chunked prefill.
+
+    The new tokens of each sequence were written at the end of its cache before the call; they
+    attend to every earlier token and causally among themselves. One new token is a decoding
+    step, a few verify a speculative draft, and many (up to the whole cache) are a chunk of a
+    prompt being prefilled against what the cache holds already (FlashInfer's
+    BatchPrefillWithPagedKVCache, FlashAttention's flash_attn_with_kvcache with Sq > 1).
 
     Arguments:
-        q: [B, Sq_new, Hq, D] float16/32/64, the new tokens' queries, 1 <= Sq_new <= 16.
+        q: [B, Sq_new, Hq, D] float16/32/64, the new tokens' queries, Sq_new >= 1.
         k_cache, v_cache: [num_blocks, block_size, Hkv, D], the paged cache shared by all
             sequences; Hq must be a multiple of Hkv, and query head h reads key/value head
             ``h // (Hq // Hkv)``.
@@ -1263,7 +1273,7 @@ def decode_attention(
             [0, num_blocks); the entries after them are ignored (-1, say).
         seq_lens: [B] integers (int32), the tokens in the cache per sequence, the Sq_new new
             ones included (written at its end): 0 for an idle slot of the batch, else in
-            [Sq_new, max_blocks * block_size].
+            [Sq_new, max_blocks * block_size] (Sq_new: a prefill of the whole sequence).
         scale: score scale; None means 1 / sqrt(D).
         window_left: -1 (unbounded), or how many keys before its own position a query sees
             (FlashAttention's window_size[0]).
@@ -1286,13 +1296,22 @@ def decode_attention(
             ``exp(sinks[h])`` included. An idle slot's rows see no key: out 0, and lse -inf
             (or sinks[h], the log of the sink's term alone).
 
-    Keys (1) seen by the 3 new tokens of a sequence of 9, window_left=4::
+    Keys (1) seen by the 3 new tokens of a sequence of 9, window_left=4, and by a prefill of
+    5 new tokens after 2 cached ones (window_left=-1)::
 
         decode: seq_len=9 new=3 window_left=4
              k0 k1 k2 k3 k4 k5 k6 k7 k8
         q0    .  .  1  1  1  1  1  .  .
         q1    .  .  .  1  1  1  1  1  .
         q2    .  .  .  .  1  1  1  1  1
+
+        decode: seq_len=7 new=5 window_left=-1
+             k0 k1 k2 k3 k4 k5 k6
+        q0    1  1  1  .  .  .  .
+        q1    1  1  1  1  .  .  .
+        q2    1  1  1  1  1  .  .
+        q3    1  1  1  1  1  1  .
+        q4    1  1  1  1  1  1  1
     """
     dt = _check_dtype(dtype)
     a = check_decode_args(
@@ -1321,26 +1340,29 @@ def decode_attention(
                 lse[b] = a.sinks.astype(dt)[None, :]
             continue
         blocks = a.block_table[b, : -(-n // block_size)]
-        pos = np.arange(n - sq, n, dtype=np.int64)  # the new tokens' positions
         keys = np.arange(n, dtype=np.int64)
-        mask = keys[None, :] <= pos[:, None]  # [Sq_new, n]
-        if a.window_left >= 0:
-            mask &= keys[None, :] >= pos[:, None] - a.window_left
         # rows (query head in the group, new token) of each kv head: [Hkv, G, Sq_new, D]
         qg = a.q[b].astype(dt, copy=False).reshape(sq, hkv, group, d).transpose(1, 2, 0, 3)
         o = np.zeros((hkv, group, sq, d), dtype=dt)
         l_ = np.zeros((hkv, group, sq), dtype=dt)
+        rows = max(1, _CHUNK_SCORES // (group * n))  # new tokens per chunk of scores
         for g in range(hkv):  # one kv head at a time: a long cache gathered whole would be huge
             kg = a.k_cache[blocks, :, g, :].reshape(-1, d)[:n].astype(dt, copy=False)  # [n, D]
             vg = a.v_cache[blocks, :, g, :].reshape(-1, d)[:n].astype(dt, copy=False)
-            s = (np.matmul(qg[g], kg.T) * sc).astype(dt, copy=False)  # [G, Sq_new, n]
-            if a.softcap > 0.0:
-                cap = dt.type(a.softcap)
-                s = (cap * np.tanh(s / cap)).astype(dt, copy=False)
-            if slopes is not None:
-                s = (s + slopes[g] * (keys[None, :] - pos[:, None]).astype(dt)).astype(dt, copy=False)
-            p, l_[g] = _softmax_with_sink(s, mask, None if sink is None else sink[g], dt)
-            o[g] = np.matmul(p, vg)
+            for i0 in range(0, sq, rows):
+                i1 = min(sq, i0 + rows)
+                pos = np.arange(n - sq + i0, n - sq + i1, dtype=np.int64)  # these new tokens' positions
+                mask = keys[None, :] <= pos[:, None]  # [rows, n]
+                if a.window_left >= 0:
+                    mask &= keys[None, :] >= pos[:, None] - a.window_left
+                s = (np.matmul(qg[g, :, i0:i1], kg.T) * sc).astype(dt, copy=False)  # [G, rows, n]
+                if a.softcap > 0.0:
+                    cap = dt.type(a.softcap)
+                    s = (cap * np.tanh(s / cap)).astype(dt, copy=False)
+                if slopes is not None:
+                    s = (s + slopes[g] * (keys[None, :] - pos[:, None]).astype(dt)).astype(dt, copy=False)
+                p, l_[g, :, i0:i1] = _softmax_with_sink(s, mask, None if sink is None else sink[g], dt)
+                o[g, :, i0:i1] = np.matmul(p, vg)
         out[b] = o.transpose(2, 0, 1, 3).reshape(sq, hq, d)
         lse[b] = l_.transpose(2, 0, 1).reshape(sq, hq)
     return out, lse

@@ -17,7 +17,9 @@ manifest entry, and this object, which owns what Python knows of it:
     the benchmark      `bench_op` and `bench_cases(dense, causal)` for a dense op (fwd, bwd,
                        probs); for an op timed as bandwidth (decode: wgattn.bandwidth) the case
                        of a configuration, `bench_case(config, name)`, with `bench_shape`,
-                       `bench_bytes` and `check_filled` (its output on GPU-filled inputs judged)
+                       `bench_bytes` and `check_filled` (its output on GPU-filled inputs judged);
+                       for an op timed as FLOP/s on a configuration (prefill) `bench_flops` and
+                       `bench_yardstick` (what it is timed beside) instead of `bench_bytes`
     its pictures       `probabilities(case, head)` and `head_view(...)` (wgattn.pictures draws),
                        what their axes run over (`probability_axes`, `view_axes`) and which heads
                        a picture of the probabilities shows (`picture_heads`)
@@ -43,6 +45,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, 
 import numpy as np
 
 from .. import registry
+from ..bandwidth import is_device_filled
 from ..errors import DoesNotFit, InterfaceMismatch
 from ..plan import Buffer, Output, Plan
 from ..registry import Abi, Kernel
@@ -120,7 +123,10 @@ Geometry = Dict[str, Any]
 
 
 def data_buffer(name: str, array: np.ndarray, read: bool = False) -> Buffer:
-    """A storage buffer holding `array`'s bytes."""
+    """A storage buffer holding `array`'s bytes; of its size and no bytes (it starts zeroed) for
+    an input the GPU fills (wgattn.bandwidth.device_filled: a benchmark's GB-sized tensors)."""
+    if is_device_filled(array):
+        return Buffer(name, array.nbytes, "storage", read=read)
     return Buffer(name, array.nbytes, "storage", array.tobytes(), read=read)
 
 
@@ -272,10 +278,20 @@ class Interface(abc.ABC):
         bandwidth's measure."""
         raise ValueError(f"{self.name} serves no benchmark op timed as bandwidth")
 
-    def check_filled(self, case: Case, outputs: Mapping[str, np.ndarray]) -> FilledCheck:
-        """`outputs` of a run on `bench_case`'s case, once the GPU filled its inputs
+    def bench_flops(self, case: Case) -> float:
+        """The FLOPs one run on `bench_case`'s case must compute at least, for an op timed as
+        FLOP/s on one configuration (wgattn.bench.CONFIG_OPS, not BANDWIDTH_OPS)."""
+        raise ValueError(f"{self.name} serves no benchmark op timed as FLOP/s on one configuration")
+
+    def bench_yardstick(self, case: Case, target: Target) -> Tuple[Optional[Kernel], Optional[Case], str]:
+        """What such an op is timed beside, in the same series: (kernel, its case of the same
+        work, "") for another interface's kernel that `target` runs, or (None, None, why not)."""
+        raise ValueError(f"{self.name} serves no benchmark op timed as FLOP/s on one configuration")
+
+    def check_filled(self, case: Case, outputs: Mapping[str, np.ndarray], kernel: Optional[Kernel] = None) -> FilledCheck:
+        """`outputs` of a run of `kernel` on `bench_case`'s case, once the GPU filled its inputs
         (wgattn.bandwidth.fill_values gives their values), against the float64 reference on a
-        part small enough to compute."""
+        part small enough to compute, by the rule of the kernel's precision."""
         raise ValueError(f"{self.name} serves no benchmark op timed as bandwidth")
 
     # --- Pictures and localisation --------------------------------------------------------

@@ -28,15 +28,16 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 import numpy as np
 
 from .. import reference as _reference
-from .. import registry, tolerance, wgsl
-from ..bandwidth import device_filled, fill_values, is_device_filled
+from .. import registry, wgsl
 from ..errors import DoesNotFit
 from ..expr import evaluate
-from ..plan import Buffer, Output
+from ..plan import Buffer
 from ..registry import Kernel
 from ..target import DEFAULT, Target
-from .base import MAX_ELEMENTS, Case, FilledCheck, Interface, Layout, Option, data_buffer, out_buffer
-from .config import LiveConfig, knob
+from . import _paged
+from ._paged import INPUTS, MAX_SEQ_LEN, PagedConfig, cache_dtype, paged_cache
+from .base import Case, FilledCheck, Interface, Layout, Option
+from .config import knob
 
 if TYPE_CHECKING:  # numpy.typing is newer than the page's numpy 1.17: for annotations only
     from numpy.typing import DTypeLike
@@ -52,6 +53,7 @@ __all__ = [
     "paged_cache",
     "MAX_SPLITS",
     "MAX_SEQ_LEN",
+    "MAX_NEW_TOKENS",
 ]
 
 # The split count: enough workgroups to keep the adapter busy (an H100 has 132 SMs, several
@@ -65,11 +67,11 @@ TARGET_WORKGROUPS = {"gpu": 1024, "cpu": 32}
 MIN_SPLIT_KEYS = 256
 LONG_SPLIT_KEYS = {"gpu": 2048, "cpu": MIN_SPLIT_KEYS}
 MAX_SPLITS = 256
-MAX_SEQ_LEN = 1 << 20  # tokens a sequence of a decode case may hold (a million: a long context)
-_U32 = 2**32 - 1
-_I32 = 2**31 - 1
-OPTIONAL = ("alibi_slopes", "sinks")
-INPUTS = ("q", "k_cache", "v_cache", "block_table", "seq_lens")
+# Sq_new, the new tokens a sequence of one decoding step: 1 for plain decoding, a few for
+# speculative decoding (a draft's tokens verified at once). Each row of a kv head is held in the
+# registers of every lane of its row block, and each row block reads the split again: the paged_prefill
+# interface takes more (Q tiles on the GPU's matrix units).
+MAX_NEW_TOKENS = 16
 
 
 def _rows_per_block(rows: int, row_blocks: int, cap: int) -> int:
@@ -147,58 +149,20 @@ def bytes_touched(seq_lens, window_left: int, new_tokens: int, heads_kv: int, he
     return 2 * sum(_spans(seq_lens, window_left, new_tokens)) * heads_kv * head_dim * cache_itemsize
 
 
-def cache_dtype(kernel: Kernel) -> "DTypeLike":
-    """The cache as `kernel` reads it: float16 for the F16 variant, else float32."""
-    return np.float16 if kernel.defines.get("F16") else np.float32
-
-
-def paged_cache(
-    rs: np.random.RandomState,
-    lens: Sequence[int],
-    new_tokens: int,
-    hq: int,
-    hkv: int,
-    d: int,
-    block_size: int,
-    filled: bool = False,
-):
-    """Random float32 q and a paged cache for sequences of `lens` tokens (the inputs of the grid,
-    the live runs and the benchmark): each sequence's blocks scattered over the cache in a
-    shuffled order, one spare block, unused block-table entries -1; with `filled`, a cache left
-    for the GPU to fill (wgattn.bandwidth.device_filled: no bytes). (q, k_cache, v_cache,
-    block_table, seq_lens)."""
-    need = [-(-int(n) // block_size) for n in lens]
-    num_blocks = sum(need) + 1
-    order = rs.permutation(num_blocks)
-    table = np.full((len(lens), max(need + [1]) + 1), -1, dtype=np.int32)
-    at = 0
-    for b, k in enumerate(need):
-        table[b, :k] = order[at : at + k]
-        at += k
-    q = rs.standard_normal((len(lens), new_tokens, hq, d)).astype(np.float32)
-    shape = (num_blocks, block_size, hkv, d)
-    if filled:
-        k_cache, v_cache = device_filled(shape), device_filled(shape)
-    else:
-        k_cache = rs.standard_normal(shape).astype(np.float32)
-        v_cache = rs.standard_normal(shape).astype(np.float32)
-    return q, k_cache, v_cache, table, np.array(lens, dtype=np.int32)
-
-
 def _checked(case: Case) -> _reference.DecodeArgs:
-    """The case's arguments through the reference's one check."""
-    i, o = case.inputs, case.options
-    missing = [n for n in INPUTS if i.get(n) is None]
-    if missing:
-        raise ValueError(f"{missing[0]} is missing from the case's inputs; decode takes {list(INPUTS + OPTIONAL)}")
-    return _reference.check_decode_args(
-        *(i[n] for n in INPUTS),
-        scale=o.get("scale"),
-        window_left=o.get("window_left", -1),
-        softcap=o.get("softcap", 0.0),
-        alibi_slopes=i.get("alibi_slopes"),
-        sinks=i.get("sinks"),
-    )
+    """The case's arguments through the reference's one check, then the new tokens this
+    interface carries."""
+    a = _paged.checked(case, "paged_decode")
+    _new_tokens(a.q.shape[1])
+    return a
+
+
+def _new_tokens(sq: int) -> None:
+    if sq > MAX_NEW_TOKENS:
+        raise ValueError(
+            f"paged_decode takes at most {MAX_NEW_TOKENS} new tokens a sequence (Sq_new = q.shape[1] = {sq}); "
+            "the paged_prefill interface takes any number"
+        )
 
 
 def _num_splits(value: Any) -> Optional[int]:
@@ -210,62 +174,11 @@ def _num_splits(value: Any) -> Optional[int]:
 
 
 @dataclass
-class DecodeConfig(LiveConfig):
-    """A decode step, the one description of a decode case (its bounds stated here): `batch`
-    sequences of up to `seq_len` tokens in a paged cache of `block_size`-token blocks,
-    `new_tokens` new ones each (the first sequence holds seq_len; with `ragged`, the others a
-    random length, idle slots (0) included). A live check draws it on the host (`tensors`, within
-    MAX_ELEMENTS), the benchmark with its cache left for the GPU to fill (`tensors(filled=True)`:
-    a benchmark's cache is GB-sized)."""
+class DecodeConfig(PagedConfig):
+    """A decode step (wgattn.interfaces._paged.PagedConfig): at most MAX_NEW_TOKENS new tokens a
+    sequence."""
 
-    batch: int = knob(4, 1, 64)
-    new_tokens: int = knob(1, 1, _reference.MAX_NEW_TOKENS, hint="speculative decoding verifies several at once")
-    heads: int = knob(8, 1, 128)
-    heads_kv: int = knob(2, 0, 128, sentinels={0: "as many as heads"}, hint="key/value heads (GQA)", divides="heads")
-    seq_len: int = knob(1000, 1, MAX_SEQ_LEN, hint="tokens in the cache of the first sequence, the new ones included")
-    head_dim: int = knob(64, 1, 256)
-    block_size: int = knob(16, 1, 256, hint="tokens per cache block")
-    window_left: int = knob(-1, -1, MAX_SEQ_LEN, sentinels={-1: "unbounded"}, hint="keys pos - left .. pos visible")
-    softcap: float = knob(0.0, f32="softcap", sentinels={0: "off"}, hint="scores become softcap * tanh(s / softcap)")
-    alibi: bool = knob(False, hint="ALiBi's geometric slopes per query head")
-    sinks: bool = knob(False, hint="a logit per query head in the softmax's denominator (gpt-oss)")
-    ragged: bool = knob(True, hint="sequences of other lengths after the first, idle slots included")
-    seed: int = knob(0, 0, 2**32 - 1)
-
-    @property
-    def kv_heads(self) -> int:
-        return self.heads_kv or self.heads
-
-    def check(self) -> None:
-        if self.seq_len < self.new_tokens:
-            raise ValueError(f"seq_len ({self.seq_len}) must hold the {self.new_tokens} new tokens")
-
-    def lengths(self, rs: np.random.RandomState) -> List[int]:
-        if not self.ragged:
-            return [self.seq_len] * self.batch
-        rest = [int(n) if n >= self.new_tokens else 0 for n in rs.randint(0, self.seq_len + 1, self.batch - 1)]
-        return [self.seq_len] + rest
-
-    def tensors(self, filled: bool = False) -> Dict[str, np.ndarray]:
-        """q, the paged cache, block_table, seq_lens, and the ALiBi slopes and sinks asked for,
-        drawn from the seed. The cache is drawn on the host within MAX_ELEMENTS, or (`filled`)
-        left for the GPU to fill, of any size (wgattn.bandwidth.device_filled)."""
-        cache = 2 * (self.batch * self.seq_len + self.block_size) * self.kv_heads * self.head_dim
-        if not filled and cache > MAX_ELEMENTS:
-            raise ValueError(
-                f"the cache (2 * batch * seq_len * heads_kv * head_dim = {cache}) must stay within {MAX_ELEMENTS} elements"
-            )
-        rs = np.random.RandomState(self.seed)
-        lens = self.lengths(rs)
-        q, k, v, table, seq_lens = paged_cache(
-            rs, lens, self.new_tokens, self.heads, self.kv_heads, self.head_dim, self.block_size, filled=filled
-        )
-        out = {"q": q, "k_cache": k, "v_cache": v, "block_table": table, "seq_lens": seq_lens}
-        if self.alibi:
-            out["alibi_slopes"] = (2.0 ** -np.linspace(1, 8, self.heads)).astype(np.float32)
-        if self.sinks:
-            out["sinks"] = (rs.standard_normal(self.heads) * 2).astype(np.float32)
-        return out
+    new_tokens: int = knob(1, 1, MAX_NEW_TOKENS, hint="speculative decoding verifies several at once")
 
 
 def _grid_row(name, lens, sq, hq, hkv, d, bs, options=None, alibi=False, sinks=False, num_splits=None):
@@ -309,19 +222,14 @@ class Decode(Interface):
         longest = max(_spans(a.seq_lens, a.window_left, sq) + [0])
         ns = forced or split_count(longest, bsz * hkv * row_blocks, target)
         rows = bsz * sq * hq
-        # Every element index the kernels form fits in u32, every position in i32.
-        sizes = {
-            "q (B * Sq_new * Hq * D)": rows * d,
-            "the cache (num_blocks * block_size * Hkv * D)": num_blocks * block_size * hkv * d,
-            "the partial states (B * Sq_new * Hq * num_splits * ceil(D / 4) * 4)": rows * ns * knobs["D4"] * 4,
-            "block_table (B * max_blocks)": bsz * max_blocks,
-            "the workgroups (B * Hkv * num_splits * row blocks)": bsz * hkv * ns * row_blocks,
-        }
-        for what, size in sizes.items():
-            if size > _U32:
-                raise ValueError(f"{what} = {size} is too large for decode: element indices must fit in u32")
-        if max_blocks * block_size > _I32:
-            raise ValueError(f"max_blocks * block_size = {max_blocks * block_size} must fit in i32 (token positions)")
+        _paged.check_indices(
+            a,
+            "paged_decode",
+            {
+                "the partial states (B * Sq_new * Hq * num_splits * ceil(D / 4) * 4)": rows * ns * knobs["D4"] * 4,
+                "the workgroups (B * Hkv * num_splits * row blocks)": bsz * hkv * ns * row_blocks,
+            },
+        )
         values: Dict[str, float] = {
             "batch_size": bsz,
             "new_tokens": sq,
@@ -337,27 +245,12 @@ class Decode(Interface):
             "num_splits": ns,
             "row_blocks": row_blocks,
         }
-        cache = cache_dtype(kernel)
-        zeros = np.zeros(hq, dtype=np.float32)
-        data: Dict[str, np.ndarray] = {
-            "q": np.ascontiguousarray(a.q, dtype=np.float32),
-            "block_table": a.block_table.astype(np.int32),
-            "seq_lens": np.array(a.seq_lens, dtype=np.int32),
-            "alibi_slopes": zeros if a.alibi_slopes is None else a.alibi_slopes.astype(np.float32),
-            "sinks": zeros if a.sinks is None else a.sinks.astype(np.float32),
-        }
-        buffers = {name: data_buffer(name, arr) for name, arr in data.items()}
-        for name in ("k_cache", "v_cache"):
-            given = getattr(a, name)
-            if is_device_filled(given):  # the GPU fills it: the size only, the buffer starts zeroed
-                buffers[name] = Buffer(name, given.size * np.dtype(cache).itemsize, "storage")
-            else:
-                buffers[name] = data_buffer(name, np.ascontiguousarray(given, dtype=cache))
+        slopes, sinks = _paged.head_params(a)
+        buffers = _paged.buffers(kernel, a, {"alibi_slopes": slopes, "sinks": sinks})
         buffers["part_o"] = Buffer("part_o", 16 * rows * ns * knobs["D4"], "storage")
         buffers["part_ml"] = Buffer("part_ml", 8 * rows * ns, "storage")
-        buffers["out"] = out_buffer("out", 4 * rows * d)
-        buffers["lse"] = out_buffer("lse", 4 * rows)
-        outputs = [Output("out", "out", 0, (bsz, sq, hq, d)), Output("lse", "lse", 0, (bsz, sq, hq))]
+        out_buffers, outputs = _paged.outputs(a)
+        buffers.update(out_buffers)
         chosen = {"WG": knobs["WG"], "KPG": knobs["KPG"], "BC": knobs["BC"], "RB": knobs["RB"]}
         config = {**chosen, "row_blocks": row_blocks, "num_splits": ns}
         return Layout(values, buffers, outputs, knobs={**knobs, "BS": block_size}, config=config)
@@ -411,6 +304,7 @@ class Decode(Interface):
             alibi_slopes=alibi_slopes,
             sinks=sinks,
         )
+        _new_tokens(a.q.shape[1])
         inputs = {
             "q": np.asarray(q),
             "k_cache": np.asarray(k_cache),
@@ -432,8 +326,10 @@ class Decode(Interface):
 
     # Block sizes 1, 16 and 64; lengths ending mid-block; idle slots; GQA 8:1, 2:1 and MQA (32:1);
     # 1, 2, 3 and 5 new tokens; sinks, ALiBi, windows (0 included), softcap, a small scale; head
-    # dims 32, 59 (scalar loads), 64, 128, 256; several row blocks a kv head; forced split counts,
-    # more splits than tiles (empty splits), one split of many tiles; 16k, 12k and 9k-token caches.
+    # dims 16, 32, 59 (scalar loads), 64, 128, 256, 512; several row blocks a kv head; forced split
+    # counts, more splits than tiles (empty splits), one split of many tiles; 16k, 12k and 9k-token
+    # caches and a 66k one (the long-context row: few heads, D = 16, affordable on a software
+    # adapter). Rows appended last keep the draws of the ones before.
     GRID = [
         _grid_row("gqa8-one-new-bs16-mid-block-idle", [37, 0, 100, 16], 1, 16, 2, 64, 16),
         _grid_row("gqa8-five-new-bs64-sinks", [130, 5, 0, 64], 5, 16, 2, 128, 64, sinks=True),
@@ -460,6 +356,8 @@ class Decode(Interface):
         _grid_row("long-16k-gqa4", [16421], 1, 8, 2, 128, 64),
         _grid_row("long-12k-gqa8-five-new-sinks-alibi", [12007], 5, 8, 1, 64, 16, alibi=True, sinks=True),
         _grid_row("long-9k-window-mqa", [9000, 4096], 5, 8, 1, 64, 64, {"window_left": 1500, "softcap": 25.0}),
+        _grid_row("d512-gqa2-two-new-sinks", [300, 41, 0], 2, 4, 2, 512, 16, sinks=True),
+        _grid_row("long-66k-mqa-d16-alibi", [66000, 1500], 3, 4, 1, 16, 64, alibi=True),
     ]
 
     def grid_case(self, rng, name, lens, sq, hq, hkv, d, bs, options, alibi, sinks, num_splits) -> Case:
@@ -498,81 +396,16 @@ class Decode(Interface):
         hkv = a.k_cache.shape[2]
         return bytes_touched(a.seq_lens, a.window_left, sq, hkv, d, np.dtype(cache_dtype(kernel)).itemsize)
 
-    # Every (sequence, kv head) is checked while B * Hkv * S * D is at most this; past it, the
-    # first and the last (each costs S * D regenerated values per tensor, and a reference run).
-    CHECK_ELEMENTS = 1 << 22
-
-    def check_filled(self, case: Case, outputs: Mapping[str, np.ndarray]) -> FilledCheck:
-        """`out` of a case whose cache the GPU filled (wgattn.bandwidth.fill_values) against the
-        float64 reference by the tolerance rule (the naive float32 run on the same values), on
-        the (sequence, kv head) pairs CHECK_ELEMENTS allows."""
-        a = _checked(case)
-        bsz, sq, hq, d = a.q.shape
-        _, bs, hkv, _ = a.k_cache.shape
-        g_size = hq // hkv
-        if bsz * hkv * max(a.seq_lens) * d <= self.CHECK_ELEMENTS:
-            pairs = [(b, g) for b in range(bsz) for g in range(hkv)]
-        else:
-            pairs = sorted({(0, 0), (bsz - 1, hkv - 1)})
-        got, want, naive = [], [], []
-        for b, g in pairs:
-            n = a.seq_lens[b]
-            blocks = a.block_table[b, : max(1, -(-n // bs))] if n else np.zeros(1, np.int64)  # an idle slot reads nothing
-            idx = ((blocks[:, None, None] * bs + np.arange(bs)[None, :, None]) * hkv + g) * d + np.arange(d)[None, None, :]
-            k = fill_values("k_cache", idx)[:, :, None, :]
-            v = fill_values("v_cache", idx)[:, :, None, :]
-            heads = slice(g * g_size, (g + 1) * g_size)
-            args = (a.q[b : b + 1, :, heads], k, v, np.arange(len(blocks), dtype=np.int32)[None], np.array([n], np.int32))
-            kw = dict(
-                scale=a.scale,
-                window_left=a.window_left,
-                softcap=a.softcap,
-                alibi_slopes=None if a.alibi_slopes is None else a.alibi_slopes[heads],
-                sinks=None if a.sinks is None else a.sinks[heads],
-            )
-            want.append(_reference.decode_attention(*args, **kw)[0].ravel())
-            naive.append(_reference.decode_attention(*args, dtype=np.float32, **kw)[0].ravel())
-            got.append(np.asarray(outputs["out"])[b : b + 1, :, heads].ravel())
-        ref = np.concatenate(want)
-        err = tolerance.max_abs_err(np.concatenate(got), ref)
-        allowed = tolerance.allowance(tolerance.max_abs_err(np.concatenate(naive), ref), ref)
-        return {"ok": bool(err <= allowed), "max_abs_err": err, "allowed": allowed, "pairs": [list(p) for p in pairs]}
+    def check_filled(self, case: Case, outputs: Mapping[str, np.ndarray], kernel: Optional[Kernel] = None) -> FilledCheck:
+        """`out` of a case whose cache the GPU filled against the float64 reference
+        (wgattn.interfaces._paged.check_filled: every new token of the pairs it allows), the
+        naive float32 run the yardstick of either kernel (both compute in f32)."""
+        return _paged.check_filled(case, outputs, _checked(case))
 
     def probabilities(self, case: Case, head: int, max_cells: int) -> Tuple[np.ndarray, np.ndarray, str]:
         """Query head `head`'s probabilities over the cache positions: a row per (sequence, new
         token), the first sequences whose rows fit `max_cells`, keys up to the longest of them."""
-        a = _checked(case)
-        bsz, sq, hq, d = a.q.shape
-        _, block_size, hkv, _ = a.k_cache.shape
-        g = head // (hq // hkv)
-        width = max(1, min(max(a.seq_lens), max_cells // sq))
-        rows_p: List[np.ndarray] = []
-        rows_m: List[np.ndarray] = []
-        for b, n in enumerate(a.seq_lens):
-            if rows_p and (len(rows_p) + 1) * sq * width > max_cells:
-                break
-            n_keys = min(n, width)
-            keys = np.arange(n_keys)
-            pos = np.arange(n - sq, n)
-            mask = (keys[None, :] <= pos[:, None]) & (n > 0)
-            if a.window_left >= 0:
-                mask &= keys[None, :] >= pos[:, None] - a.window_left
-            blocks = a.block_table[b, : -(-n // block_size)] if n else np.zeros(0, np.int64)
-            k = a.k_cache[blocks, :, g, :].reshape(-1, d)[:n_keys].astype(np.float64)
-            s = a.q[b, :, head].astype(np.float64) @ k.T * a.scale
-            if a.softcap > 0:
-                s = a.softcap * np.tanh(s / a.softcap)
-            if a.alibi_slopes is not None:
-                s = s + a.alibi_slopes[head] * (keys[None, :] - pos[:, None])
-            sink = None if a.sinks is None else np.full(sq, a.sinks[head])
-            p, _ = _reference._softmax_with_sink(s, mask, sink, np.dtype(np.float64))
-            rows_p.append(p)
-            rows_m.append(mask)
-        cols = max(x.shape[1] for x in rows_p)
-        pad = lambda x, v: np.pad(x, ((0, 0), (0, cols - x.shape[1])), constant_values=v)  # noqa: E731
-        probs = np.concatenate([pad(p, 0.0) for p in rows_p])
-        mask = np.concatenate([pad(m, False) for m in rows_m])
-        return probs, mask, f"rows: (sequence, new token) of the first {len(rows_p)} sequences; columns: cache positions"
+        return _paged.probabilities(_checked(case), head, max_cells)
 
     def output_axes(self, case: Case, output: str, ndim: int) -> List[str]:
         """out [B, Sq_new, Hq, D], lse [B, Sq_new, Hq]."""
@@ -592,9 +425,7 @@ class Decode(Interface):
     def head_view(self, case: Case, output: np.ndarray, head: int, heads: int) -> np.ndarray:
         """Query head `head` of out [B, Sq_new, Hq, D] or lse [B, Sq_new, Hq]: a row per (sequence,
         new token), as `probabilities` lays them out."""
-        a = np.asarray(output, dtype=np.float64)
-        x = a[:, :, head].reshape(a.shape[0] * a.shape[1], -1)
-        return x
+        return _paged.head_view(output, head)
 
 
 INTERFACE = Decode()

@@ -3,12 +3,13 @@ protocol (wgattn.protocol) and into the same records.
 
 `start` validates the request and lists the jobs grouped in series (the jobs timed together,
 interleaved): for a dense op (fwd, bwd, probs) one job per (seq_len, impl), baseline first within
-a seq_len, a series per seq_len; for an op timed as bandwidth (decode: wgattn.bandwidth) one
-configuration of its interface (its Config, as a live check takes it), a job per kernel and the
-copy of the bytes they read, a series per cache precision; for the GEMM (wgattn.gemm) one
-configuration (GemmConfig: M, N, K), a job per tile of gemm.smx, in series of at most
-GEMM_SERIES. The last two are cases: one configuration, its inputs filled on the GPU, each
-job's output checked before it is timed. `job_plans` builds the plans of one
+a seq_len, a series per seq_len; for an op timed on one configuration of its interface (its
+Config, as a live check takes it; wgattn.bench.CONFIG_OPS) a job per kernel, and for decode (as
+bandwidth: wgattn.bandwidth) the copy of the bytes they read, a series per cache precision, for
+prefill (as FLOP/s) its yardstick on the same work (flash_fwd unpaged), one series; for the GEMM
+(wgattn.gemm) one configuration (GemmConfig: M, N, K), a job per tile of gemm.smx, in series of
+at most GEMM_SERIES. The last two are cases: one configuration, its inputs filled on the GPU,
+each job's output checked before it is timed. `job_plans` builds the plans of one
 job (their bytes go through plan_bytes, as for a live run). A job with a `check` buffer has its
 inputs filled on the GPU (`fills`) and its output judged (`check`) before it is timed. The page
 uploads a series' plans, then follows the protocol step by step, asking here: `schedule` (the
@@ -24,7 +25,7 @@ import math
 from typing import Any, Dict, List, Optional, Tuple
 
 from .. import bandwidth, bench, gemm, interfaces, live, protocol, registry
-from ..interfaces import FilledCheck
+from ..interfaces import Case, FilledCheck
 from ..plan import Plan
 from ..target import Target
 from .replies import BenchCalibration, BenchItem, BenchSeries, BenchSkip, BenchStart, BenchWarm, Schedule
@@ -125,15 +126,15 @@ def start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, B
     for. `user_agent` names the runtime."""
     request = _json_object(request_json, "the benchmark request")
     op = request.get("op", "fwd")
-    ops = bench.OPS + bench.BANDWIDTH_OPS + (gemm.OP,)
+    ops = bench.OPS + bench.CONFIG_OPS + (gemm.OP,)
     if op not in ops:
         raise ValueError(f"op must be one of {list(ops)}, got {op!r}")
     if op == gemm.OP:
         return _gemm_start(request, target, bench_id)
     known = bench.kernel_impls(op)
     impls = _impls(request.get("impls"), op, known)
-    if op in bench.BANDWIDTH_OPS:
-        return _bandwidth_start(request, op, known, impls, target, bench_id)
+    if op in bench.CONFIG_OPS:
+        return _config_start(request, op, known, impls, target, bench_id)
     b, h, d = _int_in(request, "B"), _int_in(request, "H"), _int_in(request, "D")
     seq_lens = _seq_lens(request.get("seq_lens", "128,256,512,1024"))
     rounds = _int_in(request, "rounds", default=10)
@@ -247,12 +248,14 @@ def _runnable(impls: List[str], target: Target) -> Tuple[List[BenchSkip], List[s
     return skipped, runnable
 
 
-def _bandwidth_start(
+def _config_start(
     request: Dict[str, Any], op: str, known: List[str], impls: List[str], target: Target, bench_id: int
 ) -> Tuple[BenchJob, BenchStart]:
-    """An op timed as bandwidth: one configuration of its interface (checked as a live one is),
-    its case with the inputs the GPU fills, a series per cache precision of its kernels and the
-    copy of the bytes they read (at most a binding's worth, as the target can bind)."""
+    """An op timed on one configuration of its interface (checked as a live one is), its case
+    with the inputs the GPU fills: timed as bandwidth (decode), a series per cache precision of
+    its kernels and the copy of the bytes they read (at most a binding's worth, as the target can
+    bind); or as FLOP/s (prefill), one series of its kernels and its interface's yardstick on the
+    same work (skipped, saying why, where the target runs none)."""
     (iface,) = bench.serving(op)
     config = live.make_config(iface, request.get("config"))
     name, proto, repeat, info = _case_request(request)
@@ -260,24 +263,38 @@ def _bandwidth_start(
     shape = iface.bench_shape(config)
     reg = registry.load()
     skipped, runnable = _runnable(impls, target)
-    groups: Dict[str, List[str]] = {}
-    for impl in impls:  # a precision whose kernels are all skipped keeps its copy
-        groups.setdefault(bench.dtype_of(impl), []).append(impl)
     items: List[BenchItem] = []
     series: List[BenchSeries] = []
     nbytes: Dict[int, int] = {}
-    max_binding = target.limit("max-storage-buffer-binding-size")
-    for dtype, group in groups.items():
-        first = len(items)
-        for impl in group:
-            if impl in runnable:
-                nbytes[len(items)] = iface.bench_bytes(reg.kernel(impl), case)
-                items.append(_item(len(items), op, impl, shape, dtype, check=iface.OUTPUTS[0]))
-        nbytes[len(items)] = bandwidth.copy_bytes(iface.bench_bytes(reg.kernel(group[0]), case), max_binding)
-        items.append(_item(len(items), op, bandwidth.COPY, shape, dtype))
-        series.append({"shape": shape, "jobs": list(range(first, len(items)))})
+    cases: Dict[int, Tuple[str, Case]] = {}
+    if op in bench.BANDWIDTH_OPS:
+        groups: Dict[str, List[str]] = {}
+        for impl in impls:  # a precision whose kernels are all skipped keeps its copy
+            groups.setdefault(bench.dtype_of(impl), []).append(impl)
+        max_binding = target.limit("max-storage-buffer-binding-size")
+        for dtype, group in groups.items():
+            first = len(items)
+            for impl in group:
+                if impl in runnable:
+                    nbytes[len(items)] = iface.bench_bytes(reg.kernel(impl), case)
+                    items.append(_item(len(items), op, impl, shape, dtype, check=iface.OUTPUTS[0]))
+            nbytes[len(items)] = bandwidth.copy_bytes(iface.bench_bytes(reg.kernel(group[0]), case), max_binding)
+            items.append(_item(len(items), op, bandwidth.COPY, shape, dtype))
+            series.append({"shape": shape, "jobs": list(range(first, len(items)))})
+    else:
+        flops = iface.bench_flops(case)
+        for impl in runnable:
+            items.append(_item(len(items), op, impl, shape, bench.dtype_of(impl), True, flops, check=iface.OUTPUTS[0]))
+        yard, yard_case, why = iface.bench_yardstick(case, target)
+        if yard is None or yard_case is None:
+            skipped.append({"impl": "yardstick", "reason": why})
+        else:
+            cases[len(items)] = (yard.id, yard_case)
+            items.append(_item(len(items), op, yard.id, shape, yard.precision, True, flops))
+        if items:
+            series.append({"shape": shape, "jobs": list(range(len(items)))})
     job = BenchJob(items, proto, repeat, info, [sr["jobs"] for sr in series])
-    job.case, job.name, job.config, job.nbytes = case, name, config.to_dict(), nbytes
+    job.case, job.name, job.config, job.nbytes, job.cases = case, name, config.to_dict(), nbytes, cases
     reply: BenchStart = {
         **_schedule(bench_id, job, series, skipped),
         "op": op,
@@ -367,6 +384,10 @@ def job_plans(job: BenchJob, index: int, target: Target) -> List[Plan]:
         elif it["impl"] == bandwidth.COPY:
             plans = [bandwidth.stream_plan(job.nbytes[index])]
             plans[0].unavailable = target.why_not(plans[0])
+        elif index in job.cases:  # a yardstick: another interface's kernel on the same work
+            kernel_id, other = job.cases[index]
+            kernel = registry.load().kernel(kernel_id)
+            plans = [interfaces.of(kernel).plan(kernel, other, target)]
         elif it["op"] == gemm.OP:
             plans = [gemm.plan(job.case, job.tiles[index], target)]
         else:  # the case's filled inputs hold no bytes: its plan is small
@@ -509,7 +530,8 @@ def check(job: BenchJob, index: int, raw: bytes) -> FilledCheck:
     if it["op"] == gemm.OP:
         verdict = gemm.check_filled(job.case, outputs)
     else:
-        verdict = interfaces.of(registry.load().kernel(it["impl"])).check_filled(job.case, outputs)
+        kernel = registry.load().kernel(it["impl"])
+        verdict = interfaces.of(kernel).check_filled(job.case, outputs, kernel)
     job.checks[index] = verdict
     return verdict
 
@@ -517,7 +539,7 @@ def check(job: BenchJob, index: int, raw: bytes) -> FilledCheck:
 def _case_record(
     job: BenchJob, index: int, measured: protocol.Measured, timer: str, adapter: str, repeat: int
 ) -> Dict[str, object]:
-    """A case's record (a bandwidth op's, the GEMM's), once its output passed its check."""
+    """A case's record (a bandwidth op's, prefill's, the GEMM's), once its output passed its check."""
     it = item(job, index)
     verified = job.checks.get(index)
     if it["check"] and not (verified and verified["ok"]):
@@ -526,6 +548,12 @@ def _case_record(
     if it["op"] == gemm.OP and job.case is not None:
         return gemm.record(
             job.case, job.tiles[index], measured, job.protocol, timer, adapter, job.info, repeat=repeat, verified=verified
+        )  # fmt: skip
+    if it["op"] in bench.CONFIG_OPS and it["op"] not in bench.BANDWIDTH_OPS:
+        return bandwidth.rate_record(
+            job.name, job.config, it["impl"], it["dtype"], it["flops"], measured, job.protocol, timer, adapter, job.info,
+            mode="checked", config=job.configs.get(index), repeat=repeat, verified=verified, yardstick=index in job.cases,
+            kind=it["op"],
         )  # fmt: skip
     copy = it["impl"] == bandwidth.COPY
     return bandwidth.record(

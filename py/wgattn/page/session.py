@@ -29,7 +29,8 @@ class PageSession:
     """What the page's JS calls under Pyodide (Python 3.8, numpy 1.17); every method takes and
     returns JSON text (or bytes for plan_bytes), and says what is wrong with a ValueError."""
 
-    KEEP_FINISHED = 16  # more than the registry's kernels: a 'run every kernel' keeps all its pictures
+    # every kernel of the registry and a few more: a 'run every kernel' keeps all its pictures
+    KEEP_FINISHED = len(registry.load().kernels) + 4
 
     def __init__(self) -> None:
         self._last_id = 0

@@ -100,14 +100,15 @@ class BenchJob:
     cache: Optional[Tuple[int, List[Plan]]] = None  # (job index, its plans)
     configs: Dict[int, Dict[str, float]] = field(default_factory=dict)  # job index -> what ran, once its plans are built
     left: Set[int] = field(default_factory=set)  # jobs neither recorded nor skipped: none left frees it
-    # A case (an op timed as bandwidth, wgattn.bandwidth; the GEMM, wgattn.gemm): the one case its
-    # jobs time, its name and configuration (its records'), each job's bytes (bandwidth) or tile
-    # (GEMM), the plans kept from building to their check (its `check` buffer's read-back) and the
-    # checks.
+    # A case (an op on one configuration, wgattn.bench.CONFIG_OPS; the GEMM, wgattn.gemm): the one
+    # case its jobs time, its name and configuration (its records'), each job's bytes (bandwidth),
+    # a yardstick's own case (prefill) or tile (GEMM), the plans kept from building to their check
+    # (its `check` buffer's read-back) and the checks.
     case: Optional[Case] = None
     name: str = ""
     config: Dict[str, object] = field(default_factory=dict)
     nbytes: Dict[int, int] = field(default_factory=dict)
+    cases: Dict[int, Tuple[str, Case]] = field(default_factory=dict)  # a yardstick's job: (kernel id, its case)
     tiles: Dict[int, Tile] = field(default_factory=dict)
     filled: Dict[int, Plan] = field(default_factory=dict)
     checks: Dict[int, FilledCheck] = field(default_factory=dict)
