@@ -79,11 +79,6 @@ fn score(q_base: u32, k_base: u32, lse: f32, bias: f32) -> Score {
   return Score(p, p * dfac);
 }
 
-// The ALiBi slope of query head h (stats holds the slopes after lse and delta).
-fn alibi_slope(h: u32) -> f32 {
-  return stats[2u * params.total_q * params.heads_q + h];
-}
-
 fn dot_dout_v(o_base: u32, v_base: u32) -> f32 {
   var acc: f32 = 0.0;
   for (var d: u32 = 0u; d < params.head_dim; d++) {

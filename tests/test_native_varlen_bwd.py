@@ -335,22 +335,32 @@ def test_planted_tiling_bugs_are_caught(native_runtime, bug):
 
 
 # Bugs in ALiBi and the sinks' gradient (the interface's own pass, in every kernel's source) that
-# the grid's rows with them must catch, planted in the seed.
+# the grid's rows with them must catch, planted in the seed and in the tiled kernel.
 PLANTED_HEADS = {
-    "ALiBi bias left of the diagonal only in dQ": ("-slope * f32(abs(j - pos))", "-slope * f32(max(pos - j, 0))"),
-    "ALiBi origin one query off in dK/dV": ("f32(abs(jk - (i + offset)))", "f32(abs(jk - (i + offset + 1)))"),
-    "the sinks' gradient with the wrong sign": ("dsinks[h] = -dsinks_part[0];", "dsinks[h] = dsinks_part[0];"),
-    "the sinks' gradient skipping rows": ("let t = t0 + 64u * b;", "let t = t0 + 63u * b;"),
+    "ALiBi bias left of the diagonal only in dQ": (KERNEL, "-slope * f32(abs(j - pos))", "-slope * f32(max(pos - j, 0))"),
+    "ALiBi origin one query off in dK/dV": (KERNEL, "f32(abs(jk - (i + offset)))", "f32(abs(jk - (i + offset + 1)))"),
+    "the sinks' gradient with the wrong sign": (KERNEL, "dsinks[h] = -dsinks_part[0];", "dsinks[h] = dsinks_part[0];"),
+    "the sinks' gradient skipping rows": (KERNEL, "let t = t0 + 64u * b;", "let t = t0 + 63u * b;"),
+    "tiled: ALiBi slope's sign flipped in dK/dV": (
+        TILED,
+        "s -= slope * f32(abs(jk - (i + offset)));",
+        "s += slope * f32(abs(jk - (i + offset)));",
+    ),
+    "tiled: ALiBi origin one key off in dQ": (TILED, "s -= slope * f32(abs(j - pos));", "s -= slope * f32(abs(j - pos - 1));"),
 }
 
 
 @pytest.mark.parametrize("bug", sorted(PLANTED_HEADS))
 def test_planted_alibi_and_sinks_bugs_are_caught(native_runtime, bug):
-    old, new = PLANTED_HEADS[bug]
-    source = KERNEL.source()
-    assert source.count(old) == 1, f"planted bug {bug!r} no longer matches the kernel"
+    kernel, old, new = PLANTED_HEADS[bug]
+
+    def planted(case) -> str:  # the defines follow head_dim (the tiled kernel's vec4 rows)
+        source = kernel.source({"head_dim": case.inputs["q"].shape[-1]})
+        assert source.count(old) == 1, f"planted bug {bug!r} no longer matches the kernel"
+        return source.replace(old, new)
+
     heads = [c for c in CASES if {"alibi_slopes", "sinks"} & set(c.inputs)]
-    caught = first_wide_failure(native_runtime, KERNEL, heads, source.replace(old, new))
+    caught = first_wide_failure(native_runtime, kernel, heads, planted)
     assert caught, f"no grid case fails {WIDE}x its allowance or more: {bug}"
 
 

@@ -38,5 +38,10 @@ struct Params {
 @group(0) @binding(10) var<uniform> params: Params;
 @group(0) @binding(11) var<storage, read_write> dsinks: array<f32>;  // [heads_q]: the sinks' gradient
 
+// The ALiBi slope of query head h (0 without ALiBi): stats holds the slopes after lse and delta.
+fn alibi_slope(h: u32) -> f32 {
+  return stats[2u * params.total_q * params.heads_q + h];
+}
+
 // The sinks' gradient, a pass of the interface (not of a kernel): it needs only lse and delta.
 #include "lib/varlen_bwd_dsinks.wgsl"
