@@ -37,6 +37,18 @@ def test_jobs_are_planned_for_the_reported_device():
         jobs.build(LAVAPIPE, "varlen_bwd.smx", "quick", tpr=2)
 
 
+@pytest.mark.parametrize("interface", ["flash_fwd", "varlen_bwd"])
+def test_cases_by_name_prefix_and_the_quick_ones_reach_alibi_and_sinks(interface):
+    iface = jobs.interfaces.get(interface)
+    every = jobs.cases(iface)
+    picked = jobs.cases(iface, "alibi-,sinks-")
+    assert picked and [c.name for c in picked] == [c.name for c in every if c.name.startswith(("alibi-", "sinks-"))]
+    quick = jobs.cases(iface, "quick")
+    assert any("alibi_slopes" in c.inputs for c in quick) and any("sinks" in c.inputs for c in quick)
+    with pytest.raises(ValueError, match="no case of"):
+        jobs.cases(iface, "no-such-case")
+
+
 def test_a_template_replaces_the_kernels_wgsl(tmp_path):
     source = jobs.kernel("flash_fwd.smx").path.read_text()
     planted = tmp_path / "planted.wgsl"
