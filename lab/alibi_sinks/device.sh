@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What ALiBi and sinks cost the forward on subgroup matrices, in one device call (expected on the
-# H100: about 2.5 minutes): flash_fwd.smx timed plain and with ALiBi and sinks in the same series
+# H100: about 2 minutes; the suite's --budget-s of 150 s bounds the browser part): flash_fwd.smx timed plain and with ALiBi and sinks in the same series
 # (bench.suite --variants plain,alibi+sinks), in Chromium with Dawn's robustness on (checked) and
 # off (trusted), by the suite's protocol (20 rounds, 2 s warm-up, each series twice), causal, at
 # (2,16,4096,128) and (4,16,2048,64). Target: the variant within 5% of plain. Prints the ratio of
@@ -12,7 +12,8 @@
 #   AS_ARGS="--gpu software --rounds 5 --warmup-s 0.2 --repeat 1" SHAPES="1,2,128,64" \
 #     PYTHON=.venv/bin/python OUT=/tmp/alibi bash lab/alibi_sinks/device.sh
 # Writes $OUT/records.json, report.json, table.txt (the suite's), alibi_sinks.txt (the ratios) and
-# log.txt. KERNELS (default flash_fwd.smx), SHAPES (B,H,S,D;...), AS_ARGS (more suite options),
+# log.txt. KERNELS (default flash_fwd.smx), SHAPES (B,H,S,D;...), AS_ARGS (more suite options,
+# e.g. --grid flash_fwd,varlen_bwd: the conformance grids in both passes too, minutes more),
 # MIN_SAMPLE_MS (default 20: the suite's --min-sample-ms, passed only where the suite has that
 # option; empty: never), BUDGET (the suite's --budget-s, default 150), PYTHON (python3).
 set -u
