@@ -18,7 +18,7 @@ the last committed one of its machine.
     python -m bench.history decode RUN/decode.jsonl [--markdown]   the decode tables (GB/s, % of copy)
     python -m bench.history gemm RUN/gemm.jsonl [--markdown]       the GEMM's tables (TFLOP/s per tile)
 
-A row is (op, shape, causal, impl, dtype, runtime, mode). It *moved* when its median moved by
+A row is (op, shape, causal, impl (with its variant: "+alibi+sinks"), dtype, runtime, mode). It *moved* when its median moved by
 more than its spread: the larger of the two runs' interquartile ranges. Repeats (back-to-back
 series of one run) *agree* when their medians are within 5%.
 """
@@ -102,8 +102,14 @@ def latest(history: Path, records: Sequence[Record]) -> Optional[Path]:
     return None
 
 
+def impl_of(r: Record) -> str:
+    """The row's implementation with its problem's variant ("flash_fwd.blocked+alibi+sinks"): a
+    variant is timed beside the plain problem, never in its place."""
+    return f"{r['impl']}+{r['variant']}" if r.get("variant") else str(r["impl"])
+
+
 def key(r: Record) -> Key:
-    return (r["op"], tuple(r["shape"]), r["causal"], r["impl"], r["dtype"], r["runtime"], r["mode"])  # type: ignore[arg-type]
+    return (r["op"], tuple(r["shape"]), r["causal"], impl_of(r), r["dtype"], r["runtime"], r["mode"])  # type: ignore[arg-type]
 
 
 def _name(k: Key) -> str:
@@ -190,11 +196,11 @@ def tables(records: Sequence[Record], markdown: bool = True) -> str:
         cols = [c for c in COLUMNS if any((r["runtime"], r["mode"]) == c for r in rows)]
         cols += sorted({(str(r["runtime"]), str(r["mode"])) for r in rows if r["mode"]} - set(cols))
         title = f"{op} (B,H,S,D)=({','.join(map(str, shape))}){' causal' if causal else ''}"
-        impls = list(dict.fromkeys((r["impl"], r["dtype"]) for r in rows if r["mode"]))
-        anchors = list(dict.fromkeys((r["impl"], r["dtype"], r["runtime"]) for r in rows if not r["mode"]))
+        impls = list(dict.fromkeys((impl_of(r), r["dtype"]) for r in rows if r["mode"]))
+        anchors = list(dict.fromkeys((impl_of(r), r["dtype"], r["runtime"]) for r in rows if not r["mode"]))
 
         def pick(impl, dtype, runtime, mode):
-            got = [r for r in rows if (r["impl"], r["dtype"], r["runtime"], r["mode"]) == (impl, dtype, runtime, mode)]
+            got = [r for r in rows if (impl_of(r), r["dtype"], r["runtime"], r["mode"]) == (impl, dtype, runtime, mode)]
             return sorted(got, key=lambda r: r["repeat"])  # type: ignore[arg-type,return-value]
 
         ratios = [r for r in RATIOS if r[1] in cols and r[2] in cols]

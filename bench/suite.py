@@ -422,9 +422,11 @@ def protocol_fields(proto: protocol.Protocol) -> Dict[str, float]:
     return {"rounds": proto.rounds, "warmup_s": proto.warmup_s, "min_sample_ms": proto.min_sample_ms}
 
 
-def page_requests(kernels: Sequence[str], shapes, causal: bool, proto: protocol.Protocol, repeat: int) -> List[Dict]:
-    """The page's benchmark requests: one per (op, shape); a request carries B, H, D and the
-    sequence length."""
+def page_requests(
+    kernels: Sequence[str], shapes, causal: bool, proto: protocol.Protocol, repeat: int, variants: Sequence[str] = ("",)
+) -> List[Dict]:
+    """The page's benchmark requests: one per (op, shape); a request carries B, H, D, the
+    sequence length and the variants of the problem timed in its series."""
     reqs = []
     for op in bench.OPS:
         impls = [k for k in kernels if bench.op_of(k) == op]
@@ -438,6 +440,7 @@ def page_requests(kernels: Sequence[str], shapes, causal: bool, proto: protocol.
                     "D": d,
                     "seq_lens": str(s),
                     "causal": causal,
+                    "variants": ",".join(v or "plain" for v in variants),
                     **protocol_fields(proto),
                     "repeat": repeat,
                 }
@@ -524,6 +527,12 @@ def parse_args(argv: Optional[Sequence[str]] = None):
     ap.add_argument("--kernels", default=",".join(KERNELS), help="registered kernel ids (default: %(default)s)")
     ap.add_argument("--shapes", default=";".join(SHAPES), help="B,H,S,D;B,H,S,D (default: %(default)s)")
     ap.add_argument("--no-causal", dest="causal", action="store_false", help="full attention (default: causal)")
+    ap.add_argument(
+        "--variants",
+        default="plain",
+        help="the problem plain and/or with alibi, sinks or alibi+sinks: each kernel once per variant in the same series "
+        "(comma-separated; default %(default)s)",
+    )
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--warmup-s", type=float, default=2.0)
     ap.add_argument(
@@ -595,6 +604,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     t_start = time.time()
     kernels = [k.strip() for k in args.kernels.split(",") if k.strip()]
+    variants = bench.parse_variants(args.variants)  # ValueError: an unknown variant
     shapes = [bench.parse_shape(s) for s in args.shapes.split(";") if s.strip()]
     runtimes = {r.strip() for r in args.runtimes.split(",") if r.strip()}
     if not runtimes <= {"native", "chromium"}:
@@ -617,6 +627,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "kernels": kernels,
         "shapes": [list(s) for s in shapes],
         "causal": args.causal,
+        "variants": args.variants,
         "repeat": args.repeat,
         "gpu": args.gpu,
         "gpu_state_before": gpu_state(),
@@ -637,7 +648,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         t0 = time.time()
         impls = kernels + ["torch"]
         try:
-            got = bench.run(ops, impls, shapes, args.causal, proto, log=log, repeat=args.repeat, info=info)
+            got = bench.run(ops, impls, shapes, args.causal, proto, log=log, repeat=args.repeat, info=info, variants=variants)
         except Exception as exc:  # a machine without a native adapter still runs the browser
             log(f"native: failed: {type(exc).__name__}: {exc}")
             report["native_error"] = f"{type(exc).__name__}: {exc}"
@@ -671,7 +682,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not names or not set(names) <= set(dawn_of) or len(set(names)) != len(names):
             raise SystemExit(f"suite: --passes takes checked and/or trusted, got {args.passes!r}")
         passes = [BrowserPass(args, n, dawn_of[n], out) for n in names]
-        requests = page_requests(kernels, shapes, args.causal, proto, args.repeat) + decode_reqs + prefill_reqs + gemm_reqs
+        page_reqs = page_requests(kernels, shapes, args.causal, proto, args.repeat, variants)
+        requests = page_reqs + decode_reqs + prefill_reqs + gemm_reqs
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "py"), os.environ.get("PYTHONPATH", "")) if p))
         if not (ROOT / ".cache" / "pyodide").is_dir():
             raise SystemExit("suite: the page needs Pyodide in .cache/pyodide: run `make setup` (bench/devcarry.py carries it)")

@@ -1,13 +1,17 @@
 // flash_fwd.blocked (and flash_fwd.blocked_f16, define F16): FlashAttention-2 forward over packed
 // variable-length sequences with register-blocked micro-tiles; wgattn's contract: GQA, (left,
-// right) windows in both alignments, softcap, out and a natural-log lse.
+// right) windows in both alignments, softcap, ALiBi, attention sinks, out and a natural-log lse.
 //
 //   Per sequence b, query row i (head h), key j (kv head g = h / (heads_q / heads_kv)):
 //     s0_ij = scale * q_i . k_j;  s_ij = softcap * tanh(s0_ij / softcap) if softcap > 0 else s0_ij
-//     out_i = sum_j softmax_j(s_ij) v_j over visible j;  lse_i = log sum_j exp(s_ij)
+//     s_ij -= slope_h * |j - (i + offset)|                        (alibi_on; slope_h = alibi_sinks[h])
+//     z_i = sum_j exp(s_ij) over visible j  (+ exp(sink_h) with sinks_on; sink_h = alibi_sinks[heads_q + h])
+//     out_i = sum_j exp(s_ij) / z_i v_j over visible j;  lse_i = log z_i
 //   Visible: with offset = len_k - len_q (bottom-right) or 0 (top-left),
 //     (window_left < 0 or j >= i + offset - window_left) and (window_right < 0 or j <= i + offset + window_right).
-//   A row with no visible key gets out = 0 and lse = -inf.
+//   A row with no visible key gets out = 0 and lse = -inf (sink_h with sinks_on). The sink is the
+//   online softmax's starting state: every invocation of a row starts its running max at sink_h,
+//   and column group 0 its partial sum at exp(sink_h - m) = 1 (a key whose value is 0).
 //
 // Layout (token-major, f32): q, out [total_q, heads_q, D]; k, v [total_k, heads_kv, D];
 // lse [total_q, heads_q]; cu_seqlens_* [batch_size + 1].
@@ -34,6 +38,9 @@
 // Key tiles lie inside the union of the block's visible bands. Tile shapes are chosen per adapter
 // from the registry's candidates (wgattn.registry: the first that fits its workgroup storage).
 // Every index is guarded in this code (the kernel is registered as trusted; docs/performance.md).
+// The register arrays are defines (MAX_CPT, MAX_PF): their sizes up to head_dim 256, doubled and
+// quadrupled past it, where a row of 512 needs CPT = 16 columns with 8 column groups and each
+// invocation of a small workgroup moves more of a tile.
 // F16: Q, K and V are staged as f16 (half the workgroup memory and reads); arithmetic is f32.
 // Reference: wgattn.reference.varlen_attention_fwd, keywords mapped in wgattn/interfaces/flash_fwd.py.
 #if F16
@@ -57,9 +64,9 @@ override TN: u32;    // keys per invocation per tile: BC / NCG, at most MAX_TN
 override CPT: u32;   // vec4 output columns per invocation: ceil(D4 / NCG), at most MAX_CPT
 override KS: u32;    // vec4 stride of a staged k/v row: NCG * CPT
 override PF: u32;    // vec4 of k (and of v) each invocation moves per tile: ceil(BC * KS / WG)
-const MAX_PF: u32 = 32u;
+#const MAX_PF
 const MAX_TN: u32 = 8u;
-const MAX_CPT: u32 = 8u;      // head_dim <= 256 with NCG = 8 (the registry refuses more)
+#const MAX_CPT
 const LOWEST: f32 = -3.4028234663852886e38;  // stands for -inf in the running max
 const LOG2E: f32 = 1.4426950408889634;
 
@@ -148,8 +155,14 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   workgroupBarrier();  // q and the first tile are staged
 
   let cap = params.softcap;
-  var m = vec4<f32>(LOWEST);  // running max of the four rows' scores
-  var l = vec4<f32>(0.0);     // partial row sums over this invocation's keys
+  let alibi = params.alibi_on != 0u;
+  let slope = alibi_sinks[head];
+  let pos = rows + offset;  // the rows' positions on the diagonal, ALiBi's origin
+  let sinks = params.sinks_on != 0u;
+  // running max of the four rows' scores, from the sink when there is one
+  var m = vec4<f32>(select(LOWEST, alibi_sinks[hq + head], sinks));
+  // partial row sums over this invocation's keys; the sink's term (1 at m = sink) in group 0's
+  var l = vec4<f32>(select(0.0, 1.0, sinks && cg == 0u));
   var o: array<array<vec4<f32>, MAX_CPT>, 4>;
   for (var mm = 0u; mm < 4u; mm++) {
     for (var i = 0u; i < CPT; i++) {
@@ -183,6 +196,9 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
                       softcap_apply(x.z, cap), softcap_apply(x.w, cap));
       }
       let j = vec4<i32>(t0 + i32(cg + NCG * n));
+      if (alibi) {
+        x -= slope * vec4<f32>(abs(j - pos));
+      }
       x = select(vec4<f32>(LOWEST), x, (j >= row_lo) & (j < row_hi));
       s[n] = x;
       tile_max = max(tile_max, x);

@@ -1,13 +1,16 @@
 // flash_fwd.smx: FlashAttention-2 forward on subgroup matrices (tensor cores where the adapter has
 // them): Q·Kᵀ and P·V are f16 x f16 -> f32 matrix products, the online softmax is f32. wgattn's
-// flash_fwd contract: packed varlen, GQA, (left, right) windows in both alignments, softcap, lse.
+// flash_fwd contract: packed varlen, GQA, (left, right) windows in both alignments, softcap, ALiBi,
+// attention sinks, lse.
 //
 //   Per sequence b, query row i (head h), key j (kv head g = h / (heads_q / heads_kv)):
 //     s0_ij = scale * q_i . k_j;  s_ij = softcap * tanh(s0_ij / softcap) if softcap > 0 else s0_ij
-//     out_i = sum_j softmax_j(s_ij) v_j over visible j;  lse_i = log sum_j exp(s_ij)
+//     s_ij -= slope_h * |j - (i + offset)|                        (alibi_on; slope_h = alibi_sinks[h])
+//     z_i = sum_j exp(s_ij) over visible j  (+ exp(sink_h) with sinks_on; sink_h = alibi_sinks[heads_q + h])
+//     out_i = sum_j exp(s_ij) / z_i v_j over visible j;  lse_i = log z_i
 //   Visible: with offset = len_k - len_q (bottom-right) or 0 (top-left),
 //     (window_left < 0 or j >= i + offset - window_left) and (window_right < 0 or j <= i + offset + window_right).
-//   A row with no visible key gets out = 0 and lse = -inf.
+//   A row with no visible key gets out = 0 and lse = -inf (sink_h with sinks_on).
 //
 // Layout (token-major, f32): q, out [total_q, heads_q, D]; k, v [total_k, heads_kv, D];
 // lse [total_q, heads_q]; cu_seqlens_* [batch_size + 1]. q, k and v are rounded to f16 as they are
@@ -44,6 +47,9 @@
 // workgroup memory, scales rows there and loads it back; it is workgroup-uniform (any row in the
 // block asks for it through an atomic flag read with workgroupUniformLoad). TAU = 0 rescales on
 // every increase of the max, as FlashAttention-2 does.
+// The sink joins at the end, not as the running max's start (P is f16: against a dominant sink
+// every p would underflow): M = max(m, sink), z = l * exp(m - M) + exp(sink - M),
+// out = O * exp(m - M) / z, lse = M + log z.
 //
 // Robustness: every operand in workgroup memory lives in an array of fragments (one inner array
 // per M x K, K x N or M x N block, rows padded by PADH halves so the 16-byte rows of a fragment
@@ -269,6 +275,9 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   }
   let cap = params.softcap;
   let scale = params.scale;
+  let alibi = params.alibi_on != 0u;
+  let slope = alibi_sinks[head];  // 0 without ALiBi
+  let pos = vec4<i32>(i + offset);  // the row's diagonal position
   var m = LOWEST;  // the row's running max (the one p was taken against)
   var l = 0.0;     // this invocation's share of the row sum
 #for rr RPS
@@ -327,6 +336,9 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
                       softcap_apply(s.w, cap));
       }
       let j = vec4<i32>(t0 + i32(col)) + vec4<i32>(0, 1, 2, 3);
+      if (alibi) {
+        s -= slope * vec4<f32>(abs(j - pos));  // i32 difference first: exact at 64k positions
+      }
       s = select(vec4<f32>(LOWEST), s, (j >= vec4<i32>(lo)) & (j < vec4<i32>(hi)));
       x{c4} = s;
       tile_max = max(tile_max, max(max(s.x, s.y), max(s.z, s.w)));
@@ -416,7 +428,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     workgroupBarrier();  // P, V and S are no longer read
   }
 
-  // Row sums, then O / sum through sf in chunks of SB fragments (BC columns).
+  // Row sums, the sink, then O * exp(m - M) / z through sf in chunks of SB fragments (BC columns).
   var total = l;
   if (TPR > 1u) {
     total += subgroupShuffleXor(total, 1u);
@@ -424,8 +436,20 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   if (TPR > 2u) {
     total += subgroupShuffleXor(total, 2u);
   }
-  let visible = total > 0.0;
-  let inv = select(0.0, 1.0 / total, visible);
+  let visible = total > 0.0;  // total >= 1 then (the term at the max is 1)
+  let sinks_on = params.sinks_on != 0u;
+  var top = select(LOWEST, m, visible);  // M
+  var sink = 0.0;
+  if (sinks_on) {
+    sink = alibi_sinks[hq + head];
+    top = max(top, sink);
+  }
+  let fo = select(0.0, exp2((m - top) * LOG2E), visible);  // <= 1
+  var z = total * fo;
+  if (sinks_on) {
+    z += exp2((sink - top) * LOG2E);
+  }
+  let inv = select(0.0, fo / z, visible);
   let row = u32(q_start + i) * hq + head;
   for (var ch = 0u; ch < (DN + SB - 1u) / SB; ch++) {
     if (mx) {
@@ -460,7 +484,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     workgroupBarrier();
   }
   if (row_ok && c0 == 0u) {
-    lse[row] = select(neg_inf(), m + log(total), visible);
+    lse[row] = select(neg_inf(), top + log(z), z > 0.0);
   }
 }
 

@@ -1,13 +1,18 @@
 // flash_fwd.tiled (and flash_fwd.tiled_f16, define F16): FlashAttention-2 forward over packed variable-length sequences, wgattn's
-// contract: GQA, (left, right) windows in both alignments, softcap, out and a natural-log lse.
+// contract: GQA, (left, right) windows in both alignments, softcap, ALiBi, attention sinks, out and
+// a natural-log lse.
 //
 //   Per sequence b, query row i (head h), key j (kv head g = h / (heads_q / heads_kv)):
 //     s0_ij = scale * q_i . k_j;  s_ij = softcap * tanh(s0_ij / softcap) if softcap > 0 else s0_ij
-//     out_i = sum_j softmax_j(s_ij) v_j over visible j;  lse_i = log sum_j exp(s_ij)
+//     s_ij -= slope_h * |j - (i + offset)|                        (alibi_on; slope_h = alibi_sinks[h])
+//     z_i = sum_j exp(s_ij) over visible j  (+ exp(sink_h) with sinks_on; sink_h = alibi_sinks[heads_q + h])
+//     out_i = sum_j exp(s_ij) / z_i v_j over visible j;  lse_i = log z_i
 //   Visible: with offset = len_k - len_q (bottom-right, align_top_left == 0) or 0 (top-left),
 //     (window_left < 0 or j >= i + offset - window_left) and (window_right < 0 or j <= i + offset + window_right);
 //     causal is folded in by the host (window_right = min(right, 0), -1 -> 0).
-//   A row with no visible key gets out = 0 and lse = -inf.
+//   A row with no visible key gets out = 0 and lse = -inf (sink_h with sinks_on). The sink enters as
+//   the online softmax's starting state: running max m = sink_h, sum l = 1, o = 0 (a key whose
+//   value is 0).
 //
 // Layout (token-major, f32): q, out [total_q, heads_q, D]; k, v [total_k, heads_kv, D];
 // lse [total_q, heads_q]; cu_seqlens_* [batch_size + 1].
@@ -23,7 +28,9 @@
 // max moves once per tile (one rescale of o per tile, not per key).
 // Tile shapes are override constants: D4 = ceil(D / 4) vec4 columns (so loops over the head dim
 // have a constant trip count and unroll into registers), BC keys per tile (2 * BC * D4 * 16 bytes
-// of workgroup memory; the registry picks BC for 16 KiB).
+// of workgroup memory; the registry picks BC for 16 KiB). The row's registers hold MAX_D4 vec4
+// (a define: 64 up to head_dim 256, 128 up to 512), so head dims up to 256 keep the register
+// arrays they always had.
 // Reference: wgattn.reference.varlen_attention_fwd, keywords mapped in wgattn/interfaces/flash_fwd.py.
 //
 // F16 (flash_fwd.tiled_f16, "shader-f16"): the staged K/V tiles and each row's q held as f16, half
@@ -41,7 +48,7 @@ override WG: u32;             // query rows (= invocations) per workgroup
 override BR: u32 = WG;        // query rows per workgroup: one per invocation
 override D4: u32;             // vec4 columns of a row: ceil(head_dim / 4), at most MAX_D4
 override BC: u32;             // keys per staged tile, at most MAX_BC
-const MAX_D4: u32 = 64u;      // head_dim <= 256 (the registry refuses more)
+#const MAX_D4
 const MAX_BC: u32 = 64u;
 const LOWEST: f32 = -3.4028234663852886e38;  // stands for -inf in the running max
 
@@ -106,8 +113,13 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     o[c] = vec4<f32>(0.0);
   }
   let cap = params.softcap;
-  var m = LOWEST;
-  var l = 0.0;
+  let alibi = params.alibi_on != 0u;
+  let slope = alibi_sinks[head];
+  let pos = i + offset;  // the row's position on the diagonal, ALiBi's origin
+  // The sink as the starting state (m = sink, l = exp(sink - m) = 1); without one, nothing yet.
+  let sinks = params.sinks_on != 0u;
+  var m = select(LOWEST, alibi_sinks[hq + head], sinks);
+  var l = select(0.0, 1.0, sinks);
 
   let tile_elems = BC * D4 * 4u;
   for (var t0 = lo; t0 < hi; t0 += i32(BC)) {
@@ -161,6 +173,9 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
 #endif
         if (cap > 0.0) {
           x = softcap_apply(x, cap);
+        }
+        if (alibi) {
+          x -= slope * f32(abs(j - pos));
         }
         if (j >= row_lo && j < row_hi) {
           s[jj] = x;

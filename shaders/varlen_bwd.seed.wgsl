@@ -1,9 +1,13 @@
 // varlen_bwd.seed: backward of packed variable-length attention (FlashAttention-2 formulas),
-// wgattn's contract: GQA, (left, right) windows in both alignments, softcap, deterministic.
+// wgattn's contract: GQA, (left, right) windows in both alignments, softcap, ALiBi, attention
+// sinks, deterministic.
 //
 //   Per sequence b, query row i (head h), key j (kv head g = h / (heads_q / heads_kv)):
 //     s0_ij = scale * q_i . k_j;  s_ij = softcap * tanh(s0_ij / softcap) if softcap > 0 else s0_ij
+//     s_ij -= slope_h * |j - (i + offset)|  (alibi_on; slope_h = stats[2 * total_q * heads_q + h])
 //     P_ij  = exp(s_ij - lse_i)        on visible (i, j); rows with a non-finite lse contribute nothing
+//             (a sink needs nothing here: lse holds its term, and the interface's own pass,
+//             bwd_dsinks, takes its gradient)
 //     delta_i = sum_d dout_i * out_i
 //     dP_ij = dout_i . v_j;  dS_ij = P_ij * (dP_ij - delta_i) * (1 - tanh^2)  (the factor only with softcap;
 //             softcap_slope computes it without cancellation)
@@ -16,9 +20,10 @@
 //
 // Layout (token-major, f32): q, out, dout, dq [total_q, heads_q, D]; k, v [total_k, heads_kv, D];
 // dkv [2, total_k, heads_kv, D] (dk then dv); stats [2, total_q, heads_q]: the forward's lse (the
-// host writes it), then delta (pass bwd_preprocess writes it); cu_seqlens_* [batch_size + 1].
-// Grid, three passes, each one invocation per row, WG rows per workgroup, the workgroup count folded
-// into x and y past 65535:
+// host writes it), then delta (pass bwd_preprocess writes it), then [2, heads_q]: the ALiBi slopes
+// and the sinks; cu_seqlens_* [batch_size + 1].
+// Grid, three passes of this kernel, each one invocation per row, WG rows per workgroup, the
+// workgroup count folded into x and y past 65535 (then the interface's bwd_dsinks):
 //   bwd_preprocess  (query token, query head): delta
 //   bwd_dkdv        (key token, kv head): dk, dv over the query heads of its group and the queries
 //                   that can see the key (a range computed from the window, not a scan)
@@ -55,7 +60,8 @@ struct Score {
   ds_factor: f32,
 }
 
-fn score(q_base: u32, k_base: u32, lse: f32) -> Score {
+// `bias`: the ALiBi term of (i, j), added after softcap (0 without ALiBi).
+fn score(q_base: u32, k_base: u32, lse: f32, bias: f32) -> Score {
   var dot: f32 = 0.0;
   for (var d: u32 = 0u; d < params.head_dim; d++) {
     dot += q[q_base + d] * k[k_base + d];
@@ -65,6 +71,9 @@ fn score(q_base: u32, k_base: u32, lse: f32) -> Score {
   if (params.softcap > 0.0) {
     dfac = softcap_slope(s, params.softcap);  // from the uncapped score
     s = softcap_apply(s, params.softcap);
+  }
+  if (params.alibi_on != 0u) {
+    s += bias;
   }
   let p = exp2((s - lse) * LOG2E);
   return Score(p, p * dfac);
@@ -134,6 +143,7 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3<u32>,
     }
     for (var hh: u32 = 0u; hh < group; hh++) {
       let h = g * group + hh;
+      let slope = alibi_slope(h);
       for (var i0: i32 = i_lo; i0 <= i_hi; i0 += SUM_BLOCK) {
         let i1 = min(i0 + (SUM_BLOCK - 1), i_hi);
         for (var c: u32 = 0u; c < width; c++) {
@@ -147,7 +157,7 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3<u32>,
             continue;
           }
           let q_base = qrow * params.head_dim;
-          let sc = score(q_base, kv_base, lse);
+          let sc = score(q_base, kv_base, lse, -slope * f32(abs(jk - (i + offset))));
           let dp = dot_dout_v(q_base, kv_base);
           let ds = sc.ds_factor * (dp - stats[rows_q + qrow]);
           for (var c: u32 = 0u; c < width; c++) {
@@ -196,6 +206,8 @@ fn bwd_dq(@builtin(workgroup_id) wid: vec3<u32>,
     j_hi = j_lo - 1;  // the row contributes nothing: dq = 0
   }
   let delta = stats[rows_q + row];
+  let slope = alibi_slope(h);
+  let pos = iq + offset;  // the row's position on the diagonal, ALiBi's origin
 
   let q_base = row * params.head_dim;
   for (var c0: u32 = 0u; c0 < params.head_dim; c0 += CHUNK) {
@@ -212,7 +224,7 @@ fn bwd_dq(@builtin(workgroup_id) wid: vec3<u32>,
       }
       for (var j: i32 = j0; j <= j1; j++) {
         let k_base = (u32(k0 + j) * params.heads_kv + g) * params.head_dim;
-        let sc = score(q_base, k_base, lse);
+        let sc = score(q_base, k_base, lse, -slope * f32(abs(j - pos)));
         let dp = dot_dout_v(q_base, k_base);
         let ds = sc.ds_factor * (dp - delta);
         for (var c: u32 = 0u; c < width; c++) {

@@ -1,12 +1,16 @@
 // varlen_bwd.smx: FlashAttention-2 backward on subgroup matrices (tensor cores where the adapter
 // has them): the products of each tile are f16 x f16 -> f32 matrix products, P and dS are formed
 // in f32 and rounded to f16 for the products that take them (as FlashAttention does). wgattn's
-// varlen_bwd contract: packed varlen, GQA, (left, right) windows in both alignments, softcap;
-// deterministic (every output element is written by one invocation, no atomics).
+// varlen_bwd contract: packed varlen, GQA, (left, right) windows in both alignments, softcap,
+// ALiBi, attention sinks; deterministic (every output element is written by one invocation, no
+// atomics).
 //
 //   Per sequence b, query row i (head h), key j (kv head g = h / (heads_q / heads_kv)):
 //     s0_ij = scale * q_i . k_j;  s_ij = softcap * tanh(s0_ij / softcap) if softcap > 0 else s0_ij
+//     s_ij -= slope_h * |j - (i + offset)|  (alibi_on; the interface's alibi_slope(h))
 //     P_ij  = exp(s_ij - lse_i) on visible (i, j); a row with a non-finite lse contributes nothing
+//             (a sink needs nothing here: lse holds its term, and the interface's own pass,
+//             bwd_dsinks, takes its gradient)
 //     delta_i = dout_i . out_i;  dP_ij = dout_i . v_j
 //     dS_ij = P_ij (dP_ij - delta_i) (1 - tanh^2: only with softcap, softcap_slope)
 //     dv_j = sum_{h in group(g)} sum_i P_ij dout_i;  dk_j = scale sum_{h in group(g)} sum_i dS_ij q_i
@@ -17,7 +21,8 @@
 //   no row sees get dk = dv = 0.
 //
 // Layout (token-major, f32): q, out, dout, dq [total_q, heads_q, D]; k, v [total_k, heads_kv, D];
-// dkv [2, total_k, heads_kv, D]; stats [2, total_q, heads_q]: lse (the host's), then delta. With
+// dkv [2, total_k, heads_kv, D]; stats [2, total_q, heads_q]: lse (the host's), then delta (then
+// the ALiBi slopes and the sinks, [2, heads_q]). With
 // VEC4 (head_dim % 4 == 0) the kernel reads and writes them as vec4 rows. The inputs are rounded
 // to f16 as they are staged (the kernel is judged by the f16 rule).
 //
@@ -238,8 +243,9 @@ fn put_stats(buf: u32, lid: u32, x: vec2<f32>) {
   }
 }
 
-// (P, dS * scale) of 4 (query, key) pairs from their raw dot products, zero where not `vis`.
-fn grads4(s0: vec4<f32>, dp: vec4<f32>, lse: vec4<f32>, delta: vec4<f32>, vis: vec4<bool>) -> array<vec4<f32>, 2> {
+// (P, dS * scale) of 4 (query, key) pairs from their raw dot products, zero where not `vis`;
+// `bias` (ALiBi's, 0 without) joins the score after softcap, whose slope stays the uncapped score's.
+fn grads4(s0: vec4<f32>, dp: vec4<f32>, lse: vec4<f32>, delta: vec4<f32>, vis: vec4<bool>, bias: vec4<f32>) -> array<vec4<f32>, 2> {
   let scale = params.scale;
   let cap = params.softcap;
   let x = s0 * scale;
@@ -249,7 +255,7 @@ fn grads4(s0: vec4<f32>, dp: vec4<f32>, lse: vec4<f32>, delta: vec4<f32>, vis: v
     s = vec4<f32>(softcap_apply(x.x, cap), softcap_apply(x.y, cap), softcap_apply(x.z, cap), softcap_apply(x.w, cap));
     slope = vec4<f32>(softcap_slope(x.x, cap), softcap_slope(x.y, cap), softcap_slope(x.z, cap), softcap_slope(x.w, cap));
   }
-  let p = select(vec4<f32>(0.0), exp2((s - lse) * LOG2E), vis);
+  let p = select(vec4<f32>(0.0), exp2((s + bias - lse) * LOG2E), vis);
   return array<vec4<f32>, 2>(p, p * (dp - delta) * (slope * scale));
 }
 
@@ -320,6 +326,7 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
   let offset = diagonal_offset(len_q, len_k, params.align_top_left);
   let wl = params.window_left;
   let wr = params.window_right;
+  let alibi = params.alibi_on != 0u;
   var qlo = 0;  // the query rows any key of the block sees: [qlo, qhi)
   var qhi = len_q;
   if (wr >= 0) {
@@ -407,6 +414,7 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
 
     // Pᵀ and dSᵀ * scale (f16), elementwise: key jj of the block, query rows tr .. tr + 3.
     let full = all_visible(t0, t0 + i32(BT) - 1, j0, j0 + i32(BF) - 1, len_q, len_k, offset, wl, wr);
+    let slope = alibi_slope(g * grp + it / ntile);  // the tile's query head (0 without ALiBi)
 #for u MAX_EW
     {
       let e = lid + WG * {u}u;
@@ -414,12 +422,18 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         let jj = e / (BT / 4u);
         let tr = (e % (BT / 4u)) * 4u;
         let a32 = (jj % S) * F4 + (tr % S) / 4u;
+        let i = vec4<i32>(t0 + i32(tr)) + vec4<i32>(0, 1, 2, 3);
+        let j = vec4<i32>(j0 + i32(jj));
         var vis = vec4<bool>(true);
         if (!full) {
-          vis = visible4(vec4<i32>(t0 + i32(tr)) + vec4<i32>(0, 1, 2, 3), vec4<i32>(j0 + i32(jj)), len_q, len_k, offset, wl, wr);
+          vis = visible4(i, j, len_q, len_k, offset, wl, wr);
+        }
+        var bias = vec4<f32>(0.0);  // not a mask: also on full tiles
+        if (alibi) {
+          bias = -slope * vec4<f32>(abs(j - (i + vec4<i32>(offset))));  // i32 difference first
         }
         let at = (buf * BT + tr) / 4u;
-        let gr = grads4(rs[jj / S][tr / S][a32], rs[RB + jj / S][tr / S][a32], lse_t[at], delta_t[at], vis);
+        let gr = grads4(rs[jj / S][tr / S][a32], rs[RB + jj / S][tr / S][a32], lse_t[at], delta_t[at], vis, bias);
         let a16 = (jj % S) * P4 + (tr % S) / 4u;
         pp[jj / S][tr / S][a16] = vec4<f16>(gr[1]);
         pp[RB + jj / S][tr / S][a16] = vec4<f16>(gr[0]);
@@ -508,6 +522,8 @@ fn bwd_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   let offset = diagonal_offset(len_q, len_k, params.align_top_left);
   let wl = params.window_left;
   let wr = params.window_right;
+  let alibi = params.alibi_on != 0u;
+  let slope = alibi_slope(h);  // 0 without ALiBi
   let band = visible_keys(row0, row_last, offset, len_k, wl, wr);
   let sg = lid / sg_size;
   let fb = sg / DS;
@@ -600,12 +616,18 @@ fn bwd_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
         let ii = e / (BT / 4u);
         let tr = (e % (BT / 4u)) * 4u;
         let a32 = (ii % S) * F4 + (tr % S) / 4u;
+        let i = vec4<i32>(row0 + i32(ii));
+        let j = vec4<i32>(t0 + i32(tr)) + vec4<i32>(0, 1, 2, 3);
         var vis = vec4<bool>(true);
         if (!full) {
-          vis = visible4(vec4<i32>(row0 + i32(ii)), vec4<i32>(t0 + i32(tr)) + vec4<i32>(0, 1, 2, 3), len_q, len_k, offset, wl, wr);
+          vis = visible4(i, j, len_q, len_k, offset, wl, wr);
+        }
+        var bias = vec4<f32>(0.0);  // not a mask: also on full tiles
+        if (alibi) {
+          bias = -slope * vec4<f32>(abs(j - (i + vec4<i32>(offset))));  // i32 difference first
         }
         let gr = grads4(rs[ii / S][tr / S][a32], rs[RB + ii / S][tr / S][a32], vec4<f32>(lse_t[ii / 4u][ii % 4u]),
-                        vec4<f32>(delta_t[ii / 4u][ii % 4u]), vis);
+                        vec4<f32>(delta_t[ii / 4u][ii % 4u]), vis, bias);
         pp[ii / S][tr / S][(ii % S) * P4 + (tr % S) / 4u] = vec4<f16>(gr[1]);
       }
     }

@@ -1,9 +1,13 @@
 // varlen_bwd.tiled: FlashAttention-2 backward over packed variable-length sequences, tiled, with
-// wgattn's contract: GQA, (left, right) windows in both alignments, softcap, deterministic.
+// wgattn's contract: GQA, (left, right) windows in both alignments, softcap, ALiBi, attention
+// sinks, deterministic.
 //
 //   Per sequence b, query row i (head h), key j (kv head g = h / (heads_q / heads_kv)):
 //     s0_ij = scale * q_i . k_j;  s_ij = softcap * tanh(s0_ij / softcap) if softcap > 0 else s0_ij
+//     s_ij -= slope_h * |j - (i + offset)|  (alibi_on; the interface's alibi_slope(h))
 //     P_ij  = exp(s_ij - lse_i)        on visible (i, j); rows with a non-finite lse contribute nothing
+//             (a sink needs nothing here: lse holds its term, and the interface's own pass,
+//             bwd_dsinks, takes its gradient)
 //     delta_i = sum_d dout_i * out_i
 //     dP_ij = dout_i . v_j;  dS_ij = P_ij * (dP_ij - delta_i) * (1 - tanh^2)  (the factor only with softcap;
 //             softcap_slope computes it without cancellation)
@@ -16,7 +20,8 @@
 //
 // Layout (token-major, f32): q, out, dout, dq [total_q, heads_q, D]; k, v [total_k, heads_kv, D];
 // dkv [2, total_k, heads_kv, D] (dk then dv); stats [2, total_q, heads_q]: the forward's lse (the
-// host writes it), then delta (pass bwd_preprocess writes it); cu_seqlens_* [batch_size + 1].
+// host writes it), then delta (pass bwd_preprocess writes it), then [2, heads_q]: the ALiBi slopes
+// and the sinks; cu_seqlens_* [batch_size + 1].
 //
 // Passes (grids as the interface gives them: WG rows per workgroup, the workgroup count folded
 // into x and y past 65535):
@@ -374,9 +379,11 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3<u32>,
     let i_lo = seen_by.x;
     let i_hi = seen_by.y - 1;
     let mine = live && row >= seg && row < seg_end;
+    let jk = i32(row % total_k) - k_start;  // the key's position in the sequence (when `mine`)
 
     for (var hh = 0u; hh < group; hh++) {
       let h = g * group + hh;
+      let slope = alibi_slope(h);
       for (var i0 = i_lo; i0 <= i_hi; i0 += i32(BQ)) {
         workgroupBarrier();  // the previous tile is no longer read
         for (var u = lid; u < BQ * d4p; u += WG * T) {
@@ -441,6 +448,9 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3<u32>,
               s = softcap_apply(s, cap);
             }
             let i = i0 + i32(ii);
+            if (params.alibi_on != 0u) {
+              s -= slope * f32(abs(jk - (i + offset)));  // i32 difference first: exact at 64k positions
+            }
             var pr = 0.0;
             if (i >= row_lo && i <= row_hi) {
               pr = exp2((s - lse_tile[ii]) * LOG2E);
@@ -584,6 +594,8 @@ fn bwd_dq(@builtin(workgroup_id) wid: vec3<u32>,
     let j_lo = sees.x;
     let j_hi = sees.y - 1;
     let mine = live && row >= seg && row < seg_end;
+    let pos = i32(row % total_q) - q_start + offset;  // the row's diagonal position (when `mine`)
+    let slope = alibi_slope(h);
 
     for (var j0 = j_lo; j0 <= j_hi; j0 += i32(BK)) {
       workgroupBarrier();  // the previous tile is no longer read
@@ -632,6 +644,9 @@ fn bwd_dq(@builtin(workgroup_id) wid: vec3<u32>,
             s = softcap_apply(s, cap);
           }
           let j = j0 + i32(jj);
+          if (params.alibi_on != 0u) {
+            s -= slope * f32(abs(j - pos));
+          }
           var ds = 0.0;
           if (j >= col_lo && j <= col_hi) {
             ds = exp2((s - lse) * LOG2E) * dfac * (dp - delta);

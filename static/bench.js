@@ -294,7 +294,8 @@ export async function runBench(ctx, request) {
       try {
         for (const index of series.jobs) {
           const job = start.jobs[index];
-          say(`job ${index + 1} of ${start.jobs.length}: uploading ${job.impl} at (B,H,S,D)=(${job.shape})${job.causal ? " causal" : ""}`);
+          say(`job ${index + 1} of ${start.jobs.length}: uploading ${job.impl}${job.variant ? " +" + job.variant : ""} at ` +
+            `(B,H,S,D)=(${job.shape})${job.causal ? " causal" : ""}`);
           bar.value = index;
           let up;
           try {
@@ -429,10 +430,11 @@ function render(start) {
   const base = start.baseline;
   const rows = records.map((r) => {
     const b = records.find((x) => x.impl === base && x.shape.join() === r.shape.join() && x.causal === r.causal &&
-      x.repeat === r.repeat);
+      x.repeat === r.repeat && x.variant === r.variant);
     const ratio = b ? (b.median_ms / r.median_ms).toFixed(2) : "–";
     const flags = [r.wide ? "wide" : "", r.warmed ? "" : "cold"].filter((f) => f).join(", ");
-    const tr = row("td", [[`${r.impl}${modeOf(r)}${r.repeat ? ` #${r.repeat + 1}` : ""}`, "l"], [r.dtype, "l"],
+    const variant = r.variant ? ` +${r.variant}` : "";  // ALiBi and/or sinks, timed beside the plain problem
+    const tr = row("td", [[`${r.impl}${variant}${modeOf(r)}${r.repeat ? ` #${r.repeat + 1}` : ""}`, "l"], [r.dtype, "l"],
       [`${r.shape.join(",")}${r.causal ? " causal" : ""}`, "l"], r.median_ms.toFixed(3), `±${(100 * r.spread).toFixed(1)}%`,
       num(r.tflops), ratio, `${r.rounds}×${r.reps}`, [`${r.timer} (${num(r.timer_resolution_ns)} ns)`, "l"], [flags, "l"]]);
     tr.dataset.impl = r.impl;

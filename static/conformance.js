@@ -3,8 +3,9 @@
 // kernels of an interface or for WGSL pasted or dropped in. Python (under Pyodide) builds every
 // plan and judges every output; this module only executes and draws.
 // Publishes window.wgattn.conformance = {interface, cases: [{kernel, case, pass, rows}], passed, failed,
-// cancelled, precision} (rows of a failing output carry `where`: wgattn.localise). A progress
-// bar follows the cases; Cancel stops after the case that is running.
+// skipped: [{kernel, case?, reason}], cancelled, precision} (rows of a failing output carry `where`:
+// wgattn.localise; a kernel the device cannot run is skipped whole, a case it cannot take alone).
+// A progress bar follows the cases; Cancel stops after the case that is running.
 
 import { $, el, errorText, fmt, row } from "./dom.js";
 import { CompileError, runPrepared } from "./webgpu.js";
@@ -57,6 +58,7 @@ function errorGrid(m) {
 /** One judged output as a table row, every field as text (a compiler's `vec4<f32>` stays text, never a tag).
  * @param {GridRow} r */
 function resultRow(r) {
+  if (r.skipped) return row("td", [[r.kernel, "l"], [r.case, "l"], [r.output, "l"], "", "", [`skipped: ${r.skipped}`, "skipped"]]);
   return row("td", [[r.kernel, "l"], [r.case, "l"], [r.output, "l"], fmt(r.max_abs_err), fmt(r.allowance),
     [`${r.pass ? "PASS" : "FAIL"}${r.error ? ": " + r.error : ""}`, r.pass ? "pass" : "fail"]]);
 }
@@ -108,6 +110,12 @@ export async function runGrid(ctx, iface, source) {
     }
     /** @type {GridRow[]} */
     const rows = JSON.parse(page.grid_judge(prepared.run, error));
+    const skip = rows.find((r) => r.skipped);
+    if (skip) {  // the kernel cannot take this case on this device: listed as skipped, never passed
+      summary.skipped.push({ kernel: skip.kernel, case: skip.case, reason: skip.skipped || "" });
+      table.append(resultRow(skip));
+      continue;
+    }
     const pass = rows.every((r) => r.pass);
     summary.cases.push({ kernel: start.items[i].kernel, case: start.items[i].case, pass, rows });
     summary[pass ? "passed" : "failed"] += 1;
@@ -122,7 +130,7 @@ export async function runGrid(ctx, iface, source) {
   }
   page.release(start.job);  // a cancelled grid's (one whose every case was judged is freed already)
   bar.value = summary.cases.length;
-  const skipped = start.skipped.map((k) => `${k.kernel} skipped: ${k.reason}`).join("; ");
+  const skipped = summary.skipped.map((k) => `${k.kernel}${k.case ? " on " + k.case : ""} skipped: ${k.reason}`).join("; ");
   $("grid-status").textContent = (summary.cancelled ? `cancelled after ${summary.cases.length} of ${start.items.length} cases: ` : "") +
     `${summary.passed} passed, ${summary.failed} failed` + (skipped ? `; ${skipped}` : "");
   return summary;

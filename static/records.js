@@ -186,8 +186,9 @@ function drawAttention() {
     if (!recs.length) continue;
     sourceNames[o.id] = sourceWords(o, recs);
     const bySeries = new Map();
-    for (const r of firstOfEach(recs, (r) => [r.impl, r.dtype, r.runtime, r.mode, r.shape.join()].join("|"))) {
-      const kernel = r.impl === "torch" ? `torch (${r.dtype})` : r.impl;
+    for (const r of firstOfEach(recs, (r) => [r.impl, r.variant, r.dtype, r.runtime, r.mode, r.shape.join()].join("|"))) {
+      // a variant (ALiBi, sinks) is its own line beside the plain problem's
+      const kernel = (r.impl === "torch" ? `torch (${r.dtype})` : r.impl) + (r.variant ? ` +${r.variant}` : "");
       const key = [o.id, kernel, r.runtime, r.mode].join("|");
       if (!bySeries.has(key)) bySeries.set(key, { key, kernel, runtime: r.runtime, source: o.id, mode: r.mode, points: [] });
       bySeries.get(key).points.push({ x: xOf(r), y: r.tflops, title: `${kernel}${r.mode ? ` [${r.mode}]` : ""} · ` +

@@ -241,10 +241,11 @@ interface GridItem {
   case: string;
 }
 
-/** GridSkip (Python: wgattn.page.replies.GridSkip) */
+/** A kernel this device cannot run at all, or (with `case`) one case it cannot take. (Python: wgattn.page.replies.GridSkip) */
 interface GridSkip {
   kernel: string;
   reason: string;
+  case?: string;
 }
 
 /** PageSession.grid_start: the (kernel, case) items to run, and the kernels skipped. (Python: wgattn.page.replies.GridStart) */
@@ -264,6 +265,7 @@ interface GridRow {
   naive_err?: JsonFloat;
   where?: Where;
   error?: string;
+  skipped?: string;
   kernel: string;
 }
 
@@ -277,6 +279,7 @@ interface OutputRow {
   naive_err?: JsonFloat;
   where?: Where;
   error?: string;
+  skipped?: string;
 }
 
 /** Where one output is wrong: its worst elements (index, got, ref, err, and for packed cases the sequence, row or key, head and visible partners), the |error| map and a likely class. (Python: wgattn.localise.Localisation) */
@@ -369,6 +372,7 @@ interface BenchRecord {
   repeat: number;
   time: string;
   commit: string;
+  variant: string;
 }
 
 /** One job of a benchmark: one impl at one shape. (Python: wgattn.page.replies.BenchItem) */
@@ -383,6 +387,7 @@ interface BenchJob {
   dtype: string;
   plans: number;
   check: string;
+  variant: string;
 }
 
 /** BenchSkip (Python: wgattn.page.replies.BenchSkip) */

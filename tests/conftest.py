@@ -44,6 +44,7 @@ SLOW = {
         "test_folded_grid_past_65535_workgroups",
         "test_unplanted_tiled_kernel_passes_the_same_loop",
         "test_planted_tiling_bugs_are_caught",
+        "test_planted_alibi_and_sinks_bugs_are_caught",
     ),
     "test_native_varlen_fwd.py": ("test_conformance_case", "test_grid_folded_past_65535_workgroups"),
     "test_reference_oracle.py": ("test_varlen_against_oracle_autodiff", "test_sdpa_against_oracle", "test_decode_against_oracle"),

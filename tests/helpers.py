@@ -12,6 +12,7 @@ from wgattn.target import MATRIX_FEATURE, MatrixConfig, Target
 __all__ = [
     "LOCAL",
     "needs_features",
+    "run_or_skip",
     "failures",
     "WIDE",
     "ratio",
@@ -53,6 +54,19 @@ def needs_features(runtime, kernel) -> None:
         pytest.skip(why)
 
 
+def run_or_skip(runtime, kernel, case) -> List[Mapping[str, object]]:
+    """wgattn.conformance.run_case's rows, or a skip saying why `kernel` cannot take `case` on
+    `runtime`'s adapter (a head dim no tile fits, a knob it does not carry). Which cases a kernel
+    refuses is pinned apart (e.g. test_native_flash_fwd's test_refusals_are_the_ones_expected)."""
+    from wgattn import conformance
+    from wgattn.errors import DoesNotFit
+
+    try:
+        return conformance.run_case(runtime, kernel, case)
+    except DoesNotFit as exc:
+        pytest.skip(str(exc))
+
+
 def failures(rows: List[Mapping[str, object]]) -> List[str]:
     """One line per failing output of wgattn.conformance's rows: error, allowance, naive error."""
     return [
@@ -76,14 +90,18 @@ def first_wide_failure(runtime, kernel, cases, source) -> Optional[Tuple[str, fl
     giving it: a kernel whose defines follow the case's sizes), built as `kernel`, fails by WIDE
     times its allowance or more; None when no case does. Narrow rows are tried first: a planted
     bug's WGSL is compiled afresh for each tile shape, and a software adapter's compile grows with
-    the head dimension the shape unrolls."""
-    from wgattn import conformance
+    the head dimension the shape unrolls. A case the planted WGSL cannot be planned for (a head dim
+    past the caps it was expanded with) is passed over."""
+    from wgattn import conformance, interfaces
 
     def width(case) -> int:
         return max((a.shape[-1] for a in case.inputs.values() if a.ndim > 1), default=0)
 
     for case in sorted(cases, key=width):
         text = source(case) if callable(source) else source
+        judged = conformance.judged_case(kernel, case)
+        if interfaces.of(kernel).plan(kernel, judged, runtime.target, source=text).unavailable:
+            continue
         r = ratio(conformance.run_case(runtime, kernel, case, source=text))
         if r >= WIDE:
             return case.name, r

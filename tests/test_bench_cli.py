@@ -9,6 +9,7 @@ import datetime
 import json
 import re
 
+import numpy as np
 import pytest
 
 from wgattn import bench, cli, registry
@@ -44,6 +45,7 @@ FIELDS = {
     "repeat",
     "time",
     "commit",
+    "variant",
 }
 
 
@@ -101,6 +103,37 @@ def test_repeat_times_each_series_again(native_runtime, capsys):
     records = json.loads(capsys.readouterr().out)
     assert [(r["impl"], r["repeat"]) for r in records] == [("flash_fwd.tiled", 0), ("flash_fwd.tiled", 1)]
     assert records[0]["time"] == records[1]["time"]  # one run
+
+
+def test_a_variant_is_timed_in_the_same_series_as_the_plain_problem(native_runtime, capsys):
+    """--variants: each kernel once plain and once with ALiBi slopes and sinks, interleaved in one
+    series, the records saying which; the anchors time the plain problem only."""
+    args = ["bench", "--shape", SMALL, "--impl", "flash_fwd.tiled,numpy", "--mode", "trusted", "--json", *QUICK]
+    assert cli.main([*args, "--variants", "plain,alibi+sinks"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [(r["impl"], r["variant"]) for r in records] == [
+        ("flash_fwd.tiled", ""),
+        ("flash_fwd.tiled", "alibi+sinks"),
+        ("numpy", ""),
+    ]
+    assert records[0]["time"] == records[1]["time"] and all(set(r) == FIELDS for r in records)
+
+
+def test_a_variant_adds_the_interfaces_per_head_inputs():
+    (plain,) = bench.plans("flash_fwd.blocked", "fwd", (1, 4, 32, 16), True)
+    (with_heads,) = bench.plans("flash_fwd.blocked", "fwd", (1, 4, 32, 16), True, variant="alibi+sinks")
+    # both bind alibi_sinks [2, Hq]: zeros for the plain problem, the slopes and sinks for the variant
+    a, b = (np.frombuffer(next(x.data for x in p.buffers if x.name == "alibi_sinks"), np.float32) for p in (plain, with_heads))
+    assert not a.any() and b[:4].min() > 0 and b[4:].any()
+    (bwd,) = bench.plans("varlen_bwd.seed", "bwd", (1, 4, 32, 16), True, variant="sinks")
+    assert [d.entry_point for d in bwd.dispatches][-1] == "bwd_dsinks" and bwd.dispatches[-1].workgroups == (4, 1, 1)
+    with pytest.raises(ValueError, match="sdpa_arena has no benchmark variant 'alibi'"):
+        bench.plans("sdpa_arena.seed", "fwd", (1, 4, 32, 16), True, variant="alibi")
+    with pytest.raises(ValueError, match="variant must be one of"):
+        bench.plans("flash_fwd.blocked", "fwd", (1, 4, 32, 16), True, variant="softmax")
+    assert bench.parse_variants("plain, alibi+sinks,plain") == ["", "alibi+sinks"]
+    with pytest.raises(ValueError, match="unknown variant 'nope'"):
+        bench.parse_variants("plain,nope")
 
 
 def test_errors_are_clear(capsys):

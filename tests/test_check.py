@@ -6,8 +6,9 @@ import math
 
 import pytest
 
-from helpers import WIDE
-from wgattn import cli, registry
+from helpers import MATRIX_TARGET, WIDE
+from wgattn import cli, interfaces, registry
+from wgattn.check import check, render_table
 
 REG = registry.load()
 
@@ -118,3 +119,27 @@ def test_planted_lse_bugs_are_caught(native_runtime, capsys, tmp_path, old, new)
     assert rc == 1 and failed
     assert all(c["failed_outputs"] == ["lse"] for c in failed), [c["failed_outputs"] for c in failed]
     assert max(map(_ratio, failed)) >= WIDE, [(c["name"], _ratio(c)) for c in failed]
+
+
+def test_a_case_the_kernel_cannot_take_is_skipped_never_passed():
+    """flash_fwd.smx takes head dims up to 256 (its manifest limits): on an adapter with subgroup
+    matrices, every grid case past that is skipped with that reason, counted apart from passes and
+    failures (a stand-in runtime that runs nothing fails every other case)."""
+
+    class StandIn:
+        target = MATRIX_TARGET
+        info = {"device": "a stand-in that runs nothing"}
+
+        def run(self, plan):
+            raise ValueError("the stand-in runs nothing")
+
+    report = check("flash_fwd", kernel_ids=["flash_fwd.smx"], runtime=StandIn())
+    rows = report["kernels"][0]["cases"]
+    wide = {c.name for c in interfaces.get("flash_fwd").conformance_cases() if c.inputs["q"].shape[2] > 256}
+    skipped = {r["name"]: r["skipped"] for r in rows if r["skipped"]}
+    assert wide and wide <= set(skipped)
+    assert all("flash_fwd.smx supports head_dim <= 256" in skipped[n] for n in wide)
+    assert report["passed"] == 0 and report["skipped"] == len(skipped) and report["failed"] == len(rows) - len(skipped)
+    assert not any(r["pass"] for r in rows if r["skipped"])
+    table = render_table(report)
+    assert "SKIPPED: flash_fwd.smx supports head_dim <= 256" in table and f"{len(skipped)} skipped" in table

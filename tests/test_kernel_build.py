@@ -223,7 +223,7 @@ def test_trusted_only_for_registered_text():
     tiled = REG.kernel("flash_fwd.tiled")  # no tile candidates: its overrides are no shape the registry vetted
     assert not any(d.trusted for d in flash_fwd.plan(tiled, case, TARGET, overrides={"BC": 8}).dispatches)
     user = REG.user_kernel("flash_fwd")
-    assert not any(d.trusted for d in flash_fwd.plan(user, case, TARGET, source=tiled.source()).dispatches)
+    assert not any(d.trusted for d in flash_fwd.plan(user, case, TARGET, source=tiled.source({"head_dim": 64})).dispatches)
 
 
 # A tile shape the defaults never pick on this adapter (8 column groups, 2 keys per invocation and,
@@ -245,6 +245,22 @@ def test_other_tile_shapes_match_reference(native_runtime, kernel_id, prefix):
     kernel = REG.kernel(kernel_id)
     needs_features(native_runtime, kernel)
     rows = conformance.run_case(native_runtime, kernel, _case(prefix), overrides=OTHER_TILE)
+    bad = [r for r in rows if not r["pass"]]
+    assert not bad, bad
+
+
+# The smallest candidate, one row group of 4 rows (what head_dim 512 gets in f32 on a 48 KiB
+# adapter, which lavapipe's 32 KiB cannot hold there), with ALiBi and sinks: right at sizes that fit.
+SMALLEST_TILE = {"BR": 4, "BC": 8, "WG": 8}
+
+
+@pytest.mark.parametrize("kernel_id", ["flash_fwd.blocked", "flash_fwd.blocked_f16"])
+@pytest.mark.parametrize("prefix", ["alibi-sinks-causal-br-d64", "alibi-dense-tl-d59"])
+def test_the_smallest_tile_matches_reference(native_runtime, kernel_id, prefix):
+    kernel = REG.kernel(kernel_id)
+    needs_features(native_runtime, kernel)
+    assert SMALLEST_TILE in [dict(t) for t in kernel.tiles]
+    rows = conformance.run_case(native_runtime, kernel, _case(prefix), overrides=SMALLEST_TILE)
     bad = [r for r in rows if not r["pass"]]
     assert not bad, bad
 

@@ -58,6 +58,8 @@ SMALL = {
         "window_left": 6,
         "window_right": 2,
         "softcap": 5.0,
+        "alibi": True,
+        "sinks": True,
         "padding": True,
         "seed": 1,
     },
@@ -71,6 +73,7 @@ SMALL = {
         "causal_align": "top_left",
         "window_left": 5,
         "softcap": 4.0,
+        "sinks": True,
         "padding": True,
     },
     "attn_probs": {"heads": 4, "heads_kv": 2, "history": 70, "head_dim": 16, "window": 9},
@@ -309,12 +312,12 @@ def test_an_unknown_kernel_is_named_by_the_page_and_listed_by_the_api():
 def test_a_kernel_that_cannot_take_the_sizes_says_so(native_runtime):
     """A configuration valid for the interface but past a kernel's limit: the page's plan says why
     the browser cannot run it (the reference still runs), the API answers 422 with the reason."""
-    config = {"head_dim": 300, "batch": 1, "seq_q": 8, "seq_k": 8}
+    config = {"head_dim": 600, "batch": 1, "seq_q": 8, "seq_k": 8}
     prepared = json.loads(page.prepare(json.dumps({"kernel": "flash_fwd.tiled", "config": config})))
-    assert "flash_fwd.tiled supports head_dim <= 256, got 300" in prepared["plan"]["unavailable"]
+    assert "flash_fwd.tiled supports head_dim <= 512, got 600" in prepared["plan"]["unavailable"]
     assert prepared["plan"]["dispatches"] == []
     r = client.post("/api/run", json={"kernel": "flash_fwd.tiled", "config": config})
-    assert r.status_code == 422 and "supports head_dim <= 256" in r.json()["detail"]
+    assert r.status_code == 422 and "supports head_dim <= 512" in r.json()["detail"]
 
 
 def test_api_runs_any_interface_on_client_inputs(native_runtime):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import WIDE, failures, first_wide_failure, needs_features
+from helpers import WIDE, failures, first_wide_failure, needs_features, run_or_skip
 from wgattn import conformance, native, reference, registry
 from wgattn.interfaces.flash_fwd import INTERFACE as flash_fwd
 
@@ -25,7 +25,10 @@ def _case(prefix: str):
 
 def test_grid_is_broad():
     dims = {c.inputs["q"].shape[2] for c in CASES}
-    assert {1, 8, 59, 64, 111, 128, 130, 256} <= dims
+    assert {1, 8, 59, 64, 111, 128, 130, 256, 512} <= dims
+    heads = [set(c.inputs) & {"alibi_slopes", "sinks"} for c in CASES]
+    assert {frozenset(h) for h in heads} >= {frozenset(), frozenset({"alibi_slopes"}), frozenset({"sinks"})}
+    assert {"alibi_slopes", "sinks"} in heads and max(c.inputs["k"].shape[0] for c in CASES) >= 65536
     ratios = {c.inputs["q"].shape[1] // c.inputs["k"].shape[1] for c in CASES}
     assert {1, 2, 3, 4} <= ratios
     assert {c.options["causal_align"] for c in CASES if c.options["causal"]} == {"bottom_right", "top_left"}
@@ -38,7 +41,7 @@ def test_grid_is_broad():
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_kernel_matches_reference(native_runtime, kernel, case):
     needs_features(native_runtime, kernel)
-    rows = conformance.run_case(native_runtime, kernel, case)
+    rows = run_or_skip(native_runtime, kernel, case)
     assert [r["output"] for r in rows] == list(flash_fwd.OUTPUTS)
     if kernel.precision == "f32":  # a float32 kernel is judged against float32's error
         assert all(r["naive_err"] < 1e-4 for r in rows)
@@ -74,16 +77,37 @@ PLANTED = {
     ),
     "tile loads stop one key early": ("if (j < hi && d < dim) {", "if (j + 1 < hi && d < dim) {"),
     "alpha not applied to the sum": ("l = l * alpha + tile_sum;", "l = l + tile_sum;"),
+    # ALiBi and sinks: caught by the grid's rows with them (the bias past the diagonal only by the
+    # rows without causal)
+    "ALiBi bias left of the diagonal only": ("x -= slope * f32(abs(j - pos));", "x -= slope * f32(max(pos - j, 0));"),
+    "ALiBi origin one key off": ("let pos = i + offset;", "let pos = i + offset + 1;"),
+    "sink missing from the sum": ("var l = select(0.0, 1.0, sinks);", "var l = 0.0;"),
+    "sink not the starting max": ("var m = select(LOWEST, alibi_sinks[hq + head], sinks);", "var m = LOWEST;"),
 }
 
 
 @pytest.mark.parametrize("bug", sorted(PLANTED))
 def test_planted_tiling_bugs_are_caught(native_runtime, bug):
     old, new = PLANTED[bug]
-    source = TILED.source()
+    source = TILED.source({"head_dim": 64})  # its register arrays sized for head dims up to 256
     assert source.count(old) == 1, f"planted bug {bug!r} no longer matches the kernel"
     caught = first_wide_failure(native_runtime, TILED, CASES, source.replace(old, new))
     assert caught, f"no grid case fails {WIDE}x its allowance or more: {bug}"
+
+
+def test_refusals_are_the_ones_expected(native_runtime):
+    """Which grid cases a kernel this adapter runs refuses: none up to head_dim 256, ALiBi and
+    sinks included; at 512 only where no tile shape fits the adapter's workgroup storage (the
+    registry's numbers in the reason); the tiled kernels take every case."""
+    for kernel in KERNELS:
+        if native_runtime.target.lacks(kernel):
+            continue
+        for case in CASES:
+            plan = flash_fwd.plan(kernel, conformance.judged_case(kernel, case), native_runtime.target)
+            if kernel.id.startswith("flash_fwd.tiled") or case.inputs["q"].shape[2] <= 256:
+                assert not plan.unavailable, (kernel.id, case.name, plan.unavailable)
+            elif plan.unavailable:
+                assert "no tile shape fits an adapter with" in plan.unavailable and "bytes" in plan.unavailable
 
 
 def test_native_api_routes_gqa_window_softcap_to_flash_fwd(native_runtime):
@@ -130,11 +154,11 @@ def test_dense_case_is_sdpa(native_runtime):
 
 def test_head_dim_past_the_tiled_limit_is_refused_with_the_limit(native_runtime):
     case = flash_fwd.case_from_reference(
-        np.zeros((4, 1, 260), np.float32), np.zeros((4, 1, 260), np.float32), np.zeros((4, 1, 260), np.float32), [0, 4], [0, 4]
+        np.zeros((4, 1, 516), np.float32), np.zeros((4, 1, 516), np.float32), np.zeros((4, 1, 516), np.float32), [0, 4], [0, 4]
     )
     plan = flash_fwd.plan(TILED, case, native_runtime.target)
-    assert "flash_fwd.tiled supports head_dim <= 256, got 260" in plan.unavailable and not plan.dispatches
-    with pytest.raises(ValueError, match=r"flash_fwd.tiled supports head_dim <= 256, got 260"):
+    assert "flash_fwd.tiled supports head_dim <= 512, got 516" in plan.unavailable and not plan.dispatches
+    with pytest.raises(ValueError, match=r"flash_fwd.tiled supports head_dim <= 512, got 516"):
         native_runtime.run(plan)
 
 

@@ -343,11 +343,10 @@ def test_the_page_checks_the_kernel_then_records_it_beside_its_yardstick(native_
 
     config = dict(SMALL, window_left=20, softcap=5.0)
     request = {"op": "prefill", "name": "small", "impls": "paged_prefill.tiled", "config": config, "rounds": 5}
-    # A knob flash_fwd does not take (it takes no ALiBi nor sinks) leaves the series without its
-    # yardstick, saying why, where flash_fwd cannot take the same work.
-    _, other = bench_jobs.start(json.dumps(dict(request, config=dict(config, sinks=True))), native_runtime.target, 1)
-    yard = [j["impl"] for j in other["jobs"]][1:] or [s["reason"] for s in other["skipped"] if s["impl"] == "yardstick"]
-    assert yard == ["flash_fwd.blocked_f16"] or "cannot take the same work" in yard[0], yard
+    # ALiBi and sinks go to the yardstick too: flash_fwd takes the same work with them.
+    config_heads = dict(config, sinks=True, alibi=True)
+    _, other = bench_jobs.start(json.dumps(dict(request, config=config_heads)), native_runtime.target, 1)
+    assert [j["impl"] for j in other["jobs"]] == ["paged_prefill.tiled", "flash_fwd.blocked_f16"], other["skipped"]
     job, reply = bench_jobs.start(json.dumps(dict(request, user_agent="HeadlessChrome/156.0.0.0")), native_runtime.target, 1)
     impls = [reply["jobs"][i]["impl"] for s in reply["series"] for i in s["jobs"]]
     assert impls == ["paged_prefill.tiled", "flash_fwd.blocked_f16"] and len(reply["series"]) == 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import TARGET, WIDE, failures, first_wide_failure, needs_features
+from helpers import TARGET, WIDE, failures, first_wide_failure, needs_features, run_or_skip
 from wgattn import conformance, registry
 from wgattn.interfaces import Case
 from wgattn.interfaces.varlen_bwd import INTERFACE as varlen_bwd
@@ -58,7 +58,9 @@ def test_grid_is_broad():
         has_key, seen = _visibility(c)
         empty_rows += int((~has_key).sum())
         empty_keys += int((~seen).sum())
-        assert np.isneginf(c.inputs["lse"][~has_key]).all() and np.isfinite(c.inputs["lse"][has_key]).all()
+        lse = c.inputs["lse"]
+        empty = np.broadcast_to(c.inputs["sinks"], lse.shape) if "sinks" in c.inputs else np.full(lse.shape, -np.inf)
+        assert np.array_equal(lse[~has_key], empty[~has_key]) and np.isfinite(lse[has_key]).all()  # -inf, or the sink
     assert empty_rows > 0 and empty_keys > 0
 
 
@@ -70,7 +72,7 @@ def test_every_kernel_of_the_interface_is_tested():
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_kernel_matches_reference(native_runtime, kernel, case):
     needs_features(native_runtime, kernel)
-    rows = conformance.run_case(native_runtime, kernel, case)
+    rows = run_or_skip(native_runtime, kernel, case)
     assert [r["output"] for r in rows] == list(varlen_bwd.OUTPUTS)
     bad = failures(rows)
     assert not bad, "; ".join(bad)
@@ -85,7 +87,7 @@ def test_runs_are_bit_identical(native_runtime, kernel, prefix):
     plan = varlen_bwd.plan(kernel, _case(prefix), TARGET)
     a = native_runtime.run(plan).raw
     b = native_runtime.run(plan).raw
-    assert a.keys() == b.keys() == {"dq", "dkv"}
+    assert a.keys() == b.keys() == {"dq", "dkv", "dsinks"}
     assert all(a[name] == b[name] for name in a)
 
 
@@ -94,7 +96,10 @@ def test_runs_are_bit_identical(native_runtime, kernel, prefix):
 def test_invisible_rows_and_keys_get_exact_zeros(native_runtime, kernel, case):
     needs_features(native_runtime, kernel)
     has_key, seen = _visibility(case)
-    got = native_runtime.run(varlen_bwd.plan(kernel, case, native_runtime.target)).outputs
+    plan = varlen_bwd.plan(kernel, case, native_runtime.target)
+    if plan.unavailable:
+        pytest.skip(plan.unavailable)
+    got = native_runtime.run(plan).outputs
     assert np.all(got["dq"][~has_key] == 0.0)
     assert np.all(got["dk"][~seen] == 0.0) and np.all(got["dv"][~seen] == 0.0)
     assert np.any(got["dv"][seen] != 0.0)
@@ -226,21 +231,28 @@ def test_plan_layout():
         softcap=3.0,
     )
     plan = varlen_bwd.plan(KERNEL, case, TARGET)
-    assert [d.entry_point for d in plan.dispatches] == ["bwd_preprocess", "bwd_dkdv", "bwd_dq"]
+    assert [d.entry_point for d in plan.dispatches] == ["bwd_preprocess", "bwd_dkdv", "bwd_dq", "bwd_dsinks"]
     for d, p in zip(plan.dispatches, KERNEL.abi.passes):
         assert sorted(d.bindings) == sorted(p.uses)
     sizes = {b.name: b.size for b in plan.buffers}
-    assert sizes["stats"] == 4 * 2 * 5 * 2 and sizes["dkv"] == 4 * 2 * 7 * 1 * 8 and sizes["params"] == 48
-    assert [b.name for b in plan.buffers if b.read] == ["dq", "dkv"]
+    # stats: lse and delta [2, total_q, Hq], then ALiBi slopes and sinks [2, Hq]
+    assert sizes["stats"] == 4 * (2 * 5 * 2 + 2 * 2) and sizes["dkv"] == 4 * 2 * 7 * 1 * 8 and sizes["params"] == 64
+    assert [b.name for b in plan.buffers if b.read] == ["dq", "dkv", "dsinks"]
     params = next(b for b in plan.buffers if b.name == "params").data
     import struct
 
-    fields = struct.unpack("<6I2iIffI", params)
+    fields = struct.unpack("<6I2iIffIII", params[:56])
     assert fields[:6] == (5, 7, 2, 1, 8, 2)
     assert fields[6:9] == (2, 0, 0)  # causal folds right to min(5, 0); bottom-right
     assert fields[9] == 3.0 and abs(fields[10] - 8**-0.5) < 1e-7
+    assert fields[11:14] == (0, 0, 4)  # no ALiBi, no sinks; max_seqlen
     out = {o.name: (o.buffer, o.offset, o.shape) for o in plan.outputs}
-    assert out == {"dq": ("dq", 0, (5, 2, 8)), "dk": ("dkv", 0, (7, 1, 8)), "dv": ("dkv", 56, (7, 1, 8))}
+    assert out == {
+        "dq": ("dq", 0, (5, 2, 8)),
+        "dk": ("dkv", 0, (7, 1, 8)),
+        "dv": ("dkv", 56, (7, 1, 8)),
+        "dsinks": ("dsinks", 0, (2,)),
+    }
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.id)
@@ -266,8 +278,8 @@ def test_empty_totals(native_runtime, kernel, total_q, total_k):
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.id)
 def test_folded_grid_past_65535_workgroups(native_runtime, kernel):
-    """WG = 1 and 72000 rows per pass: the workgroup grid folds into (65535, 2); every row is
-    still computed once (the tiled kernel's other override constants stay as registered)."""
+    """WG = 1 and 72000 rows per pass: the kernel's workgroup grids fold into (65535, 2); every row
+    is still computed once (the tiled kernel's other override constants stay as registered)."""
     needs_features(native_runtime, kernel)
     rs = np.random.RandomState(3)
     seqs, hq, d = 2000, 2, 2
@@ -281,7 +293,8 @@ def test_folded_grid_past_65535_workgroups(native_runtime, kernel):
     )
     overrides = {**kernel.overrides, "WG": 1}
     plan = varlen_bwd.plan(kernel, case, TARGET, overrides=overrides)
-    assert all(dsp.workgroups == (65535, 2, 1) for dsp in plan.dispatches)
+    kernel_passes = [dsp for dsp in plan.dispatches if dsp.entry_point != "bwd_dsinks"]  # that one: a workgroup a head
+    assert len(kernel_passes) == 3 and all(dsp.workgroups == (65535, 2, 1) for dsp in kernel_passes)
     rows = conformance.run_case(native_runtime, kernel, case, overrides=overrides)
     assert all(r["pass"] for r in rows), rows
 
@@ -304,8 +317,9 @@ PLANTED = {
 
 
 def test_unplanted_tiled_kernel_passes_the_same_loop(native_runtime):
-    bad = [c.name for c in CASES if failures(conformance.run_case(native_runtime, TILED, c))]
-    assert not bad, bad
+    taken = [c for c in CASES if not varlen_bwd.plan(TILED, c, native_runtime.target).unavailable]
+    bad = [c.name for c in taken if failures(conformance.run_case(native_runtime, TILED, c))]
+    assert len(taken) > len(CASES) // 2 and not bad, bad
 
 
 @pytest.mark.parametrize("bug", sorted(PLANTED))
@@ -318,6 +332,36 @@ def test_planted_tiling_bugs_are_caught(native_runtime, bug):
         return source.replace(old, new)
 
     caught = first_wide_failure(native_runtime, TILED, CASES, planted)
+    assert caught, f"no grid case fails {WIDE}x its allowance or more: {bug}"
+
+
+# Bugs in ALiBi and the sinks' gradient (the interface's own pass, in every kernel's source) that
+# the grid's rows with them must catch, planted in the seed and in the tiled kernel.
+PLANTED_HEADS = {
+    "ALiBi bias left of the diagonal only in dQ": (KERNEL, "-slope * f32(abs(j - pos))", "-slope * f32(max(pos - j, 0))"),
+    "ALiBi origin one query off in dK/dV": (KERNEL, "f32(abs(jk - (i + offset)))", "f32(abs(jk - (i + offset + 1)))"),
+    "the sinks' gradient with the wrong sign": (KERNEL, "dsinks[h] = -dsinks_part[0];", "dsinks[h] = dsinks_part[0];"),
+    "the sinks' gradient skipping rows": (KERNEL, "let t = t0 + 64u * b;", "let t = t0 + 63u * b;"),
+    "tiled: ALiBi slope's sign flipped in dK/dV": (
+        TILED,
+        "s -= slope * f32(abs(jk - (i + offset)));",
+        "s += slope * f32(abs(jk - (i + offset)));",
+    ),
+    "tiled: ALiBi origin one key off in dQ": (TILED, "s -= slope * f32(abs(j - pos));", "s -= slope * f32(abs(j - pos - 1));"),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(PLANTED_HEADS))
+def test_planted_alibi_and_sinks_bugs_are_caught(native_runtime, bug):
+    kernel, old, new = PLANTED_HEADS[bug]
+
+    def planted(case) -> str:  # the defines follow head_dim (the tiled kernel's vec4 rows)
+        source = kernel.source({"head_dim": case.inputs["q"].shape[-1]})
+        assert source.count(old) == 1, f"planted bug {bug!r} no longer matches the kernel"
+        return source.replace(old, new)
+
+    heads = [c for c in CASES if {"alibi_slopes", "sinks"} & set(c.inputs)]
+    caught = first_wide_failure(native_runtime, kernel, heads, planted)
     assert caught, f"no grid case fails {WIDE}x its allowance or more: {bug}"
 
 

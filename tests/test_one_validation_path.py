@@ -158,6 +158,34 @@ def test_tensor_faults_one_rule_one_message(bad):
     assert got == {name: expected for name in SHAPE_ENTRIES}
 
 
+# Faults of the per-head parameters: the reference's message at every entry point that carries them
+# (varlen_fwd, which has neither, refuses them by name).
+BAD_HEADS = {
+    "alibi_slopes of the wrong length": {"alibi_slopes": np.ones(3, np.float32)},
+    "alibi_slopes with a NaN": {"alibi_slopes": np.array([0.5, np.nan], np.float32)},
+    "sinks past float32": {"sinks": np.array([1e39, 0.0])},
+    "sinks 2-D": {"sinks": np.zeros((2, 1), np.float32)},
+}
+HEAD_ENTRIES = {
+    "reference.varlen_attention_fwd": lambda **i: reference.varlen_attention_fwd(_Q, _K, _V, _CU, _CU, **i),
+    "reference.varlen_attention_bwd": lambda **i: reference.varlen_attention_bwd(_DOUT, _Q, _K, _V, _OUT, _LSE, _CU, _CU, **i),
+    "flash_fwd.case_from_reference": lambda **i: flash_fwd.case_from_reference(_Q, _K, _V, _CU, _CU, **i),
+    "flash_fwd.plan": lambda **i: flash_fwd.plan(_kernel("flash_fwd"), Case("c", dict(_varlen_case().inputs, **i), {}), TARGET),
+    "varlen_bwd.case_from_reference": lambda **i: varlen_bwd.case_from_reference(_DOUT, _Q, _K, _V, _OUT, _LSE, _CU, _CU, **i),
+    "varlen_bwd.plan": lambda **i: varlen_bwd.plan(_kernel("varlen_bwd"), Case("c", dict(_bwd_case().inputs, **i), {}), TARGET),
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD_HEADS), ids=list(BAD_HEADS))
+def test_head_parameter_faults_one_rule_one_message(bad):
+    got = {name: _message(fn, BAD_HEADS[bad]) for name, fn in HEAD_ENTRIES.items()}
+    expected = got["reference.varlen_attention_fwd"]
+    assert expected.split(" ")[0].split("[")[0] in BAD_HEADS[bad]  # the message names the argument
+    assert got == {name: expected for name in HEAD_ENTRIES}
+    with pytest.raises(ValueError, match="varlen_fwd has no ALiBi and no sinks"):
+        varlen_fwd.case_from_reference(_Q, _K, _V, _CU, _CU, **BAD_HEADS[bad])
+
+
 GOOD = [
     {"causal": np.bool_(True), "scale": np.float32(-0.5)},
     {"causal": False, "scale": float(np.finfo(np.float32).tiny)},  # the smallest normal float32

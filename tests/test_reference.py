@@ -285,7 +285,7 @@ def test_bwd_zero_for_rows_and_keys_without_attention():
     dout = rs.standard_normal(q.shape)
     with np.errstate(all="raise"):
         out, lse = ref.varlen_attention_fwd(q, k, v, cu_q, cu_k, causal=True, window=(0, -1))
-        dq, dk, dv = ref.varlen_attention_bwd(dout, q, k, v, out, lse, cu_q, cu_k, causal=True, window=(0, -1))
+        dq, dk, dv, _ = ref.varlen_attention_bwd(dout, q, k, v, out, lse, cu_q, cu_k, causal=True, window=(0, -1))
     assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == v.shape
     # bottom-right causal 5x3 with left=0: rows 0,1 see nothing; rows 2..4 see
     # exactly one key each, so the softmax is constant and dq = 0 everywhere
@@ -316,7 +316,7 @@ def test_bwd_linear_in_dout_and_dv_sums_probabilities():
     q, k, v, cu_q, cu_k = make_varlen(10, [4], [4], 2, 1, 3)
     out, lse = ref.varlen_attention_fwd(q, k, v, cu_q, cu_k, causal=True)
     ones = np.ones(q.shape)
-    _, _, dv = ref.varlen_attention_bwd(ones, q, k, v, out, lse, cu_q, cu_k, causal=True)
+    _, _, dv, _ = ref.varlen_attention_bwd(ones, q, k, v, out, lse, cu_q, cu_k, causal=True)
     # with dout = 1, dv[j, :, e] = sum over rows and heads of P[row, j]; the
     # total over keys is (#rows * #heads)
     np.testing.assert_allclose(dv[:, 0, 0].sum(), 4 * 2, rtol=1e-13)
@@ -489,7 +489,7 @@ def test_sdpa_equals_varlen_top_left():
 def test_float32_mode_varlen_returns_float32_close_to_float64():
     q, k, v, cu_q, cu_k = make_varlen(12, [7, 9], [9, 6], 4, 2, 16)
     dout = np.random.RandomState(3).standard_normal(q.shape)
-    kw = dict(causal=True, window=(4, -1), softcap=3.0)
+    kw = dict(causal=True, window=(4, -1), softcap=3.0, alibi_slopes=[0.5, 0.25, 0.125, 0.0625], sinks=[0.0, 1.0, 2.0, -1.0])
     with np.errstate(all="raise"):
         o64, l64 = ref.varlen_attention_fwd(q, k, v, cu_q, cu_k, **kw)
         o32, l32 = ref.varlen_attention_fwd(q, k, v, cu_q, cu_k, dtype=np.float32, **kw)
@@ -633,6 +633,7 @@ _MASK_HEAD = re.compile(
 )
 _VIS_HEAD = re.compile(r"visible: history_len=(\d+) pos=(\d+) window=(\d+)")
 _DECODE_HEAD = re.compile(r"decode: seq_len=(\d+) new=(\d+) window_left=(-?\d+)")
+_ALIBI_HEAD = re.compile(_MASK_HEAD.pattern.replace("mask:", "alibi:"))
 
 
 def _check_drawings(text, where):
@@ -651,6 +652,17 @@ def _check_drawings(text, where):
                 got = [c == "1" for c in cells[1:]]
                 want = [visible(i, j, len_q, len_k, causal, window, m.group(6)) for j in range(len_k)]
                 assert got == want, (where, line, row)
+            found += 1
+        m = _ALIBI_HEAD.search(line)
+        if m:  # the ALiBi bias in slopes, -|j - (i + offset)|, on visible keys; "." on masked ones
+            len_q, len_k = int(m.group(1)), int(m.group(2))
+            causal, window, align = m.group(3) == "True", (int(m.group(4)), int(m.group(5))), m.group(6)
+            distance = ref.seq_distance(len_q, len_k, align)
+            for i, row in enumerate(lines[n + 2 : n + 2 + len_q]):
+                cells = row.split()
+                assert cells[0] == "q%d" % i, (where, line, row)
+                want = [str(-distance[i, j]) if visible(i, j, len_q, len_k, causal, window, align) else "." for j in range(len_k)]
+                assert cells[1:] == want, (where, line, row)
             found += 1
         m = _VIS_HEAD.search(line)
         if m:
@@ -687,7 +699,7 @@ def test_contract_doc_drawings_are_correct():
         pytest.skip("docs/contract.md is not shipped alongside the tests here")
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    assert _check_drawings(text, "contract.md") >= 10
+    assert _check_drawings(text, "contract.md") >= 11
 
 
 def test_public_api_and_docstrings():

@@ -143,18 +143,21 @@ def test_idle_slot_gives_zero_and_minus_inf_or_the_sink():
 
 def test_is_varlen_forward_on_the_gathered_cache():
     """Gather each sequence's keys through its block table into one packed sequence: decode is
-    varlen_attention_fwd with causal bottom-right alignment and window (window_left, -1)."""
+    varlen_attention_fwd with causal bottom-right alignment and window (window_left, -1), the same
+    ALiBi slopes and sinks."""
     rs = np.random.RandomState(2)
     lens, sq, hq, hkv, d, bs = [37, 16, 50], 5, 6, 2, 7, 16
     q, kc, vc, table, sl = paged(rs, lens, sq, hq, hkv, d, bs)
-    for wl, cap in [(-1, 0.0), (9, 0.0), (0, 3.0), (20, 5.0)]:
-        out, lse = ref.decode_attention(q, kc, vc, table, sl, window_left=wl, softcap=cap)
+    slopes, sinks = 2.0 ** -np.arange(1, hq + 1), rs.standard_normal(hq) * 2
+    for wl, cap, alibi, sink in [(-1, 0.0, None, None), (9, 0.0, slopes, None), (0, 3.0, None, sinks), (20, 5.0, slopes, sinks)]:
+        heads = dict(alibi_slopes=alibi, sinks=sink)
+        out, lse = ref.decode_attention(q, kc, vc, table, sl, window_left=wl, softcap=cap, **heads)
         k = np.concatenate([kc[table[b, : -(-n // bs)]].reshape(-1, hkv, d)[:n] for b, n in enumerate(lens)])
         v = np.concatenate([vc[table[b, : -(-n // bs)]].reshape(-1, hkv, d)[:n] for b, n in enumerate(lens)])
         cu_q = np.arange(len(lens) + 1) * sq
         cu_k = np.concatenate([[0], np.cumsum(lens)])
         want_out, want_lse = ref.varlen_attention_fwd(
-            q.reshape(-1, hq, d), k, v, cu_q, cu_k, causal=True, window=(wl, -1), softcap=cap
+            q.reshape(-1, hq, d), k, v, cu_q, cu_k, causal=True, window=(wl, -1), softcap=cap, **heads
         )
         check_close(out.reshape(-1, hq, d), want_out, 1e-13)
         check_close(lse.reshape(-1, hq), want_lse, 1e-13)

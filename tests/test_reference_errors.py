@@ -130,6 +130,14 @@ VARLEN_ERRORS = {
     "dtype_int": (dict(dtype=np.int32), r"dtype must be np.float32 or np.float64"),
     "dtype_garbage": (dict(dtype="nonsense"), r"dtype must be np.float32 or np.float64"),
     "dtype_none": (dict(dtype=None), r"dtype must be np.float32 or np.float64, got None"),
+    # per-head parameters: one finite float32 value per query head (decode_attention's rule)
+    "alibi_length": (dict(alibi_slopes=[0.5, 0.25]), r"alibi_slopes must have one value per query head, shape \[Hq\] = \(4,\)"),
+    "alibi_2d": (dict(alibi_slopes=np.ones((4, 1))), r"alibi_slopes must be 1-D with shape \[Hq\]"),
+    "alibi_nan": (dict(alibi_slopes=[0.5, np.nan, 0.1, 0.1]), r"alibi_slopes\[1\] must be finite and representable in float32"),
+    "alibi_int": (dict(alibi_slopes=np.ones(4, dtype=np.int32)), r"alibi_slopes must be a float16, float32 or float64 array"),
+    "sinks_huge": (dict(sinks=[0.0, 0.0, 1e39, 0.0]), r"sinks\[2\] must be finite and representable in float32"),
+    "sinks_inf": (dict(sinks=[-np.inf, 0.0, 0.0, 0.0]), r"sinks\[0\] must be finite"),
+    "sinks_scalar": (dict(sinks=1.0), r"sinks must be 1-D"),
 }
 
 

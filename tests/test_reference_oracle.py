@@ -118,10 +118,12 @@ def _band(jnp, i, j, causal, window):
     return vis
 
 
-def oracle_varlen(q, k, v, dout, cu_q, cu_k, causal, window, softcap, align, scale):
+def oracle_varlen(q, k, v, dout, cu_q, cu_k, causal, window, softcap, align, scale, alibi=None, sinks=None):
     """Attention over the whole packed batch at once in jax.numpy: scores [Hq, total_q, total_k]
     with a mask that is block-diagonal over sequences (a formulation unlike the reference's loop
-    over sequences); out and lse, and dq, dk, dv from jax.vjp."""
+    over sequences), FlashAttention's ALiBi bias -slope * |i + offset - j| and the sink as gpt-oss
+    writes it (a column appended to the scores, the softmax taken, the column dropped); out and
+    lse, and dq, dk, dv (and dsinks) from jax.vjp."""
     jax = _jax()
     jnp = jax.numpy
     hq, d = q.shape[1], q.shape[2]
@@ -135,31 +137,42 @@ def oracle_varlen(q, k, v, dout, cu_q, cu_k, causal, window, softcap, align, sca
         pos_q = pos_q + (lens_k - lens_q)[seq_q]
     vis = (seq_q[:, None] == seq_k[None, :]) & _band(np, pos_q[:, None], pos_k[None, :], causal, window)
     row_any = vis.any(axis=1)[None, :, None]  # [1, total_q, 1]
+    distance = np.abs(pos_k[None, :] - pos_q[:, None])  # |j - (i + offset)| (within a sequence)
 
-    def forward(qt, kt, vt):
+    def forward(qt, kt, vt, st):
         kh, vh = (jnp.repeat(x, group, axis=1) for x in (kt, vt))  # [total_k, Hq, D]
         s = sc * jnp.einsum("qhd,khd->hqk", qt, kh)
         if softcap > 0:
             s = softcap * jnp.tanh(s / softcap)
-        lse = jax.nn.logsumexp(jnp.where(vis, s, -jnp.inf), axis=-1)  # [Hq, total_q], -inf if empty
-        p = jax.nn.softmax(jnp.where(vis, s, jnp.where(row_any, -jnp.inf, 0.0)), axis=-1) * row_any
+        if alibi is not None:
+            s = s - jnp.asarray(alibi)[:, None, None] * distance[None]
+        if sinks is not None:
+            column = jnp.broadcast_to(st[:, None, None], s.shape[:2] + (1,))
+            s = jnp.concatenate([jnp.where(vis, s, -jnp.inf), column], axis=-1)
+            lse = jax.nn.logsumexp(s, axis=-1)
+            p = jax.nn.softmax(s, axis=-1)[..., :-1]
+        else:
+            lse = jax.nn.logsumexp(jnp.where(vis, s, -jnp.inf), axis=-1)  # [Hq, total_q], -inf if empty
+            p = jax.nn.softmax(jnp.where(vis, s, jnp.where(row_any, -jnp.inf, 0.0)), axis=-1) * row_any
         return jnp.einsum("hqk,khd->qhd", p, vh), lse.T
 
-    if len(seq_q) == 0 or len(seq_k) == 0:  # nothing to attend: the contract's zeros and -inf
-        return np.zeros(q.shape), np.full(q.shape[:2], -np.inf), (np.zeros(q.shape), np.zeros(k.shape), np.zeros(v.shape))
+    st = np.zeros(q.shape[1]) if sinks is None else np.asarray(sinks, dtype=np.float64)
+    if len(seq_q) == 0 or len(seq_k) == 0:  # nothing to attend: the contract's zeros and -inf (or the sink)
+        lse = np.full(q.shape[:2], -np.inf) if sinks is None else np.tile(st, (q.shape[0], 1))
+        return np.zeros(q.shape), lse, (np.zeros(q.shape), np.zeros(k.shape), np.zeros(v.shape), np.zeros(st.shape))
 
     # one compiled program per case: JAX compiles every operation for each new shape when run
     # op by op, which costs seconds a case; jit compiles the forward and its pullback once
     @jax.jit
-    def forward_and_grads(qt, kt, vt, dot):
-        (out, lse), pullback = jax.vjp(forward, qt, kt, vt)
+    def forward_and_grads(qt, kt, vt, stt, dot):
+        (out, lse), pullback = jax.vjp(forward, qt, kt, vt, stt)
         return out, lse, pullback((dot, jnp.zeros(lse.shape)))
 
-    out, lse, grads = forward_and_grads(*(jnp.asarray(x) for x in (q, k, v, dout)))
+    out, lse, grads = forward_and_grads(*(jnp.asarray(x) for x in (q, k, v, st, dout)))
     return np.asarray(out), np.asarray(lse), tuple(np.asarray(g) for g in grads)
 
 
-# id -> (lens_q, lens_k, Hq, Hkv, D, causal, window, softcap, align, scale)
+# id -> (lens_q, lens_k, Hq, Hkv, D, causal, window, softcap, align, scale[, alibi, sinks])
 ORACLE_CASES = {
     "d59_1x147_mha_causal_br": ([1], [147], 2, 2, 59, True, (-1, -1), 0.0, "bottom_right", None),
     "d59_1x147_gqa3_softcap_tl": ([1], [147], 3, 1, 59, False, (-1, -1), 4.0, "top_left", 0.9),
@@ -174,33 +187,63 @@ ORACLE_CASES = {
     "d256_softcap_gqa_window_br": ([37, 64], [64, 37], 4, 2, 256, True, (16, -1), 5.0, "bottom_right", 0.2),
     "d111_window_excludes_rows_tl": ([20], [5], 2, 2, 111, False, (0, 0), 0.0, "top_left", None),
     "d64_lq_gt_lk_window_br": ([50], [20], 3, 1, 64, False, (2, 2), 0.0, "bottom_right", None),
+    # ALiBi (both sides of the diagonal without causal) and sinks (rows with no key: lse = sink)
+    "d59_alibi_sinks_causal_br_empty_rows": (
+        [5, 30, 0],
+        [3, 41, 6],
+        4,
+        2,
+        59,
+        True,
+        (-1, -1),
+        0.0,
+        "bottom_right",
+        None,
+        True,
+        True,
+    ),
+    "d111_alibi_dense_tl_gqa3": ([40, 17], [25, 60], 6, 2, 111, False, (-1, -1), 0.0, "top_left", 0.3, True, False),
+    "d64_sinks_softcap_window_br": ([33, 20], [20, 50], 3, 1, 64, False, (6, 2), 4.0, "bottom_right", None, False, True),
+    "d256_alibi_sinks_window_right_tl": ([1, 70], [147, 64], 2, 2, 256, False, (-1, 3), 2.0, "top_left", None, True, True),
 }
 
 
 @pytest.mark.parametrize("name", list(ORACLE_CASES))
 def test_varlen_against_oracle_autodiff(name):
-    lens_q, lens_k, hq, hkv, d, causal, window, softcap, align, scale = ORACLE_CASES[name]
+    lens_q, lens_k, hq, hkv, d, causal, window, softcap, align, scale, *heads = ORACLE_CASES[name]
+    with_alibi, with_sinks = heads or (False, False)
     rs = np.random.RandomState(sum(map(ord, name)))
     cu_q, cu_k = cu_from_lens(lens_q), cu_from_lens(lens_k)
     q = rs.standard_normal((cu_q[-1], hq, d))
     k = rs.standard_normal((cu_k[-1], hkv, d))
     v = rs.standard_normal((cu_k[-1], hkv, d))
     dout = rs.standard_normal(q.shape)
-    kw = dict(causal=causal, window=window, softcap=softcap, causal_align=align, scale=scale)
+    alibi = 2.0 ** -np.linspace(1, 8, hq) if with_alibi else None  # ALiBi's geometric slopes
+    sinks = 3.0 + 2.0 * rs.standard_normal(hq) if with_sinks else None
+    kw = dict(causal=causal, window=window, softcap=softcap, causal_align=align, scale=scale, alibi_slopes=alibi, sinks=sinks)
     with np.errstate(all="raise"):
         out, lse = ref.varlen_attention_fwd(q, k, v, np.array(cu_q, dtype=np.int32), np.array(cu_k, dtype=np.int32), **kw)
-        dq, dk, dv = ref.varlen_attention_bwd(dout, q, k, v, out, lse, cu_q, cu_k, **kw)
-    t_out, t_lse, (t_dq, t_dk, t_dv) = oracle_varlen(q, k, v, dout, cu_q, cu_k, causal, window, softcap, align, scale)
-    # rows with no visible key: the oracle's logsumexp gives -inf, same as the contract
+        dq, dk, dv, dsinks = ref.varlen_attention_bwd(dout, q, k, v, out, lse, cu_q, cu_k, **kw)
+    t_out, t_lse, (t_dq, t_dk, t_dv, t_dsinks) = oracle_varlen(
+        q, k, v, dout, cu_q, cu_k, causal, window, softcap, align, scale, alibi, sinks
+    )
+    # rows with no visible key: the oracle's logsumexp gives -inf (or the sink), same as the contract
     assert np.array_equal(np.isneginf(lse), np.isneginf(t_lse))
     assert np.all(out[np.isneginf(lse)] == 0.0)
-    for qty, got, want in (("out", out, t_out), ("lse", lse, t_lse), ("dq", dq, t_dq), ("dk", dk, t_dk), ("dv", dv, t_dv)):
+    quantities = [("out", out, t_out), ("lse", lse, t_lse), ("dq", dq, t_dq), ("dk", dk, t_dk), ("dv", dv, t_dv)]
+    if with_sinks:
+        quantities.append(("dsinks", dsinks, t_dsinks))
+    else:
+        assert np.all(dsinks == 0.0)
+    for qty, got, want in quantities:
         assert not np.isnan(got).any()
         scale_ = max(1.0, float(np.abs(want[np.isfinite(want)]).max(initial=0.0)))
         err = record(name, qty, got, want)
         assert err <= 1e-11 * scale_, (qty, err)
     if name.endswith("empty_row") or "excludes" in name or "lq_gt_lk" in name:
         assert np.isneginf(lse).any()
+    if name.endswith("empty_rows"):  # 5 queries on 3 keys, bottom-right: rows 0 and 1 see no key
+        assert np.array_equal(lse[:2], np.tile(sinks, (2, 1))) and np.all(out[:2] == 0.0)
 
 
 # SDPA cases: id -> (B, Hq, Hkv, Sq, Sk, D, mask kind, causal, window)

@@ -89,14 +89,17 @@ def test_storage_budget_is_what_the_wgsl_declares(cfg, head_dim):
 @pytest.mark.parametrize("cfg", [(16, 16, 16), (8, 8, 8)])
 @pytest.mark.parametrize("head_dim", [59, 64, 128, 256])
 def test_the_backwards_workgroup_storage_is_what_the_wgsl_declares(cfg, head_dim):
-    """varlen_bwd.smx's dK/dV pass uses every workgroup variable of the module: the plan's storage
-    is their sum, and each is a multiple of 16 bytes (the driver's fragment alignment, above)."""
+    """varlen_bwd.smx's dK/dV pass uses every workgroup variable of the kernel (the interface's own
+    dsinks pass has its one): the plan's storage is their sum, and each is a multiple of 16 bytes
+    (the driver's fragment alignment, above)."""
     k = registry.load().kernel("varlen_bwd.smx")
     target = _adapter(_only(cfg), (32, 32) if cfg[0] == 16 else (8, 8))
     sizes = {"head_dim": head_dim, "max_seqlen": 100}
     fit = k.fit(sizes, target)
     knobs = dict(fit.knobs)
-    declared = _workgroup_vars(k.source(sizes, target, knobs=fit.knobs), knobs)
+    source = k.source(sizes, target, knobs=fit.knobs)
+    interface_pass = (k.folder / "lib/varlen_bwd_dsinks.wgsl").read_text()
+    declared = _workgroup_vars(source.replace(interface_pass, ""), knobs)
     assert fit.storage == sum(declared.values())
     assert {v: b for v, b in declared.items() if b % 16} == {}
 
@@ -107,7 +110,9 @@ def test_every_grid_case_gets_a_plan_or_a_clear_refusal():
     for case in flash_fwd.conformance_cases():
         plan = flash_fwd.plan(REGISTERED, judged_case(REGISTERED, case), target)
         if plan.unavailable:
-            assert "no tile shape fits" in plan.unavailable and not plan.dispatches
+            refusals = ["no tile shape fits"]
+            refusals += ["supports head_dim <= 256"] if case.inputs["q"].shape[2] > 256 else []
+            assert any(r in plan.unavailable for r in refusals) and not plan.dispatches, plan.unavailable
             continue
         (main,) = plan.dispatches
         assert main.entry_point == "flash_fwd"

@@ -37,6 +37,18 @@ def test_jobs_are_planned_for_the_reported_device():
         jobs.build(LAVAPIPE, "varlen_bwd.smx", "quick", tpr=2)
 
 
+@pytest.mark.parametrize("interface", ["flash_fwd", "varlen_bwd"])
+def test_cases_by_name_prefix_and_the_quick_ones_reach_alibi_and_sinks(interface):
+    iface = jobs.interfaces.get(interface)
+    every = jobs.cases(iface)
+    picked = jobs.cases(iface, "alibi-,sinks-")
+    assert picked and [c.name for c in picked] == [c.name for c in every if c.name.startswith(("alibi-", "sinks-"))]
+    quick = jobs.cases(iface, "quick")
+    assert any("alibi_slopes" in c.inputs for c in quick) and any("sinks" in c.inputs for c in quick)
+    with pytest.raises(ValueError, match="no case of"):
+        jobs.cases(iface, "no-such-case")
+
+
 def test_a_template_replaces_the_kernels_wgsl(tmp_path):
     source = jobs.kernel("flash_fwd.smx").path.read_text()
     planted = tmp_path / "planted.wgsl"
@@ -58,16 +70,16 @@ def test_judge_reads_every_output_at_its_offset():
     k = jobs.kernel("varlen_bwd.tiled")
     case = judged_case(k, {c.name: c for c in jobs.cases(jobs.interfaces.get("varlen_bwd"))}[job["name"]])
     ref, _ = expected(k, case)
-    assert {b["name"] for b in job["plan"]["buffers"] if b["read"]} == {"dq", "dkv"}
+    assert {b["name"] for b in job["plan"]["buffers"] if b["read"]} == {"dq", "dkv", "dsinks"}
 
     def results(shift_dv: float) -> dict:
-        raw = {"dq": ref["dq"], "dkv": np.concatenate([ref["dk"], ref["dv"] + shift_dv])}
+        raw = {"dq": ref["dq"], "dkv": np.concatenate([ref["dk"], ref["dv"] + shift_dv]), "dsinks": ref["dsinks"]}
         encoded = {b: base64.b64encode(a.astype(np.float32).tobytes()).decode() for b, a in raw.items()}
         return {"results": {job["name"]: {"raw": encoded}}}
 
     rows = jobs.judge_results(built, results(0.0))
-    assert [(r["output"], r["pass"]) for r in rows] == [("dq", True), ("dk", True), ("dv", True)]
+    assert [(r["output"], r["pass"]) for r in rows] == [("dq", True), ("dk", True), ("dv", True), ("dsinks", True)]
     rows = jobs.judge_results(built, results(1.5 * max(r["allowance"] for r in rows)))
-    assert [(r["output"], r["pass"]) for r in rows] == [("dq", True), ("dk", True), ("dv", False)]
+    assert [(r["output"], r["pass"]) for r in rows] == [("dq", True), ("dk", True), ("dv", False), ("dsinks", True)]
     (missing,) = jobs.judge_results(built, {"results": {}})
     assert "no result" in missing["error"]

@@ -6,12 +6,13 @@ rule (wgattn.conformance: the float64 reference, the allowance from a naive run 
 precision; f16 kernels on f16-rounded inputs), so the reference and the tolerance are the
 project's own, unchanged.
 
-    python -m bench.smx_testbed.jobs build TARGET.json JOBS.json [--kernel ID] [--cases quick]
+    python -m bench.smx_testbed.jobs build TARGET.json JOBS.json [--kernel ID] [--cases quick|PREFIX,..]
                                           [--template FILE.wgsl] [--tpr N]
     python -m bench.smx_testbed.jobs judge JOBS.json RESULTS.json
 
 The cases: the conformance grid of the kernel's interface plus EXTRA, cases aimed at kernels on
-subgroup matrices; "quick", QUICK's handful that covers every knob. `--template` plans the kernel
+subgroup matrices; "quick", QUICK's handful that covers every knob; or the cases whose names start
+with one of a comma-separated list of prefixes. `--template` plans the kernel
 from another WGSL file (a planted bug, a kernel under trial: its includes resolve in shaders/);
 `--tpr N` spreads each softmax row of flash_fwd.smx over N invocations (its row shuffles at a
 width the adapter's own subgroup size would not give).
@@ -107,8 +108,8 @@ def paged_prefill_extra(seed: int = 1) -> List[Case]:
 
 
 # Per interface: cases beyond the conformance grid, and the quick subset (name prefixes) covering
-# causal in both alignments, GQA and MQA, windows, softcap, empty sequences and rows with no key,
-# head dims past a 16-wide fragment and D = 128.
+# causal in both alignments, GQA and MQA, windows, softcap, ALiBi, sinks, empty sequences and rows
+# with no key, head dims past a 16-wide fragment and D = 128.
 EXTRA = {"flash_fwd": flash_fwd_extra, "varlen_bwd": varlen_bwd_extra, "paged_prefill": paged_prefill_extra}
 QUICK = {
     "flash_fwd": (
@@ -117,6 +118,9 @@ QUICK = {
         "window-both-causal-br-d130",
         "window-0-0-tl-d64-empty-rows",
         "softcap-d64-gqa3",
+        "alibi-sinks-causal-br-d64-gqa3-empty-rows",
+        "alibi-dense-tl-d59-unequal",
+        "sinks-window-softcap-tl-d111-gqa2",
         "smx-rising-scores-d64",
         "smx-d128-causal-tl-gqa2",
         "smx-onehot-v-d16",
@@ -137,6 +141,9 @@ QUICK = {
         "window-both-causal-br-d130",
         "window-0-0-tl-d64-empty-rows",
         "softcap-d64-gqa3",
+        "alibi-sinks-causal-br-d64-gqa3-empty-rows",
+        "alibi-dense-tl-d59-unequal",
+        "sinks-window-softcap-tl-d111-gqa2",
         "smx-bwd-d128-causal-tl-gqa2",
     ),
 }
@@ -149,12 +156,18 @@ def _every_case(interface: str) -> Tuple[Case, ...]:
 
 
 def cases(iface: Interface, which: str = "all") -> List[Case]:
-    """The conformance grid of `iface` plus its EXTRA cases; "quick": QUICK's handful."""
+    """The conformance grid of `iface` plus its EXTRA cases; "quick": QUICK's handful; else a
+    comma-separated list of case-name prefixes (ValueError when none matches)."""
     out = list(_every_case(iface.name))
     if which == "quick":
         if iface.name not in QUICK:
             raise ValueError(f"no quick cases for interface {iface.name}: use --cases all, or add them to QUICK")
         out = [c for c in out if c.name.startswith(QUICK[iface.name])]
+    elif which != "all":
+        prefixes = tuple(p for p in which.split(",") if p)
+        out = [c for c in out if c.name.startswith(prefixes)]
+        if not out:
+            raise ValueError(f"--cases {which}: no case of {iface.name} starts with any of these prefixes")
     return out
 
 
@@ -238,7 +251,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     b.add_argument("target", help="the adapter, as testbed.mjs's `target` wrote it")
     b.add_argument("out")
     b.add_argument("--kernel", default=DEFAULT_KERNEL, help="a registered kernel id (default: %(default)s)")
-    b.add_argument("--cases", default="all", choices=("all", "quick"))
+    b.add_argument("--cases", default="all", help="all, quick, or case-name prefixes, comma-separated (default: %(default)s)")
     b.add_argument(
         "--template", default="", help="the kernel's WGSL from this file instead (a planted bug, a kernel under trial)"
     )

@@ -9,7 +9,9 @@ as its own cases, Interface.bench_cases):
     probs  attention probabilities for the last B positions of a history of S keys (the original
            attn_probs kernel's job; an interface taking one position per dispatch times B plans)
 FLOPs follow FlashAttention: forward 4*B*H*S*S*D, halved when causal; backward 2.5x the forward;
-probs 2*B*H*S*D (the scores; every entry of every row is written).
+probs 2*B*H*S*D (the scores; every entry of every row is written). A job may name a variant of
+the problem (VARIANTS: ALiBi slopes, attention sinks or both, on the interfaces that carry them,
+Interface.bench_variant), counted with the same FLOPs: what they add is elementwise.
 
 An op of CONFIG_OPS is timed instead on one configuration of its interface (its Config,
 Interface.bench_case), its large inputs filled on the GPU and each kernel's output checked
@@ -62,6 +64,9 @@ __all__ = [
     "parse_shape",
     "run",
     "render_table",
+    "VARIANTS",
+    "check_variant",
+    "parse_variants",
 ]
 
 OPS = ("fwd", "bwd", "probs")
@@ -70,6 +75,30 @@ BANDWIDTH_OPS = ("decode",)  # of those, timed as bandwidth (the others as FLOP/
 MODES = ("trusted", "checked")
 DEFAULT_SHAPES = {"fwd": [(1, 8, 1024, 64)], "bwd": [(1, 8, 1024, 64)], "probs": [(16, 8, 4096, 64)]}
 ANCHORS = ("torch", "numpy")
+# A job's variant of the problem: "" (plain), or what it adds per query head (the ALiBi slopes, the
+# sinks): a forward with and without them timed side by side.
+VARIANTS = ("", "alibi", "sinks", "alibi+sinks")
+
+
+def check_variant(variant: object) -> str:
+    """A benchmark variant, one of VARIANTS; ValueError saying which there are."""
+    if not isinstance(variant, str) or variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
+    return variant
+
+
+def parse_variants(text: str) -> List[str]:
+    """Variants as a command line or a request spells them: comma-separated, "plain" for the plain
+    problem ("plain,alibi+sinks"); ValueError naming what there is."""
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise ValueError(f"variants must name at least one of {['plain', *VARIANTS[1:]]}, got {text!r}")
+    out = []
+    for name in names:
+        if name != "plain" and name not in VARIANTS[1:]:
+            raise ValueError(f"unknown variant {name!r}; variants: {['plain', *VARIANTS[1:]]}")
+        out.append("" if name == "plain" else name)
+    return list(dict.fromkeys(out))
 
 
 @dataclass
@@ -106,6 +135,7 @@ class Record:
     repeat: int  # 0, 1, ...: back-to-back repeats of the series in one run
     time: str  # when the run started (ISO 8601, UTC)
     commit: str  # the git commit that ran, "+dirty" with uncommitted changes; "" when unknown
+    variant: str = ""  # the problem's variant (VARIANTS): "" plain, "alibi+sinks", ...
 
     def to_json(self) -> Dict[str, object]:
         d = asdict(self)
@@ -173,6 +203,7 @@ def make_record(
     mode: str = "",
     config: str = "",
     repeat: int = 0,
+    variant: str = "",
 ) -> Record:
     """A record from what the protocol measured (the one place its statistics are computed, for
     the page's records too)."""
@@ -206,6 +237,7 @@ def make_record(
         repeat=int(repeat),
         time=info.time,
         commit=info.commit,
+        variant=check_variant(variant),
     )
 
 
@@ -309,15 +341,26 @@ def config_text(config: Dict[str, float]) -> str:
 
 
 def plans(
-    kernel_id: str, op: str, shape: Sequence[int], causal: bool = False, seed: int = 0, target: Target = DEFAULT
+    kernel_id: str,
+    op: str,
+    shape: Sequence[int],
+    causal: bool = False,
+    seed: int = 0,
+    target: Target = DEFAULT,
+    variant: str = "",
 ) -> List[Plan]:
     """The plans one timed run of `kernel_id` on the job dispatches on `target` (several for a
-    kernel that takes one position per dispatch); their `unavailable` says when it cannot."""
+    kernel that takes one position per dispatch); their `unavailable` says when it cannot.
+    `variant` (VARIANTS): the cases with the interface's ALiBi slopes and sinks (ValueError where
+    the interface has none)."""
     kernel = registry.load().kernel(kernel_id)
     iface = interfaces.of(kernel)
     if iface.bench_op != op:
         raise ValueError(f"no {op} benchmark job for kernel {kernel_id!r}")
-    return [iface.plan(kernel, case, target) for case in iface.bench_cases(dense_inputs(op, shape, seed), causal)]
+    cases = iface.bench_cases(dense_inputs(op, shape, seed), causal)
+    if check_variant(variant):
+        cases = [iface.bench_variant(case, variant) for case in cases]
+    return [iface.plan(kernel, case, target) for case in cases]
 
 
 # ---------------------------------------------------------------------------
@@ -404,6 +447,7 @@ class _Entry:
     timed: protocol.Timed
     mode: str = ""
     config: str = ""
+    variant: str = ""
 
 
 def run(
@@ -416,12 +460,18 @@ def run(
     modes: Sequence[str] = MODES,
     repeat: int = 1,
     info: Optional[RunInfo] = None,
+    variants: Sequence[str] = ("",),
 ) -> List[Record]:
     """Time every (op, impl, shape) natively, with the anchors, in one process and one run, by
     wgattn.protocol: one series per (op, shape) of every kernel in each of `modes` (a kernel not
     registered as trusted runs checked only) and PyTorch, interleaved; NumPy (CPU) in a series of
     its own after it, so that the GPU does not idle inside a series. `repeat` times each series
-    again, back to back (records numbered by `repeat`)."""
+    again, back to back (records numbered by `repeat`). Each kernel runs once per `variants`
+    (VARIANTS: the problem plain, with ALiBi slopes, sinks or both) in the same series, so that a
+    variant is timed interleaved with the plain problem; the anchors run the plain one only."""
+    variants = [check_variant(v) for v in dict.fromkeys(variants)]
+    if not variants:
+        raise ValueError(f"variants must name at least one of {list(VARIANTS)}")
     from . import native  # imports wgpu: CPython with the native extra only
 
     dense = [op for op in ops if op not in OPS]
@@ -449,8 +499,11 @@ def run(
             where = f"{op} {tuple(shape)}{' causal' if causal else ''}"
             gpu: List[_Entry] = []
             cpu: List[_Entry] = []
-            for impl in wanted:
-                label = f"{op} {impl} {tuple(shape)}{' causal' if causal else ''}"
+            for impl, variant in [(i, v) for i in wanted for v in variants]:
+                label = f"{op} {impl} {tuple(shape)}{' causal' if causal else ''}{' ' + variant if variant else ''}"
+                if impl in ANCHORS and variant:
+                    log(f"skip {label}: the anchors time the plain problem only")
+                    continue
                 if impl == "torch":
                     device = torch_cuda()
                     if device is None or op == "probs":
@@ -466,7 +519,7 @@ def run(
                     continue
                 kernel = registry.load().kernel(impl)
                 try:
-                    job = plans(impl, op, shape, causal, target=rt.target)
+                    job = plans(impl, op, shape, causal, target=rt.target, variant=variant)
                 except ValueError as e:
                     log(f"skip {label}: {e}")
                     continue
@@ -480,7 +533,7 @@ def run(
                     log(f"skip {label}: not registered as trusted, and only trusted mode was asked for")
                 for mode in kernel_modes:
                     timed = rt.timing(job, trusted=mode == "trusted")
-                    gpu.append(_Entry(impl, dtype_of(impl), rt.name, "native", timed, mode, config))
+                    gpu.append(_Entry(impl, dtype_of(impl), rt.name, "native", timed, mode, config, variant))
             for series in (gpu, cpu):
                 if not series:
                     continue
@@ -490,7 +543,7 @@ def run(
                     for x, m in zip(series, measured):
                         run_info = RunInfo(x.runtime, info.browser, info.flags, info.time, info.commit)
                         rec = make_record(op, x.impl, shape, causal, x.dtype, x.adapter, m, proto, x.timed.timer, run_info)
-                        rec.mode, rec.config, rec.repeat = x.mode, x.config, rep
+                        rec.mode, rec.config, rec.repeat, rec.variant = x.mode, x.config, rep, x.variant
                         records.append(rec)
                         log(_line(rec))
             forget_inputs()
@@ -498,7 +551,8 @@ def run(
 
 
 def _name(r: Record) -> str:
-    return f"{r.impl} [{r.mode}]" if r.mode else (f"{r.impl} {r.dtype}" if r.impl == "torch" else r.impl)
+    name = f"{r.impl} [{r.mode}]" if r.mode else (f"{r.impl} {r.dtype}" if r.impl == "torch" else r.impl)
+    return f"{name} +{r.variant}" if r.variant else name
 
 
 def _flag(r: Record) -> str:

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Mapping, Optional, TypedDict
 
 from . import conformance, interfaces, registry, wire
 from .conformance import OutputRow
-from .errors import AdapterError, CompileError, InterfaceMismatch
+from .errors import AdapterError, CompileError, DoesNotFit, InterfaceMismatch
 from .localise import render as render_where
 from .precision import ProbeReport
 
@@ -32,6 +32,7 @@ CaseRow = TypedDict(
         "worst_output": str,
         "failed_outputs": List[str],
         "outputs": List[OutputRow],
+        "skipped": str,  # why the kernel cannot take the case on this adapter ("" when it ran)
     },
 )
 
@@ -41,6 +42,7 @@ class KernelReport(TypedDict):
     cases: List[CaseRow]
     passed: int
     failed: int
+    skipped: int  # cases the kernel cannot take here (a head dim no tile fits, a knob it lacks)
 
 
 class _Report(TypedDict):
@@ -49,6 +51,7 @@ class _Report(TypedDict):
     kernels: List[KernelReport]
     passed: int
     failed: int
+    skipped: int
 
 
 class CheckReport(_Report, total=False):
@@ -67,8 +70,9 @@ def check(
 ) -> CheckReport:
     """Run the grid (its cases whose names start with one of `case_prefixes`, when given);
     returns {"interface", "adapter", "precision", "kernels": [{"kernel", "cases", "passed",
-    "failed"}], "passed", "failed"} with per-case rows naming the failing outputs, each failing
-    output localised ("where": worst elements, |error| map, likely class)."""
+    "failed", "skipped"}], "passed", "failed", "skipped"} with per-case rows naming the failing
+    outputs, each failing output localised ("where": worst elements, |error| map, likely class); a
+    case the kernel cannot take on this adapter is skipped, saying why."""
     reg = registry.load()
     try:
         iface = interfaces.get(interface)
@@ -96,7 +100,14 @@ def check(
             runtime = native.runtime()
         except AdapterError as exc:
             raise CheckError(str(exc)) from None
-    report: CheckReport = {"interface": interface, "adapter": runtime.info, "kernels": [], "passed": 0, "failed": 0}
+    report: CheckReport = {
+        "interface": interface,
+        "adapter": runtime.info,
+        "kernels": [],
+        "passed": 0,
+        "failed": 0,
+        "skipped": 0,
+    }
     if hasattr(runtime, "precision"):
         report["precision"] = runtime.precision()  # the adapter's built-ins, measured (wgattn.precision)
     cases = iface.conformance_cases()
@@ -116,6 +127,20 @@ def check(
                 outs = conformance.run_case(runtime, kernel, case, source=wgsl, entry_points=entry_points, overrides=sets or None)
             except (CompileError, InterfaceMismatch) as exc:  # nothing else will run either
                 raise CheckError(str(exc)) from None
+            except DoesNotFit as exc:  # not this kernel's case here: said, and counted apart
+                rows.append(
+                    {
+                        "name": case.name,
+                        "pass": False,
+                        "max_abs_err": 0.0,
+                        "allowance": 0.0,
+                        "worst_output": "-",
+                        "failed_outputs": [],
+                        "outputs": [],
+                        "skipped": str(exc),
+                    }
+                )
+                continue
             except ValueError as exc:
                 outs = [
                     {
@@ -137,12 +162,16 @@ def check(
                     "worst_output": worst["output"],
                     "failed_outputs": [r["output"] for r in outs if not r["pass"]],
                     "outputs": outs,
+                    "skipped": "",
                 }
             )
         passed = sum(r["pass"] for r in rows)
-        report["kernels"].append({"kernel": kernel.id, "cases": rows, "passed": passed, "failed": len(rows) - passed})
+        skipped = sum(bool(r["skipped"]) for r in rows)
+        failed = len(rows) - passed - skipped
+        report["kernels"].append({"kernel": kernel.id, "cases": rows, "passed": passed, "failed": failed, "skipped": skipped})
         report["passed"] += passed
-        report["failed"] += len(rows) - passed
+        report["failed"] += failed
+        report["skipped"] += skipped
     report["cases"] = [dict(r, kernel=k["kernel"]) for k in report["kernels"] for r in k["cases"]]
     return report
 
@@ -159,6 +188,9 @@ def render_table(report: CheckReport) -> str:
         lines.append(f"\n{k['kernel']}")
         lines.append(f"  {'case':44s} {'output':7s} {'max abs err':>12s} {'allowance':>10s} {'ratio':>6s}  verdict")
         for c in k["cases"]:
+            if c["skipped"]:
+                lines.append(f"  {c['name']:44s} SKIPPED: {c['skipped']}")
+                continue
             ratio = _ratio(c)
             lines.append(
                 f"  {c['name']:44s} {c['worst_output']:7s} {c['max_abs_err']:12.3e} {c['allowance']:10.3e} "
@@ -169,8 +201,8 @@ def render_table(report: CheckReport) -> str:
                     lines.append(f"    error: {r['error']}")
                 if r.get("where"):
                     lines.extend(render_where(r["where"]))
-        lines.append(f"  {k['passed']} passed, {k['failed']} failed")
-    lines.append(f"\n{report['passed']} passed, {report['failed']} failed")
+        lines.append(f"  {k['passed']} passed, {k['failed']} failed, {k['skipped']} skipped")
+    lines.append(f"\n{report['passed']} passed, {report['failed']} failed, {report['skipped']} skipped")
     if report.get("precision"):
         off = [
             f"{r['name']} {r['max_ulps']:.0f} ulps"

@@ -8,6 +8,7 @@ from typing import List, Mapping, Optional, Sequence, TypedDict
 import numpy as np
 
 from . import interfaces, tolerance
+from .errors import DoesNotFit
 from .interfaces import Case, Interface
 from .localise import Localisation, localise
 from .precision import ProbeReport
@@ -23,6 +24,7 @@ class OutputRow(_Judged, total=False):
     naive_err: float  # the naive implementation's error, the allowance's measure
     where: Localisation  # a failing output: where it is wrong
     error: str  # a case that could not run: why (wgattn check)
+    skipped: str  # a case the kernel cannot take on this adapter: why (neither passed nor failed)
 
 
 PRECISIONS = ("f32", "f16")
@@ -118,9 +120,12 @@ def run_case(
     """Run `case` on `runtime` (wgattn.native's, or one with its `target` and `run`) with `kernel`
     (or WGSL `source` on its interface) and judge it; a failing output is localised, with the
     runtime's precision probe (when it has one) naming the built-ins the kernel calls that it
-    found off."""
+    found off. DoesNotFit, saying why, when the kernel cannot take the case on this adapter (a
+    head dim no tile fits, a knob it does not carry): a case to skip, not a result."""
     case = judged_case(kernel, case)
     plan = interfaces.of(kernel).plan(kernel, case, runtime.target, source=source, entry_points=entry_points, overrides=overrides)
+    if plan.unavailable:
+        raise DoesNotFit(plan.unavailable)
     got = runtime.run(plan).outputs
     ref, naive = expected(kernel, case)
     iface = interfaces.of(kernel)

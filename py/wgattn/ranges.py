@@ -22,7 +22,8 @@ in whichever order it does it, and checked on the inputs as sent:
   ||out||), dS = P (dP - delta) no more; dq and dk sum dS times k or q over at most n keys or
   rows, times the scale. `gradients` bounds max(1, |scale|) * n * max(1, ||dout||) * (max(1,
   ||v||) + max(1, ||out||)) * max(1, max|q|, max|k|) by SAFE (given the forward's lse, as the
-  API's callers pass it, P = exp(s - lse) <= 1).
+  API's callers pass it, P = exp(s - lse) <= 1). That lse is float32, so its rounding error is
+  |lse| * 2^-24: a backward's scores are bounded by RECOMPUTED = 2^24, where it reaches 1.
 - Float16. A kernel that holds values in float16 names them in its manifest entry ("half": e.g.
   "4 * v", four products p * v summed in f16 with every p <= 1), each a product of an input's
   largest magnitude (or a quantity of the interface: `Interface.magnitudes`) and constants;
@@ -42,10 +43,13 @@ import numpy as np
 from .bandwidth import FILL_MAX, is_device_filled
 from .expr import product_terms
 
-__all__ = ["SAFE", "F16_MAX", "Bound", "amax", "row_norm", "scores", "sums", "gradients", "half", "check"]
+__all__ = ["SAFE", "RECOMPUTED", "F16_MAX", "Bound", "amax", "row_norm", "scores", "sums", "gradients", "half", "check"]
 
 SAFE = 2.0**124
 SAFE_TEXT = "2^124 (2.13e+37)"
+# A backward recomputes P = exp(s - lse) from the float32 lse it is given: past |s| = 2^24 that
+# lse's rounding alone exceeds 1, and P is off by more than a factor e (or overflows).
+RECOMPUTED = 2.0**24
 F16_MAX = 65504.0
 
 
@@ -89,26 +93,27 @@ def _one(x: float) -> float:
     return max(1.0, x)
 
 
-def scores(scale: float, q: Any, k: Any, slope: float = 0.0, distance: int = 0) -> Bound:
-    """The scores' bound: max(1, |scale|) * max(1, Q) * max(1, K) (+ |slope| * distance with ALiBi)."""
+def scores(scale: float, q: Any, k: Any, slope: float = 0.0, distance: int = 0, limit: float = SAFE, why: str = "") -> Bound:
+    """The scores' bound: max(1, |scale|) * max(1, Q) * max(1, K) (+ |slope| * distance with ALiBi),
+    by `limit` (SAFE: exp's arguments stay finite; RECOMPUTED for a backward, `why` says why)."""
     qn, kn = row_norm(q), row_norm(k)
     body = _one(abs(scale)) * _one(qn) * _one(kn)
     bias = abs(slope) * distance
     formula = "max(1, |scale|) * max(1, max ||q_i||) * max(1, max ||k_j||)"
     if bias:
         formula += f" + max|alibi_slopes| * {distance} (the longest distance)"
-    room = SAFE - bias
+    room = limit - bias
     accepts = []
     if room > 0 and _one(qn) * _one(kn) <= room:
         accepts.append(f"|scale| <= {room / (_one(qn) * _one(kn)):.4g} with these q and k")
-    if distance and _one(abs(scale)) * _one(qn) * _one(kn) < SAFE:
-        accepts.append(f"|alibi_slopes| <= {(SAFE - body) / distance:.4g} with these q, k and lengths")
+    if distance and body < limit:
+        accepts.append(f"|alibi_slopes| <= {(limit - body) / distance:.4g} with these q, k and lengths")
     return Bound(
         "the scores",
         formula,
         body + bias,
-        SAFE,
-        "a float32 score, or the difference of two, could overflow",
+        limit,
+        why or "a float32 score, or the difference of two, could overflow",
         "; ".join(accepts) or f"q and k with max ||q_i|| * max ||k_j|| <= {room:.4g} (and |scale| <= 1)",
     )
 

@@ -13,8 +13,8 @@ Public functions
     Variable-length (packed) multi-head attention forward, FlashAttention
     varlen style: returns the output and the log-sum-exp of every row.
 ``varlen_attention_bwd``
-    Gradients of ``sum(out * dout)`` with respect to q, k and v, using the
-    FlashAttention-2 backward formulas.
+    Gradients of ``sum(out * dout)`` with respect to q, k, v and the sinks,
+    using the FlashAttention-2 backward formulas.
 ``attention_probs``
     The softmax probabilities of one decoding step over a key history
     (Gemma-style sliding window, un-scaled scores by default).
@@ -269,11 +269,17 @@ class VarlenInputs(NamedTuple):
     cu_q: np.ndarray  # int64 [batch + 1]
     cu_k: np.ndarray  # int64 [batch + 1]
     group: int  # Hq // Hkv
+    alibi_slopes: Optional[np.ndarray]  # [Hq] float64, or None
+    sinks: Optional[np.ndarray]  # [Hq] float64, or None
 
 
-def check_varlen_inputs(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any) -> VarlenInputs:
-    """The one check of the packed tensors and prefix sums of ``varlen_attention_fwd``/``_bwd``
-    (the interfaces call it too): shapes, dtypes, GQA, prefix sums."""
+def check_varlen_inputs(
+    q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any, alibi_slopes: Any = None, sinks: Any = None
+) -> VarlenInputs:
+    """The one check of the packed tensors, prefix sums and per-head parameters of
+    ``varlen_attention_fwd``/``_bwd`` (the interfaces call it too): shapes, dtypes, GQA, prefix
+    sums, and ALiBi slopes and sinks by ``decode_attention``'s rule (one finite float32 value per
+    query head)."""
     q = _float_array(q, "q", 3, "[total_q, Hq, D]")
     k = _float_array(k, "k", 3, "[total_k, Hkv, D]")
     v = _float_array(v, "v", 3, "[total_k, Hkv, D]")
@@ -292,7 +298,8 @@ def check_varlen_inputs(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k:
         raise ValueError(
             "cu_seqlens_q and cu_seqlens_k must have the same length (batch+1), got %d and %d" % (cu_q.shape[0], cu_k.shape[0])
         )
-    return VarlenInputs(q, k, v, cu_q, cu_k, group)
+    slopes = _head_params(alibi_slopes, "alibi_slopes", hq)
+    return VarlenInputs(q, k, v, cu_q, cu_k, group, slopes, _head_params(sinks, "sinks", hq))
 
 
 def check_varlen_grad_inputs(
@@ -509,10 +516,12 @@ def _check_varlen_common(
     window: Any,
     softcap: Any,
     causal_align: Any,
+    alibi_slopes: Any,
+    sinks: Any,
     dtype: Any,
 ):
     dt = _check_dtype(dtype)
-    q, k, v, cu_q, cu_k, group = check_varlen_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k)
+    q, k, v, cu_q, cu_k, group, slopes, sink = check_varlen_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k, alibi_slopes, sinks)
     d = q.shape[2]
     opts = check_varlen_options(
         d,
@@ -524,13 +533,15 @@ def _check_varlen_common(
     )
     sc = dt.type(opts.scale)
     q, k, v = (x.astype(dt, copy=False) for x in (q, k, v))
-    return dt, q, k, v, cu_q, cu_k, group, opts.left, opts.right, opts.softcap, sc
+    slopes = None if slopes is None else slopes.astype(dt)
+    sink = None if sink is None else sink.astype(dt)
+    return dt, q, k, v, cu_q, cu_k, group, opts.left, opts.right, opts.softcap, sc, slopes, sink
 
 
 def visible_sequences(cu_q: np.ndarray, cu_k: np.ndarray, align: str, left: int, right: int):
     """(q0, q1, k0, k1, mask) for every packed sequence in which some query sees some key: its
     query rows q0:q1, its keys k0:k1 and seq_mask of them (the other sequences' rows have out 0,
-    lse -inf and no gradient); what every varlen function and naive run walks."""
+    lse -inf (or the sink) and no gradient); what every varlen function and naive run walks."""
     for b in range(cu_q.shape[0] - 1):
         q0, q1 = int(cu_q[b]), int(cu_q[b + 1])
         k0, k1 = int(cu_k[b]), int(cu_k[b + 1])
@@ -547,6 +558,25 @@ def seq_mask(len_q: int, len_k: int, align: str, left: int, right: int) -> np.nd
     (``effective_right``); what every varlen function and picture uses."""
     offset = len_k - len_q if align == "bottom_right" else 0
     return band_mask(len_q, len_k, offset, left, right)
+
+
+def seq_distance(len_q: int, len_k: int, align: str) -> np.ndarray:
+    """Integer [len_q, len_k]: |j - (i + offset)|, how far key j of one packed sequence lies from
+    query i's position on the diagonal of ``causal_align`` `align`; the ALiBi bias of query head h
+    is ``-alibi_slopes[h]`` times it."""
+    offset = len_k - len_q if align == "bottom_right" else 0
+    i = np.arange(len_q, dtype=np.int64).reshape(len_q, 1) + offset
+    return np.abs(np.arange(len_k, dtype=np.int64).reshape(1, len_k) - i)
+
+
+def _alibi(s: np.ndarray, slopes: Optional[np.ndarray], len_q: int, len_k: int, align: str, dt: np.dtype) -> np.ndarray:
+    """Scores [Hkv, G, Lq, Lk] of one sequence plus the ALiBi bias (``slopes`` [Hq] of dtype dt,
+    or None: unchanged)."""
+    if slopes is None:
+        return s
+    hkv, group = s.shape[0], s.shape[1]
+    dist = seq_distance(len_q, len_k, align).astype(dt)
+    return (s - slopes.reshape(hkv, group, 1, 1) * dist).astype(dt, copy=False)
 
 
 def _group_rows(x: np.ndarray, hkv: int, group: int) -> np.ndarray:
@@ -610,6 +640,8 @@ def varlen_attention_fwd(
     window: Tuple[int, int] = (-1, -1),
     softcap: float = 0.0,
     causal_align: str = "bottom_right",
+    alibi_slopes: Any = None,
+    sinks: Any = None,
     dtype: Any = np.float64,
 ) -> Tuple[np.ndarray, np.ndarray]:
     """Packed variable-length attention forward (FlashAttention varlen style).
@@ -636,6 +668,12 @@ def varlen_attention_fwd(
             when len_q != len_k for a sequence:
             "bottom_right" (FlashAttention >= 2.1): offset = len_k - len_q;
             "top_left" (PyTorch is_causal, the original varlen_fwd kernel): offset = 0.
+        alibi_slopes: None or [Hq]: score += -alibi_slopes[h] * |j - (i + offset)|
+            after softcap (FlashAttention's alibi_slopes; on a causal row it is
+            decode_attention's slope * (key_pos - query_pos)).
+        sinks: None or [Hq]: a logit per query head that joins every row's
+            softmax denominator and nothing else (gpt-oss); not scaled, capped or
+            biased.
         dtype: np.float64 (default) or np.float32; every input is cast to it
             and every intermediate is kept in it.
 
@@ -647,9 +685,10 @@ def varlen_attention_fwd(
     Returns:
         out: [total_q, Hq, D] of dtype; softmax(masked scores) @ v per row, and
             exactly 0 on a row with no visible key.
-        lse: [total_q, Hq] of dtype (token-major), natural log of the sum of
-            exp of the visible (scaled, soft-capped) scores; -inf on a row with
-            no visible key.
+        lse: [total_q, Hq] of dtype (token-major), natural log of the softmax
+            denominator: the sum of exp of the visible (scaled, soft-capped,
+            biased) scores, plus exp(sinks[h]) with sinks; on a row with no
+            visible key -inf, or sinks[h] with sinks.
 
     Masks (1 = visible), causal=True, 3 queries x 5 keys and 5 queries x 3 keys::
 
@@ -697,22 +736,33 @@ def varlen_attention_fwd(
         q0    .  1  1  .  .
         q1    .  .  1  1  .
         q2    .  .  .  1  1
+
+    The ALiBi bias in slopes, -|j - (i + offset)|, on the visible keys of a
+    right window of 1 without causal (both sides of the diagonal)::
+
+        alibi: len_q=3 len_k=5 causal=False window=(-1, 1) align=bottom_right
+             k0 k1 k2 k3 k4
+        q0   -2 -1  0 -1  .
+        q1   -3 -2 -1  0 -1
+        q2   -4 -3 -2 -1  0
     """
-    dt, q, k, v, cu_q, cu_k, group, left, right, cap, sc = _check_varlen_common(
-        q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, window, softcap, causal_align, dtype
+    dt, q, k, v, cu_q, cu_k, group, left, right, cap, sc, slopes, sink = _check_varlen_common(
+        q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, window, softcap, causal_align, alibi_slopes, sinks, dtype
     )
     total_q, hq, d = q.shape
     hkv = k.shape[1]
     out = np.zeros((total_q, hq, d), dtype=dt)
-    lse = np.full((total_q, hq), -np.inf, dtype=dt)
+    # a row with no visible key: -inf, or the log of the sink's term alone
+    lse = np.full((total_q, hq), -np.inf, dtype=dt) if sink is None else np.tile(sink, (total_q, 1))
+    sink_rows = None if sink is None else sink.reshape(hkv, group, 1)
     for q0, q1, k0, k1, mask in visible_sequences(cu_q, cu_k, causal_align, left, right):
         len_q, len_k = mask.shape
         qg = _group_rows(q[q0:q1], hkv, group)  # [Hkv, G*Lq, D]
         kg = k[k0:k1].transpose(1, 0, 2)  # [Hkv, Lk, D]
         vg = v[k0:k1].transpose(1, 0, 2)
         s, _ = _capped_scores(qg, kg, sc, cap, dt)  # [Hkv, G*Lq, Lk]
-        s = s.reshape(hkv, group, len_q, len_k)
-        p, row_lse = masked_softmax(s, mask, dt)
+        s = _alibi(s.reshape(hkv, group, len_q, len_k), slopes, len_q, len_k, causal_align, dt)
+        p, row_lse = _softmax_with_sink(s, mask, sink_rows, dt)
         o = np.matmul(p.reshape(hkv, group * len_q, len_k), vg)
         out[q0:q1] = _ungroup_rows(o, len_q)
         lse[q0:q1] = _ungroup_rows(row_lse.reshape(hkv, group * len_q), len_q)
@@ -735,8 +785,10 @@ def varlen_attention_bwd(
     window: Tuple[int, int] = (-1, -1),
     softcap: float = 0.0,
     causal_align: str = "bottom_right",
+    alibi_slopes: Any = None,
+    sinks: Any = None,
     dtype: Any = np.float64,
-) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Backward of ``varlen_attention_fwd``: gradients of ``sum(out * dout)``.
 
     Arguments:
@@ -746,14 +798,15 @@ def varlen_attention_bwd(
         lse: [total_q, Hq], the forward log-sum-exp (token-major); a row whose
             lse is not finite (-inf: no visible key) contributes nothing.
         cu_seqlens_q, cu_seqlens_k, causal, scale, window, softcap,
-        causal_align, dtype: exactly as in ``varlen_attention_fwd`` (the
-            masks are the same; see its docstring for drawings).
+        causal_align, alibi_slopes, sinks, dtype: exactly as in
+            ``varlen_attention_fwd`` (the masks are the same; see its
+            docstring for drawings).
 
     FlashAttention-2 formulas, per sequence and query head h (kv head
     ``h // (Hq // Hkv)``), with S0 = scale * q k^T, S = softcap * tanh(S0 /
-    softcap) if softcap > 0 else S0::
+    softcap) if softcap > 0 else S0, B the ALiBi bias (0 without slopes)::
 
-        P     = exp(S - lse)        on visible entries, 0 elsewhere
+        P     = exp(S + B - lse)    on visible entries, 0 elsewhere
         dV    = P^T dout            (summed over the query heads of a group)
         dP    = dout V^T
         delta = rowsum(dout * out)
@@ -761,14 +814,20 @@ def varlen_attention_bwd(
         dS0   = dS * (1 - tanh(S0 / softcap)^2)  if softcap > 0 else dS
         dQ    = scale * dS0 K
         dK    = scale * dS0^T Q     (summed over the query heads of a group)
+        dsink = -sum_i exp(sink - lse_i) * delta_i   (over every row i of head h)
+
+    The sink has no value, so it leaves dS's form unchanged; lse, which holds
+    its term, is all the other gradients need of it. The bias depends on no
+    input, so it only enters through P.
 
     Returns:
         dq: [total_q, Hq, D], dk: [total_k, Hkv, D], dv: [total_k, Hkv, D],
-        all of dtype.  Keys no query sees get dk = dv = 0; rows with no
-        visible key get dq = 0.
+        dsinks: [Hq], all of dtype.  Keys no query sees get dk = dv = 0; rows
+        with no visible key get dq = 0. Without sinks, dsinks is 0 (an absent
+        sink is one at -inf, whose share of every row is 0).
     """
-    dt, q, k, v, cu_q, cu_k, group, left, right, cap, sc = _check_varlen_common(
-        q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, window, softcap, causal_align, dtype
+    dt, q, k, v, cu_q, cu_k, group, left, right, cap, sc, slopes, sink = _check_varlen_common(
+        q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, window, softcap, causal_align, alibi_slopes, sinks, dtype
     )
     total_q, hq, d = q.shape
     total_k, hkv, _ = k.shape
@@ -791,6 +850,8 @@ def varlen_attention_bwd(
         kg = k[k0:k1].transpose(1, 0, 2)  # [Hkv, Lk, D]
         vg = v[k0:k1].transpose(1, 0, 2)
         s, t = _capped_scores(qg, kg, sc, cap, dt)  # [Hkv, R, Lk]
+        s = _alibi(s.reshape(hkv, group, len_q, len_k), slopes, len_q, len_k, causal_align, dt)
+        s = s.reshape(hkv, group * len_q, len_k)
         row_ok = np.isfinite(lg)
         safe_lse = np.where(row_ok, lg, zero)
         full_mask = np.tile(mask, (group, 1)).reshape(1, group * len_q, len_k)
@@ -803,7 +864,12 @@ def varlen_attention_bwd(
             ds = ds * (one - t * t)
         dq[q0:q1] = _ungroup_rows(np.matmul(ds, kg) * sc, len_q)
         dk[k0:k1] = (np.matmul(ds.transpose(0, 2, 1), qg) * sc).transpose(1, 0, 2)
-    return dq, dk, dv
+    dsinks = np.zeros(hq, dtype=dt)
+    if sink is not None:
+        finite = np.isfinite(lse)
+        share = np.exp(np.where(finite, sink[None, :] - np.where(finite, lse, zero), neg_inf))  # the sink's p
+        dsinks = -np.sum(share * np.sum(dout * out, axis=-1), axis=0).astype(dt, copy=False)
+    return dq, dk, dv, dsinks
 
 
 @_quiet_underflow

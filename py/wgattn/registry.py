@@ -381,9 +381,10 @@ class Kernel:
         user = None if source is None else self.user_source(source)
         for name, most in self.limits.items():
             if sizes.get(name, 0) > most:
-                raise DoesNotFit(
-                    f"{self.id} supports {name} <= {most}, got {sizes[name]}; choose another implementation of {self.interface}"
+                what = (
+                    f"does not support {name} = {sizes[name]}" if most == 0 else f"supports {name} <= {most}, got {sizes[name]}"
                 )
+                raise DoesNotFit(f"{self.id} {what}; choose another implementation of {self.interface}")
         fit = self.fit(sizes, target, overrides, user, entry_points, chosen)
         knobs = fit.knobs
         src = self.source(sizes, target, knobs) if user is None else user

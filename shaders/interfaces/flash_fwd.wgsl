@@ -6,6 +6,8 @@
 struct Params {
 #include "lib/packed_params.wgsl"
   max_seqlen_q: u32,    // the longest query sequence: the grid's row blocks cover it
+  _pad0: u32,
+  _pad1: u32,
 }
 
 #if VEC4
@@ -26,3 +28,5 @@ struct Params {
 #endif
 @group(0) @binding(6) var<storage, read_write> lse: array<f32>;      // [total_q, heads_q]: natural log
 @group(0) @binding(7) var<uniform> params: Params;
+// One buffer for both per-head parameters, so that a pass binds WebGPU's default 8 storage buffers.
+@group(0) @binding(8) var<storage, read> alibi_sinks: array<f32>;    // [2, heads_q]: ALiBi slopes, then sinks

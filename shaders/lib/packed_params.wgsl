@@ -11,3 +11,5 @@
   align_top_left: u32,  // 1: offset 0 (top-left); 0: offset len_k - len_q (bottom-right)
   softcap: f32,         // > 0: s = softcap * tanh(s0 / softcap); 0 off
   scale: f32,           // score scale
+  alibi_on: u32,        // 1: s -= alibi_slopes[h] * |j - (i + offset)| after softcap (the slopes are 0 without)
+  sinks_on: u32,        // 1: sinks[h] joins every row's softmax denominator (and its lse)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
+from typing import Any, ClassVar, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -25,9 +25,15 @@ __all__ = [
     "PackedConfig",
     "DEFAULT_OPTIONS",
     "SOFTCAP_ROWS",
+    "ALIBI_SINK_ROWS",
     "MASK_ROWS",
     "CAP_SCALE_ROWS",
     "qkv",
+    "Packed",
+    "head_params",
+    "packed_inputs",
+    "head_inputs",
+    "with_heads",
     "params",
     "clip_window",
     "random_packed",
@@ -47,20 +53,52 @@ DEFAULT_OPTIONS: Dict[str, Option] = {
 }
 
 
-def qkv(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any, copies: int = 1):
-    """q, k, v (float32, [total, heads, D], GQA shapes) and the int32 prefix sums, checked by
-    wgattn.reference.check_varlen_inputs, then against the kernels' index arithmetic: `copies`
-    [total, heads, D] tensors share one buffer, element indices fit in u32, totals in i32."""
-    q, k, v, cu_q, cu_k, _ = _reference.check_varlen_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k)
+class Packed(NamedTuple):
+    """`qkv`'s result: float32 tensors, int32 prefix sums, float32 per-head parameters or None."""
+
+    q: np.ndarray  # [total_q, Hq, D]
+    k: np.ndarray  # [total_k, Hkv, D]
+    v: np.ndarray  # [total_k, Hkv, D]
+    cu_q: np.ndarray  # [batch + 1]
+    cu_k: np.ndarray  # [batch + 1]
+    alibi_slopes: Optional[np.ndarray]  # [Hq]
+    sinks: Optional[np.ndarray]  # [Hq]
+
+
+def qkv(
+    q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any, copies: int = 1, alibi_slopes: Any = None, sinks: Any = None
+) -> Packed:
+    """q, k, v (float32, [total, heads, D], GQA shapes), the int32 prefix sums and the ALiBi slopes
+    and sinks (float32 [Hq], or None), checked by wgattn.reference.check_varlen_inputs, then
+    against the kernels' index arithmetic: `copies` [total, heads, D] tensors share one buffer,
+    element indices fit in u32, totals in i32."""
+    c = _reference.check_varlen_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k, alibi_slopes, sinks)
     # an input the GPU fills (a benchmark's, wgattn.bandwidth.device_filled) holds no bytes to copy
     q, k, v = (
-        t if is_device_filled(t) and t.dtype == np.float32 else np.ascontiguousarray(t, dtype=np.float32) for t in (q, k, v)
+        t if is_device_filled(t) and t.dtype == np.float32 else np.ascontiguousarray(t, dtype=np.float32) for t in (c.q, c.k, c.v)
     )
     if copies * q.size > U32_MAX or copies * k.size > U32_MAX:
         raise ValueError(f"q ({q.shape}) or k ({k.shape}) is too large: element indices must fit in u32")
     if q.shape[0] > I32_MAX or k.shape[0] > I32_MAX:
         raise ValueError("total_q and total_k must fit in i32")
-    return q, k, v, cu_q.astype(np.int32), cu_k.astype(np.int32)
+    slopes, sink = (None if a is None else a.astype(np.float32) for a in (c.alibi_slopes, c.sinks))
+    return Packed(q, k, v, c.cu_q.astype(np.int32), c.cu_k.astype(np.int32), slopes, sink)
+
+
+def packed_inputs(p: Packed) -> Dict[str, np.ndarray]:
+    """A case's inputs from checked arrays: the ALiBi slopes and sinks only where given."""
+    out = {"q": p.q, "k": p.k, "v": p.v, "cu_seqlens_q": p.cu_q, "cu_seqlens_k": p.cu_k}
+    for name in ("alibi_slopes", "sinks"):
+        if getattr(p, name) is not None:
+            out[name] = getattr(p, name)
+    return out
+
+
+def head_params(p: Packed) -> np.ndarray:
+    """The per-head parameters as the kernels read them, float32 [2, Hq]: the ALiBi slopes (0
+    without: no bias), then the sinks (read only where Params.sinks_on says so)."""
+    zeros = np.zeros(p.q.shape[1], dtype=np.float32)
+    return np.stack([zeros if a is None else a for a in (p.alibi_slopes, p.sinks)])
 
 
 def options(opts: Mapping[str, Option], head_dim: int) -> _reference.VarlenOptions:
@@ -97,9 +135,11 @@ def clip_window(left: int, right: int, total_q: int, total_k: int) -> Tuple[int,
     return (-1 if left >= reach else left), (-1 if right >= reach else right)
 
 
-def params(q: np.ndarray, k: np.ndarray, cu_q: np.ndarray, opts: Mapping[str, Option]) -> Dict[str, float]:
+def params(p: Packed, opts: Mapping[str, Option]) -> Dict[str, float]:
     """The Params fields flash_fwd and varlen_bwd share (shaders/lib/packed_params.wgsl): sizes,
-    the checked options, the window clipped (`clip_window`)."""
+    the checked options, the window clipped (`clip_window`), whether there are ALiBi slopes and
+    sinks."""
+    q, k, cu_q = p.q, p.k, p.cu_q
     total_q, hq, d = q.shape
     total_k, hkv, _ = k.shape
     o = options(opts, d)
@@ -116,6 +156,8 @@ def params(q: np.ndarray, k: np.ndarray, cu_q: np.ndarray, opts: Mapping[str, Op
         "align_top_left": int(o.causal_align == "top_left"),
         "softcap": o.softcap,
         "scale": o.scale,
+        "alibi_on": int(p.alibi_slopes is not None),
+        "sinks_on": int(p.sinks is not None),
     }
 
 
@@ -134,10 +176,54 @@ def random_packed(rs: np.random.RandomState, seqs, hq: int, hkv: int, d: int, am
     return q, k, v, cu_q, cu_k
 
 
-def row(name: str, seqs, hq: int, hkv: int, d: int, options: Optional[Dict[str, Option]] = None, amp: float = 1.0) -> Dict:
+def row(
+    name: str,
+    seqs,
+    hq: int,
+    hkv: int,
+    d: int,
+    options: Optional[Dict[str, Option]] = None,
+    amp: float = 1.0,
+    alibi: bool = False,
+    sinks: bool = False,
+) -> Dict:
     """A grid row of the packed interfaces: sequences [(len_q, len_k)], heads, head dim, options,
-    input scale (the keywords of their grid_case)."""
-    return dict(name=name, seqs=seqs, hq=hq, hkv=hkv, d=d, options=options or {}, amp=amp)
+    input scale, ALiBi slopes and sinks or not (the keywords of their grid_case)."""
+    return dict(name=name, seqs=seqs, hq=hq, hkv=hkv, d=d, options=options or {}, amp=amp, alibi=alibi, sinks=sinks)
+
+
+def alibi_slopes(hq: int) -> np.ndarray:
+    """ALiBi's geometric slopes, 2^-1 .. 2^-8 over the query heads (float32 [Hq])."""
+    return (2.0 ** -np.linspace(1, 8, hq)).astype(np.float32)
+
+
+def draw_sinks(rs: np.random.RandomState, hq: int) -> np.ndarray:
+    """Sink logits near a row's log-sum-exp (a few units), so that a sink takes a visible share
+    of some rows and little of others (float32 [Hq])."""
+    return (3.0 + 2.0 * rs.standard_normal(hq)).astype(np.float32)
+
+
+def with_heads(case: Case, variant: str) -> Case:
+    """A benchmark case of a packed interface that carries ALiBi slopes and sinks, with those the
+    variant names ("alibi", "sinks", "alibi+sinks"): the geometric slopes, sinks drawn from seed 0
+    (the kernels' work does not depend on their values)."""
+    parts = set(variant.split("+"))
+    if not parts <= {"alibi", "sinks"}:
+        raise ValueError(f"variant must name alibi, sinks or alibi+sinks, got {variant!r}")
+    hq = int(np.shape(case.inputs["q"])[1])
+    heads = head_inputs(np.random.RandomState(0), hq, "alibi" in parts, "sinks" in parts)
+    return Case(f"{case.name}-{variant}", {**case.inputs, **heads}, dict(case.options))
+
+
+def head_inputs(rs: np.random.RandomState, hq: int, alibi: bool, sinks: bool) -> Dict[str, np.ndarray]:
+    """A grid case's or live configuration's ALiBi slopes and sinks, those asked for (sinks drawn
+    from `rs`, after everything else)."""
+    out = {}
+    if alibi:
+        out["alibi_slopes"] = alibi_slopes(hq)
+    if sinks:
+        out["sinks"] = draw_sinks(rs, hq)
+    return out
 
 
 # The mask's geometry, which the forward's and the backward's grids both hold their kernels to:
@@ -166,6 +252,47 @@ CAP_SCALE_ROWS = [
         2.0,
     ),
     row("neg-scale-window-d59", [(40, 57), (57, 40)], 2, 1, 59, {"scale": -0.3, "window": (6, 6)}),
+]
+
+# ALiBi and sinks (gpt-oss), alone and together, with the mask's geometry: rows with no key (whose
+# lse is then the sink), the bias on both sides of the diagonal (no causal, a right window), GQA,
+# softcap before the bias, both alignments; a head dim of 512, a long causal row and 64k keys.
+ALIBI_SINK_ROWS = [
+    row(
+        "alibi-sinks-causal-br-d64-gqa3-empty-rows",
+        [(90, 60), (33, 33), (5, 0), (0, 4)],
+        6,
+        2,
+        64,
+        {"causal": True},
+        alibi=True,
+        sinks=True,
+    ),
+    row("alibi-dense-tl-d59-unequal", [(70, 100), (100, 70)], 4, 4, 59, {"causal_align": "top_left"}, alibi=True),
+    row("alibi-window-right-br-d130-mqa", [(60, 90), (90, 60)], 3, 1, 130, {"window": (-1, 5)}, alibi=True),
+    row(
+        "sinks-window-softcap-tl-d111-gqa2",
+        [(80, 40), (40, 80)],
+        4,
+        2,
+        111,
+        {"window": (8, 3), "softcap": 10.0, "causal_align": "top_left"},
+        sinks=True,
+    ),
+    row("sinks-dense-d8-many-short", [(n % 7, (5 * n) % 9) for n in range(24)], 2, 1, 8, sinks=True),
+    row(
+        "alibi-sinks-softcap-causal-br-d512",
+        [(40, 70), (33, 20)],
+        2,
+        1,
+        512,
+        {"causal": True, "softcap": 20.0},
+        alibi=True,
+        sinks=True,
+    ),
+    row("long-alibi-sinks-causal-br-d64", [(1023, 1024)], 2, 1, 64, {"causal": True}, alibi=True, sinks=True),
+    # 64k keys a row, no ALiBi to shorten the sums: a long context, kept cheap (2 heads, D = 16)
+    row("long-64k-sinks-causal-br-d16", [(48, 65536)], 2, 1, 16, {"causal": True}, sinks=True),
 ]
 
 # Softcap on small scores (|s / cap| < 0.05) with long MQA/GQA groups and more queries than keys:
@@ -243,6 +370,8 @@ class PackedConfig(LiveConfig):
     window_left: int = knob(-1, -1, I32_MAX, sentinels={-1: "unbounded"}, hint="keys i - left .. i + right visible")
     window_right: int = knob(-1, -1, I32_MAX, sentinels={-1: "unbounded"})
     softcap: float = knob(0.0, f32="softcap", sentinels={0: "off"}, hint="scores become softcap * tanh(s / softcap)")
+    alibi: bool = knob(False, hint="ALiBi's geometric slopes per query head: score - slope * |key - query position|")
+    sinks: bool = knob(False, hint="a logit per query head in the softmax's denominator (gpt-oss)")
     padding: bool = knob(False, hint="ragged sequence lengths: empty sequences and rows with no key")
     seed: int = knob(0, 0, U32_MAX)
 
@@ -254,7 +383,10 @@ class PackedConfig(LiveConfig):
         check_size(self.batch, self.heads, self.kv_heads, self.seq_q, self.seq_k, self.head_dim)
 
     def tensors(self) -> Dict[str, np.ndarray]:
-        return draw_packed(self.seed, self.batch, self.heads, self.kv_heads, self.seq_q, self.seq_k, self.head_dim, self.padding)
+        """q, k, v, dout and the prefix sums (`draw_packed`), then the ALiBi slopes and sinks asked
+        for (the sinks drawn from the seed after everything else)."""
+        t = draw_packed(self.seed, self.batch, self.heads, self.kv_heads, self.seq_q, self.seq_k, self.head_dim, self.padding)
+        return {**t, **head_inputs(np.random.RandomState([self.seed, 1]), self.heads, self.alibi, self.sinks)}
 
     def options(self) -> Dict[str, Option]:
         """The reference's keywords."""
@@ -282,8 +414,19 @@ class PackedInterface(Interface):
         missing = [n for n in ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k") if i.get(n) is None]
         if missing:
             raise ValueError(f"{missing[0]} is missing from the case's inputs")
-        a = _reference.check_varlen_inputs(i["q"], i["k"], i["v"], i["cu_seqlens_q"], i["cu_seqlens_k"])
+        a = _reference.check_varlen_inputs(
+            i["q"], i["k"], i["v"], i["cu_seqlens_q"], i["cu_seqlens_k"], i.get("alibi_slopes"), i.get("sinks")
+        )
         return a, options(case.options, a.q.shape[2])
+
+    def scores_bound(self, case: Case, limit: float = ranges.SAFE, why: str = "") -> ranges.Bound:
+        """The scores' bound (wgattn.ranges.scores), ALiBi's bias included: |j - (i + offset)| is
+        at most the longest query sequence plus the longest key sequence."""
+        a, o = self.packed(case)
+        longest = [int(np.diff(cu).max()) if cu.shape[0] > 1 else 0 for cu in (a.cu_q, a.cu_k)]
+        slopes = a.alibi_slopes
+        slope = float(np.max(np.abs(slopes))) if slopes is not None and np.size(slopes) else 0.0
+        return ranges.scores(o.scale, a.q, a.k, slope, sum(longest) if slope else 0, limit, why)
 
     def magnitudes(self, case: Case) -> Dict[str, float]:
         """The inputs' largest magnitudes and |scale| (None resolved: 1 / sqrt(D))."""
@@ -292,9 +435,9 @@ class PackedInterface(Interface):
 
     def f32_bounds(self, case: Case) -> List[ranges.Bound]:
         """The forward's: the scores, and out's running sum over the longest sequence's keys."""
-        a, o = self.packed(case)
+        a, _ = self.packed(case)
         longest = int(np.diff(a.cu_k).max()) if a.cu_k.shape[0] > 1 else 0
-        return [ranges.scores(o.scale, a.q, a.k), ranges.sums(a.v, longest)]
+        return [self.scores_bound(case), ranges.sums(a.v, longest)]
 
     def band(self, case: Case) -> Tuple[int, int, str, float, float]:
         """(window_left, window_right with causal folded in, causal_align, softcap, scale)."""

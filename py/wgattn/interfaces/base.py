@@ -292,6 +292,12 @@ class Interface(abc.ABC):
         q [B, H, D] and k_hist [S, H, D] for probs); ValueError where it serves no op."""
         raise ValueError(f"{self.name} serves no benchmark op")
 
+    def bench_variant(self, case: Case, variant: str) -> Case:
+        """A benchmark case with a variant of the problem (wgattn.bench.VARIANTS: "alibi",
+        "sinks", "alibi+sinks"), the per-head inputs it adds; ValueError where the interface has
+        none."""
+        raise ValueError(f"{self.name} has no benchmark variant {variant!r}")
+
     def bench_plans(self, shape: Sequence[int]) -> int:
         """How many plans one timed run takes (without building them)."""
         return 1
@@ -336,8 +342,11 @@ class Interface(abc.ABC):
 
     def head_view(self, case: Case, output: np.ndarray, head: int, heads: int) -> np.ndarray:
         """One query head's slice of an output as a 2-D array (rows x last axis); outputs with k/v
-        heads (dk, dv) show the k/v head that query head reads. This default: [rows, heads, ...]."""
+        heads (dk, dv) show the k/v head that query head reads. This default: [rows, heads, ...], or
+        [heads]."""
         a = np.asarray(output, dtype=np.float64)
+        if a.ndim == 1:  # one value per query head (the sinks' gradient)
+            return a[head : head + 1, None]
         h = head if a.shape[1] == heads else head // (heads // a.shape[1])
         x = a[:, h]
         return x[:, None] if x.ndim == 1 else x

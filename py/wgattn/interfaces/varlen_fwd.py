@@ -49,7 +49,7 @@ def _check(case: Case) -> Tuple[Dict[str, np.ndarray], bool, float]:
     if unknown:
         raise ValueError(f"case {case.name!r}: unknown options {unknown}; varlen_fwd takes {list(OPTIONS)}")
     i = case.inputs
-    q, k, v, cu_q, cu_k = qkv(i["q"], i["k"], i["v"], i["cu_seqlens_q"], i["cu_seqlens_k"])
+    q, k, v, cu_q, cu_k, _, _ = qkv(i["q"], i["k"], i["v"], i["cu_seqlens_q"], i["cu_seqlens_k"])
     if k.shape[1] != q.shape[1]:
         raise ValueError(
             f"k has {k.shape[1]} heads but q has {q.shape[1]}: varlen_fwd has no grouped-query "
@@ -148,10 +148,22 @@ class VarlenFwd(PackedInterface):
         )
         return {"out": out, "lse": lse}
 
-    def case_from_reference(self, q, k, v, cu_seqlens_q, cu_seqlens_k, *, name: str = "call", **keywords: Any) -> Case:
+    def case_from_reference(
+        self,
+        q,
+        k,
+        v,
+        cu_seqlens_q,
+        cu_seqlens_k,
+        *,
+        alibi_slopes: Any = None,
+        sinks: Any = None,
+        name: str = "call",
+        **keywords: Any,
+    ) -> Case:
         """The case computing varlen_attention_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, ...) on this
-        interface; ValueError for what it cannot carry (GQA, a window, softcap, and a bottom-right
-        causal mask on a sequence with len_q != len_k, where the alignments differ)."""
+        interface; ValueError for what it cannot carry (GQA, a window, softcap, ALiBi, sinks, and a
+        bottom-right causal mask on a sequence with len_q != len_k, where the alignments differ)."""
         # The reference's check of every option first (one rule, one message for every entry point;
         # only the default scale depends on D, and _check refuses a bad q), then what this interface
         # cannot carry, then the arrays.
@@ -162,6 +174,9 @@ class VarlenFwd(PackedInterface):
             raise ValueError(f"window={window!r}: varlen_fwd has no sliding window; only (-1, -1) fits")
         if float(softcap) != 0.0:
             raise ValueError(f"softcap={softcap!r}: varlen_fwd has no softcap; only 0 fits")
+        for what, value in (("alibi_slopes", alibi_slopes), ("sinks", sinks)):
+            if value is not None:
+                raise ValueError(f"{what}: varlen_fwd has no ALiBi and no sinks; only None fits")
         case = Case(
             name=name,
             inputs={"q": q, "k": k, "v": v, "cu_seqlens_q": cu_seqlens_q, "cu_seqlens_k": cu_seqlens_k},

@@ -32,6 +32,7 @@ _BEFORE_PROTOCOL = {
     "repeat": 0,
     "time": "",
     "commit": "",
+    "variant": "",
 }
 _STRINGS = ("impl", "dtype", "adapter", "timer", "runtime")
 _NUMBERS = ("median_ms", "tflops", "min_ms", "q1_ms", "q3_ms", "max_ms", "spread", "warmup_s", "timer_resolution_ns")
@@ -154,6 +155,10 @@ def _dense(r: object, where: str) -> Dict[str, object]:
     _strings(r, where, _STRINGS, ("mode", "config", "browser", "time", "commit"))
     _bools(r, where, ("causal", "wide", "warmed"))
     _flags(r, where)
+    try:
+        bench.check_variant(r["variant"])
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
     return {k: r[k] for k in keys}
 
 

@@ -124,8 +124,9 @@ def _impls(value: object, op: str, known: List[str]) -> List[str]:
 
 
 def start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, BenchStart]:
-    """{"op", "impls"?, "B", "H", "D", "seq_lens", "causal", "rounds"?, "warmup_s"?, "repeat"?,
-    "user_agent"?}, or for an op timed as bandwidth {"op", "impls"?, "name"?, "config",
+    """{"op", "impls"?, "B", "H", "D", "seq_lens", "causal", "variants"? ("plain,alibi+sinks": each
+    kernel once per variant in a series), "rounds"?, "warmup_s"?, "repeat"?, "user_agent"?}, or
+    for an op timed as bandwidth {"op", "impls"?, "name"?, "config",
     "rounds"?, "warmup_s"?, "repeat"?, "user_agent"?}, or for the GEMM {"op": "gemm", "name"?,
     "config"?, "tiles"?: [{Tile's knobs}], "rounds"?, "warmup_s"?, "repeat"?, "user_agent"?}
     (without tiles, wgattn.gemm.tiles_for's) -> the job and the page's reply
@@ -152,6 +153,10 @@ def start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, B
     causal = request.get("causal", False)
     if not isinstance(causal, bool):
         raise ValueError(f"causal must be true or false, got {causal!r}")
+    variants = request.get("variants", "plain")
+    if not isinstance(variants, str):
+        raise ValueError(f"variants must be a comma-separated string (plain,alibi+sinks), got {variants!r}")
+    variant_list = bench.parse_variants(variants)
     info = _run_info(request)
     for s in seq_lens:
         if b * h * s * d > MOST_ELEMENTS:
@@ -171,7 +176,9 @@ def start(request_json: str, target: Target, bench_id: int) -> Tuple[BenchJob, B
         first = len(items)
         for impl in runnable:
             plans = interfaces.of(reg.kernel(impl)).bench_plans(shape)  # the count bench_plan returns
-            items.append(_item(len(items), op, impl, shape, bench.dtype_of(impl), causal, bench.flops(op, shape, causal), plans))
+            for variant in variant_list:
+                flops = bench.flops(op, shape, causal)
+                items.append(_item(len(items), op, impl, shape, bench.dtype_of(impl), causal, flops, plans, variant=variant))
         if len(items) > first:
             series.append({"shape": shape, "jobs": list(range(first, len(items)))})
     job = BenchJob(items, proto, repeat, info, [sr["jobs"] for sr in series])
@@ -200,7 +207,17 @@ def _schedule(bench_id: int, job: BenchJob, series: List[BenchSeries], skipped: 
 
 
 def _item(
-    index: int, op: str, impl: str, shape: List[int], dtype: str, causal=False, flops=0.0, plans=1, check="", config=""
+    index: int,
+    op: str,
+    impl: str,
+    shape: List[int],
+    dtype: str,
+    causal=False,
+    flops=0.0,
+    plans=1,
+    check="",
+    config="",
+    variant="",
 ) -> BenchItem:
     return {
         "index": index,
@@ -213,6 +230,7 @@ def _item(
         "dtype": dtype,
         "plans": plans,
         "check": check,
+        "variant": variant,
     }
 
 
@@ -370,7 +388,7 @@ def job_plans(job: BenchJob, index: int, target: Target) -> List[Plan]:
         it = item(job, index)
         job.cache = None  # free the previous job's bytes first
         if job.case is None:
-            plans = bench.plans(it["impl"], it["op"], tuple(it["shape"]), it["causal"], target=target)
+            plans = bench.plans(it["impl"], it["op"], tuple(it["shape"]), it["causal"], target=target, variant=it["variant"])
         elif it["impl"] == bandwidth.COPY:
             plans = [bandwidth.stream_plan(job.nbytes[index])]
             plans[0].unavailable = target.why_not(plans[0])
@@ -501,6 +519,7 @@ def record(job: BenchJob, index: int, payload_json: str) -> Tuple[Dict[str, obje
             it["op"], it["impl"], it["shape"], it["causal"], it["dtype"], adapter, measured, job.protocol, timer, job.info
         )
         rec.mode, rec.config, rec.repeat = "checked", bench.config_text(job.configs.get(index, {})), repeat
+        rec.variant = it["variant"]
     except ValueError as exc:
         raise ValueError(f"{it['impl']}: {exc}") from None
     return rec.to_json(), repeat == job.repeat - 1

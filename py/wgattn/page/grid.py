@@ -53,9 +53,21 @@ def item_run(job_id: int, job: GridJob, index: int, target: Target) -> GridRun:
 
 
 def verdict(state: GridRun, error: str, probe: Optional[ProbeReport]) -> List[GridRow]:
-    """Rows per output of a run the browser finished, or one failed row carrying its `error`. A
-    failing output is localised, with the browser's precision probe (when it ran) naming suspects."""
+    """Rows per output of a run the browser finished, or one failed row carrying its `error`, or
+    one skipped row where the kernel cannot take the case on this device (the plan says why: a
+    head dim no tile fits, a knob the kernel lacks), neither passed nor failed. A failing output
+    is localised, with the browser's precision probe (when it ran) naming suspects."""
     case, kernel = state.case, state.kernel
+    if state.plan.unavailable:
+        skip: OutputRow = {
+            "case": case.name,
+            "output": "-",
+            "max_abs_err": 0.0,
+            "allowance": 0.0,
+            "pass": False,
+            "skipped": state.plan.unavailable,
+        }
+        return [{**skip, "kernel": kernel.id}]
     if error:
         rows: List[OutputRow] = [
             {"case": case.name, "output": "-", "max_abs_err": float("inf"), "allowance": 0.0, "pass": False, "error": error}

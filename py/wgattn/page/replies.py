@@ -114,9 +114,15 @@ class GridItem(TypedDict):
     case: str
 
 
-class GridSkip(TypedDict):
+class _GridSkip(TypedDict):
     kernel: str
     reason: str
+
+
+class GridSkip(_GridSkip, total=False):
+    """A kernel this device cannot run at all, or (with `case`) one case it cannot take."""
+
+    case: str
 
 
 class GridStart(TypedDict):
@@ -147,6 +153,7 @@ class BenchItem(TypedDict):
     # The buffer whose bytes bench_check judges after one run on the inputs bench_fills' plans
     # fill, before the job is timed (a bandwidth op's kernel: Interface.check_filled); "": none.
     check: str
+    variant: str  # the problem's variant (wgattn.bench.VARIANTS): "" plain, "alibi+sinks", ...
 
 
 class BenchSeries(TypedDict):
