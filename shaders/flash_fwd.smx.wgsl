@@ -37,7 +37,7 @@
 // Subgroups are taken as WG / subgroup_size runs of consecutive local_invocation_index (every
 // Vulkan driver lays a 1-D workgroup out so); the conformance cases would fail loudly otherwise.
 //
-// Per key tile of BC keys (3 barriers + one uniform load):
+// Per key tile of BC keys, the band's last tile first (3 barriers + one uniform load):
 //   store the prefetched K and V (f32 -> f16), load the next tile's into registers (in flight
 //   while this one is computed) | S = Q Kᵀ, stored to workgroup memory | softmax: mask, scale,
 //   softcap, running max, P (f16) to workgroup memory | rescale O if needed (rare) | O += P V.
@@ -286,16 +286,23 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
 #endfor
 #endfor
 
+  // The key tiles from the band's last down to its first, as FlashAttention's forward walks
+  // them: under a causal mask the diagonal's tile comes first, and with ALiBi (whose bias grows
+  // toward the diagonal) the running max is then set at once instead of rising, and rescaling
+  // O, at nearly every tile.
+  let last = band.x + max((band.y - band.x + i32(BC) - 1) / i32(BC) - 1, 0) * i32(BC);
 #for f MAX_KVPI
-  var k{f} = fetch_one(band.x, band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, false);
-  var v{f} = fetch_one(band.x, band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, true);
+  var k{f} = fetch_one(last, band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, false);
+  var v{f} = fetch_one(last, band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, true);
 #endfor
-  for (var t0 = band.x; t0 < band.y; t0 += i32(BC)) {
+  for (var t0 = last; t0 < band.y && t0 >= band.x; t0 -= i32(BC)) {
+    let next = t0 - i32(BC);
+    let next_hi = select(band.y, next, next < band.x);  // past the first tile: nothing to fetch
 #for f MAX_KVPI
     store_one(lid + WG * {f}u, k{f}, false);
     store_one(lid + WG * {f}u, v{f}, true);
-    k{f} = fetch_one(t0 + i32(BC), band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, false);  // in flight until the next tile
-    v{f} = fetch_one(t0 + i32(BC), band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, true);
+    k{f} = fetch_one(next, next_hi, k_start, hkv, kvh, dim, lid + WG * {f}u, false);  // in flight until the next tile
+    v{f} = fetch_one(next, next_hi, k_start, hkv, kvh, dim, lid + WG * {f}u, true);
 #endfor
     workgroupBarrier();  // K and V staged
 

@@ -101,6 +101,8 @@ def entries(manifest: Mapping, root: Path) -> Dict[str, dict]:
     loops = json.loads(git_show(root, f"{LOOPS_COMMIT}:shaders/manifest.json"))["kernels"][BASE]
     loops["rank"] = RANK0 + len(CANDIDATES)
     loops["summary"] = f"Lab baseline: {BASE} as it was at {LOOPS_COMMIT}, its fragment loops not written out."
+    loops["half"] = base["half"]  # what it holds in float16 is the registered kernel's
+    loops["limits"] = {**loops.get("limits", {}), "alibi_on": 0, "sinks_on": 0}  # it predates them
     out[LOOPS] = loops
     return out
 
