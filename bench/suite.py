@@ -257,8 +257,9 @@ class BrowserPass:
         for s in got.get("skipped", []):
             log(f"  skipped {s['kernel']}: {s['reason']}")
         for c in got.get("cases", []):
-            if not c["pass"]:
-                log(f"  FAIL {c['kernel']} {c['case']}: worst |err| / allowance {c['worst']:.3g}")
+            if not c["pass"]:  # a non-finite ratio (NaN, inf) arrives as JSON's null
+                worst = "not finite" if c["worst"] is None else f"{c['worst']:.3g}"
+                log(f"  FAIL {c['kernel']} {c['case']}: worst |err| / allowance {worst}")
 
     async def bench(self, req: Dict[str, Any], timeout: float) -> List[Dict]:
         """One benchmark request in the page (a case, decode, prefill or the GEMM:

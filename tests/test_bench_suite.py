@@ -140,3 +140,22 @@ def test_every_series_native_and_in_the_page_takes_the_runs_shortest_sample(argv
 def test_a_min_sample_the_protocol_refuses_stops_the_suite_with_why():
     with pytest.raises(SystemExit, match="suite: min_sample_ms must be a number in 0.0..10000.0"):
         suite.suite_protocol(suite.parse_args(["--min-sample-ms", "-3"]))
+
+
+def test_a_grid_case_whose_error_is_not_finite_is_reported_as_a_failure(tmp_path, capsys):
+    """The page's summary carries a NaN or infinite worst ratio as JSON's null: the pass reports
+    the case as failed, with its grid's counts, instead of stopping."""
+
+    class Page:
+        async def eval(self, script, timeout=None):
+            return {"status": "done", "passed": 1, "failed": 1, "skipped": [], "cases": [
+                {"kernel": "k", "case": "a", "pass": True, "worst": 0.1},
+                {"kernel": "k", "case": "b", "pass": False, "worst": None},
+            ]}  # fmt: skip
+
+    p = suite.BrowserPass(suite.parse_args([]), "checked", [], tmp_path)
+    p.browser = Page()
+    asyncio.run(p.grid("flash_fwd"))
+    assert p.report["grid"]["flash_fwd"]["failed"] == 1
+    said = capsys.readouterr()
+    assert "FAIL k b: worst |err| / allowance not finite" in said.out + said.err
