@@ -23,9 +23,14 @@ _lock = threading.Lock()
 _cache: Dict[Path, Tuple[Tuple[int, int], bench_import.RecordSource]] = {}
 
 
+# The history's folders of records the page charts: the suite's runs and decode's bandwidth. The
+# GEMM's and prefill's (gemm/, prefill/) are case records that docs/performance.md's tables read.
+CHARTED = ("", "decode")
+
+
 def history_files() -> List[Path]:
-    """The history's record files: bench/history/*.jsonl and its subfolders' (decode/)."""
-    return sorted(HISTORY.rglob("*.jsonl")) if HISTORY.is_dir() else []
+    """The history's record files the page charts: bench/history/*.jsonl and decode/*.jsonl."""
+    return sorted(p for d in CHARTED for p in (HISTORY / d).glob("*.jsonl"))
 
 
 def read_source(path: Path) -> bench_import.RecordSource:
