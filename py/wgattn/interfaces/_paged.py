@@ -22,13 +22,15 @@ from .. import reference as _reference
 from ..bandwidth import device_filled, fill_values, is_device_filled
 from ..plan import Buffer, Output
 from ..registry import Kernel
-from .base import MAX_ELEMENTS, Case, FilledCheck, data_buffer, out_buffer
+from ..target import DEFAULT
+from .base import MAX_ELEMENTS, Case, FilledCheck, Interface, Layout, data_buffer, out_buffer
 from .config import LiveConfig, knob
 
 if TYPE_CHECKING:  # numpy.typing is newer than the page's numpy 1.17: for annotations only
     from numpy.typing import DTypeLike
 
 __all__ = [
+    "PagedInterface",
     "INPUTS",
     "OPTIONAL",
     "MAX_SEQ_LEN",
@@ -402,3 +404,59 @@ def head_view(output: np.ndarray, head: int) -> np.ndarray:
     new token), as `probabilities` lays them out."""
     a = np.asarray(output, dtype=np.float64)
     return a[:, :, head].reshape(a.shape[0] * a.shape[1], -1)
+
+
+class PagedInterface(Interface):
+    """What decode and prefill over the paged cache share: the case's check, its ranges, its
+    layout on the default target, and its pictures (a row per sequence and new token)."""
+
+    def checked(self, case: Case) -> _reference.DecodeArgs:
+        """The case's arguments through the reference's one check (`checked`)."""
+        return checked(case, self.name)
+
+    def live_case(self, config: PagedConfig, tensors: Mapping[str, np.ndarray], name: str) -> Case:
+        t = tensors
+        return self.case_from_reference(
+            *(t[n] for n in INPUTS),
+            window_left=config.window_left,
+            softcap=float(config.softcap),
+            alibi_slopes=t.get("alibi_slopes"),
+            sinks=t.get("sinks"),
+            name=name,
+        )
+
+    def bench_case(self, config: PagedConfig, name: str) -> Case:
+        """The live case of `config` with what the GPU fills left to it (the cache; prefill's q too)."""
+        return self.live_case(config, config.tensors(filled=True), name)
+
+    def magnitudes(self, case: Case) -> Dict[str, float]:
+        """q's largest magnitude, the used blocks' of each cache, |scale| (`magnitudes`)."""
+        return magnitudes(self.checked(case))
+
+    def f32_bounds(self, case: Case) -> List[ranges.Bound]:
+        """The scores and out's running sum (`f32_bounds`; decode's splits' partial sums together)."""
+        return f32_bounds(self.checked(case))
+
+    def layout(self, case: Case) -> Layout:
+        """The case laid out for the f32-cache kernel on the default target (wgattn.target)."""
+        return self.layout_on(self.kernels()[0], case, DEFAULT)
+
+    def probabilities(self, case: Case, head: int, max_cells: int) -> Tuple[np.ndarray, np.ndarray, str]:
+        """Query head `head`'s probabilities over the cache positions: a row per (sequence, new
+        token), the first rows of the first sequences that fit `max_cells`."""
+        return probabilities(self.checked(case), head, max_cells)
+
+    def head_view(self, case: Case, output: np.ndarray, head: int, heads: int) -> np.ndarray:
+        """Query head `head` of out [B, Sq_new, Hq, D] or lse [B, Sq_new, Hq]: a row per (sequence,
+        new token), as `probabilities` lays them out."""
+        return head_view(output, head)
+
+    def output_axes(self, case: Case, output: str, ndim: int) -> List[str]:
+        """out [B, Sq_new, Hq, D], lse [B, Sq_new, Hq]."""
+        return ["sequence", "new token", "head", "dim"][:ndim]
+
+    def view_axes(self, case: Case, output: str, ndim: int) -> Tuple[str, str]:
+        return "sequence × new token", ("dim" if ndim > 3 else "")
+
+    def probability_axes(self, case: Case) -> Tuple[str, str]:
+        return "sequence × new token", "cache position"

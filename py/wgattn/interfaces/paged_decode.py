@@ -27,16 +27,16 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from .. import ranges, registry, wgsl
 from .. import reference as _reference
+from .. import registry, wgsl
 from ..errors import DoesNotFit
 from ..expr import evaluate
 from ..plan import Buffer
 from ..registry import Kernel
-from ..target import DEFAULT, Target
+from ..target import Target
 from . import _paged
 from ._paged import INPUTS, MAX_SEQ_LEN, PagedConfig, cache_dtype, paged_cache
-from .base import Case, FilledCheck, Interface, Layout, Option
+from .base import Case, FilledCheck, Layout, Option
 from .config import knob
 
 if TYPE_CHECKING:  # numpy.typing is newer than the page's numpy 1.17: for annotations only
@@ -140,14 +140,6 @@ def bytes_touched(seq_lens, window_left: int, new_tokens: int, heads_kv: int, he
     return 2 * sum(_paged.spans(seq_lens, window_left, new_tokens)) * heads_kv * head_dim * cache_itemsize
 
 
-def _checked(case: Case) -> _reference.DecodeArgs:
-    """The case's arguments through the reference's one check, then the new tokens this
-    interface carries."""
-    a = _paged.checked(case, "paged_decode")
-    _new_tokens(a.q.shape[1])
-    return a
-
-
 def _new_tokens(sq: int) -> None:
     if sq > MAX_NEW_TOKENS:
         raise ValueError(
@@ -188,29 +180,24 @@ def _grid_row(name, lens, sq, hq, hkv, d, bs, options=None, alibi=False, sinks=F
     )
 
 
-class Decode(Interface):
+class Decode(_paged.PagedInterface):
     name = "paged_decode"
     OUTPUTS = ("out", "lse")
     Config = DecodeConfig
     bench_op = "decode"
 
-    def magnitudes(self, case: Case) -> Dict[str, float]:
-        """q's largest magnitude, the used blocks' of each cache, |scale| (_paged.magnitudes)."""
-        return _paged.magnitudes(_checked(case))
-
-    def f32_bounds(self, case: Case) -> List[ranges.Bound]:
-        """The scores and out's running sum (_paged.f32_bounds; the splits' partial sums together)."""
-        return _paged.f32_bounds(_checked(case))
-
-    def layout(self, case: Case) -> Layout:
-        """The case laid out for the f32-cache kernel on the default target (wgattn.target)."""
-        return self.layout_on(self.kernels()[0], case, DEFAULT)
+    def checked(self, case: Case) -> _reference.DecodeArgs:
+        """The case's arguments through the reference's one check, then the new tokens this
+        interface carries."""
+        a = super().checked(case)
+        _new_tokens(a.q.shape[1])
+        return a
 
     def layout_on(self, kernel: Kernel, case: Case, target: Target) -> Layout:
         """The case laid out for `kernel` on `target`: the tile shape that fits it, the split
         count, and the cache as the kernel reads it (float16 for the F16 variant: a case judged
         for it holds float16-representable values, conformance.judged_case)."""
-        a = _checked(case)
+        a = self.checked(case)
         forced = _num_splits(case.options.get("num_splits"))
         bsz, sq, hq, d = a.q.shape
         num_blocks, block_size, hkv, _ = a.k_cache.shape
@@ -264,7 +251,7 @@ class Decode(Interface):
         judged for it, conformance.judged_case: every float input) in half precision but computes
         in float32: the naive float32 run on those inputs."""
         dt = np.float32 if np.dtype(dtype) == np.float16 else dtype
-        a = _checked(case)
+        a = self.checked(case)
         i = case.inputs
         out, lse = _reference.decode_attention(
             *(i[n] for n in INPUTS),
@@ -374,29 +361,14 @@ class Decode(Interface):
             kw["sinks"] = (rng.standard_normal(hq) * 2).astype(np.float32)
         return self.case_from_reference(q, k_cache, v_cache, table, seq_lens, num_splits=num_splits, name=name, **kw)
 
-    def live_case(self, config: DecodeConfig, tensors: Mapping[str, np.ndarray], name: str) -> Case:
-        t = tensors
-        return self.case_from_reference(
-            *(t[n] for n in INPUTS),
-            window_left=config.window_left,
-            softcap=float(config.softcap),
-            alibi_slopes=t.get("alibi_slopes"),
-            sinks=t.get("sinks"),
-            name=name,
-        )
-
     # --- The benchmark: decode timed as bandwidth (wgattn.bandwidth) -------------------------
-
-    def bench_case(self, config: DecodeConfig, name: str) -> Case:
-        """The live case of `config` with its cache left for the GPU to fill."""
-        return self.live_case(config, config.tensors(filled=True), name)
 
     def bench_shape(self, config: DecodeConfig) -> List[int]:
         return [config.batch, config.heads, config.seq_len, config.head_dim]
 
     def bench_bytes(self, kernel: Kernel, case: Case) -> int:
         """Each visible key of each kv head read once, in the cache's precision for `kernel`."""
-        a = _checked(case)
+        a = self.checked(case)
         _, sq, _, d = a.q.shape
         hkv = a.k_cache.shape[2]
         return bytes_touched(a.seq_lens, a.window_left, sq, hkv, d, np.dtype(cache_dtype(kernel)).itemsize)
@@ -405,32 +377,12 @@ class Decode(Interface):
         """`out` of a case whose cache the GPU filled against the float64 reference
         (wgattn.interfaces._paged.check_filled: every new token of the pairs it allows), the
         naive float32 run the yardstick of either kernel (both compute in f32)."""
-        return _paged.check_filled(case, outputs, _checked(case))
-
-    def probabilities(self, case: Case, head: int, max_cells: int) -> Tuple[np.ndarray, np.ndarray, str]:
-        """Query head `head`'s probabilities over the cache positions: a row per (sequence, new
-        token), the first sequences whose rows fit `max_cells`, keys up to the longest of them."""
-        return _paged.probabilities(_checked(case), head, max_cells)
-
-    def output_axes(self, case: Case, output: str, ndim: int) -> List[str]:
-        """out [B, Sq_new, Hq, D], lse [B, Sq_new, Hq]."""
-        return ["sequence", "new token", "head", "dim"][:ndim]
-
-    def view_axes(self, case: Case, output: str, ndim: int) -> Tuple[str, str]:
-        return "sequence × new token", ("dim" if ndim > 3 else "")
-
-    def probability_axes(self, case: Case) -> Tuple[str, str]:
-        return "sequence × new token", "cache position"
+        return _paged.check_filled(case, outputs, self.checked(case))
 
     def picture_heads(self, case: Case, head: int, heads: int) -> List[int]:
         """Every query head: a head has a row per (sequence, new token), a few; the picture
         shows them all, grouped by head."""
         return list(range(heads))
-
-    def head_view(self, case: Case, output: np.ndarray, head: int, heads: int) -> np.ndarray:
-        """Query head `head` of out [B, Sq_new, Hq, D] or lse [B, Sq_new, Hq]: a row per (sequence,
-        new token), as `probabilities` lays them out."""
-        return _paged.head_view(output, head)
 
 
 INTERFACE = Decode()

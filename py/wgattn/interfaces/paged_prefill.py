@@ -33,14 +33,14 @@ from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from .. import ranges, registry
 from .. import reference as _reference
+from .. import registry
 from ..bandwidth import device_filled
 from ..registry import Kernel
-from ..target import DEFAULT, Target
+from ..target import Target
 from . import _paged, get
 from ._paged import INPUTS, MAX_SEQ_LEN, PagedConfig, paged_cache
-from .base import MAX_SCORES, Case, FilledCheck, Interface, Layout, Option
+from .base import MAX_SCORES, Case, FilledCheck, Layout, Option
 from .config import knob
 
 if TYPE_CHECKING:  # numpy.typing is newer than the page's numpy 1.17: for annotations only
@@ -54,10 +54,6 @@ YARDSTICKS = ("flash_fwd.smx", "flash_fwd.blocked_f16", "flash_fwd.blocked")
 # New tokens at each end of a sequence whose output is checked on filled inputs (check_filled):
 # the float64 reference over all 2048 of a 32k-token cache would take minutes in the page.
 CHECK_ROWS = 4
-
-
-def _checked(case: Case) -> _reference.DecodeArgs:
-    return _paged.checked(case, "paged_prefill")
 
 
 @dataclass
@@ -154,23 +150,11 @@ def _grid_row(name, lens, sq, hq, hkv, d, bs, options=None, alibi=False, sinks=F
     return dict(name=name, lens=lens, sq=sq, hq=hq, hkv=hkv, d=d, bs=bs, options=options or {}, alibi=alibi, sinks=sinks)
 
 
-class Prefill(Interface):
+class Prefill(_paged.PagedInterface):
     name = "paged_prefill"
     OUTPUTS = ("out", "lse")
     Config = PrefillConfig
     bench_op = "prefill"
-
-    def magnitudes(self, case: Case) -> Dict[str, float]:
-        """q's largest magnitude, the used blocks' of each cache, |scale| (_paged.magnitudes)."""
-        return _paged.magnitudes(_checked(case))
-
-    def f32_bounds(self, case: Case) -> List[ranges.Bound]:
-        """The scores and out's running sum (_paged.f32_bounds), as decode's."""
-        return _paged.f32_bounds(_checked(case))
-
-    def layout(self, case: Case) -> Layout:
-        """The case laid out for the f32-cache kernel on the default target (wgattn.target)."""
-        return self.layout_on(self.kernels()[0], case, DEFAULT)
 
     def layout_on(self, kernel: Kernel, case: Case, target: Target) -> Layout:
         """The case laid out for `kernel` on `target`: the cache as the kernel reads it (float16
@@ -178,7 +162,7 @@ class Prefill(Interface):
         conformance.judged_case), the registry's tile (the first candidate that fits the
         target) with the block size as the override constant BS (one pipeline per block size:
         j / BS compiles to shifts). DoesNotFit when no tile fits."""
-        a = _checked(case)
+        a = self.checked(case)
         bsz, sq, hq, d = a.q.shape
         num_blocks, block_size, hkv, _ = a.k_cache.shape
         _paged.check_indices(a, "paged_prefill")
@@ -212,7 +196,7 @@ class Prefill(Interface):
         """wgattn.reference.decode_attention on the case. dtype float32: the naive float32 run;
         float16: the naive float16 run (`naive_f16`), the yardstick of the kernels that compute
         in f16 (on subgroup matrices) or stage the cache in it."""
-        a = _checked(case)
+        a = self.checked(case)
         i = case.inputs
         args = [i[n] for n in INPUTS]
         kw = dict(
@@ -309,22 +293,7 @@ class Prefill(Interface):
             kw["sinks"] = (rng.standard_normal(hq) * 2).astype(np.float32)
         return self.case_from_reference(q, k_cache, v_cache, table, seq_lens, name=name, **kw)
 
-    def live_case(self, config: PrefillConfig, tensors: Mapping[str, np.ndarray], name: str) -> Case:
-        t = tensors
-        return self.case_from_reference(
-            *(t[n] for n in INPUTS),
-            window_left=config.window_left,
-            softcap=float(config.softcap),
-            alibi_slopes=t.get("alibi_slopes"),
-            sinks=t.get("sinks"),
-            name=name,
-        )
-
     # --- The benchmark: FLOP/s on inputs the GPU fills, beside flash_fwd on the same work ------
-
-    def bench_case(self, config: PrefillConfig, name: str) -> Case:
-        """The live case of `config` with q and the cache left for the GPU to fill."""
-        return self.live_case(config, config.tensors(filled=True), name)
 
     def bench_shape(self, config: PrefillConfig) -> List[int]:
         return [config.batch, config.heads, config.new_tokens, config.head_dim]
@@ -332,7 +301,7 @@ class Prefill(Interface):
     def bench_flops(self, case: Case) -> float:
         """FlashAttention's count on the visible (query, key) pairs only: 4 * D * Hq per pair
         (Q·Kᵀ and P·V, a multiply and an add each); the yardstick's is the same work."""
-        a = _checked(case)
+        a = self.checked(case)
         _, sq, hq, d = a.q.shape
         return 4.0 * d * hq * _paged.visible_keys(a.seq_lens, a.window_left, sq)
 
@@ -344,7 +313,7 @@ class Prefill(Interface):
         inputs are left for the GPU (it is timed on zeros, unchecked: it owes nothing to a
         benchmark, and its time does not depend on the values but for the lazy rescale, which
         zeros never take and random scores take in a row's first tiles only)."""
-        a = _checked(case)
+        a = self.checked(case)
         bsz, sq, hq, d = a.q.shape
         hkv = a.k_cache.shape[2]
         reg = registry.load()
@@ -380,27 +349,7 @@ class Prefill(Interface):
         the pairs it allows, by the rule of `kernel`'s precision (the naive float16 run for an
         f16 kernel)."""
         naive = naive_f16 if kernel is not None and kernel.precision == "f16" else None
-        return _paged.check_filled(case, outputs, _checked(case), rows=CHECK_ROWS, naive=naive)
-
-    def probabilities(self, case: Case, head: int, max_cells: int) -> Tuple[np.ndarray, np.ndarray, str]:
-        """Query head `head`'s probabilities over the cache positions: a row per (sequence, new
-        token), the first new tokens of the first sequences that fit `max_cells`."""
-        return _paged.probabilities(_checked(case), head, max_cells)
-
-    def head_view(self, case: Case, output: np.ndarray, head: int, heads: int) -> np.ndarray:
-        """Query head `head` of out [B, Sq_new, Hq, D] or lse [B, Sq_new, Hq]: a row per (sequence,
-        new token)."""
-        return _paged.head_view(output, head)
-
-    def output_axes(self, case: Case, output: str, ndim: int) -> List[str]:
-        """out [B, Sq_new, Hq, D], lse [B, Sq_new, Hq]."""
-        return ["sequence", "new token", "head", "dim"][:ndim]
-
-    def view_axes(self, case: Case, output: str, ndim: int) -> Tuple[str, str]:
-        return "sequence × new token", ("dim" if ndim > 3 else "")
-
-    def probability_axes(self, case: Case) -> Tuple[str, str]:
-        return "sequence × new token", "cache position"
+        return _paged.check_filled(case, outputs, self.checked(case), rows=CHECK_ROWS, naive=naive)
 
 
 INTERFACE = Prefill()
