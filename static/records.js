@@ -167,7 +167,12 @@ function drawAttention() {
   const origins = charted("bench");
   const views = [...new Set(origins.flatMap((o) => o.bench.map(viewOf)))];
   const select = $("bench-chart-view", HTMLSelectElement);
-  if (!views.includes(recordsState.view)) recordsState.view = views[0] || "";
+  // At first the view that compares the most runtimes (native, Chromium, PyTorch), then the first.
+  const runtimesIn = (/** @type {string} */ v) =>
+    new Set(origins.flatMap((o) => o.bench.filter((r) => viewOf(r) === v).map((r) => r.runtime))).size;
+  if (!views.includes(recordsState.view)) {
+    recordsState.view = views.reduce((best, v) => (runtimesIn(v) > runtimesIn(best) ? v : best), views[0] || "");
+  }
   select.replaceChildren(...views.map((v) => new Option(v, v)));
   select.value = recordsState.view;
   select.onchange = () => { recordsState.view = select.value; drawAttention(); };
