@@ -30,7 +30,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from wgattn.page import bench_import  # the one checker of record files
 
@@ -242,6 +242,48 @@ def load_decode(path: Path) -> List[Record]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
+def _case_tables(
+    groups: Dict[str, List[Record]],
+    runtime: str,
+    value: str,
+    note: Callable[[Record], str],
+    title: Callable[[str], str],
+    markdown: bool,
+    drop_empty: bool = False,
+) -> str:
+    """A table per case of `groups`: a row per impl, a column per (runtime, mode) (a record
+    without a runtime has `runtime`), the first repeat's `value` with `note(record)` and its
+    spread, the other repeats' values after a slash."""
+    out = []
+    for case, rows in groups.items():
+        modes = {(str(r.get("runtime", runtime)), str(r["mode"])) for r in rows}
+        cols = [c for c in DECODE_COLUMNS if c in modes] + sorted(modes - set(DECODE_COLUMNS))
+        impls = list(dict.fromkeys(str(r["impl"]) for r in rows))
+
+        def cell(impl: str, col: Tuple[str, str]) -> str:
+            got = [r for r in rows if r["impl"] == impl and (str(r.get("runtime", runtime)), str(r["mode"])) == col]
+            got.sort(key=lambda r: int(r.get("repeat", 0)))  # type: ignore[call-overload]
+            if not got:
+                return ""
+            r = got[0]
+            more = "".join(f" / {float(x[value]):.4g}" for x in got[1:])  # type: ignore[arg-type]
+            return f"{float(r[value]):.4g}{note(r)}{more}"  # type: ignore[arg-type]
+
+        head = ["impl", *(f"{c[0]} {c[1]}".strip() for c in cols)]
+        body = [[i, *(cell(i, c) for c in cols)] for i in impls]
+        if drop_empty:
+            body = [b for b in body if any(b[1:])]
+        if markdown:
+            out += [f"**{title(case)}**\n", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+            out += ["| " + " | ".join(b) + " |" for b in body]
+        else:
+            widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+            out.append(title(case))
+            out += ["  " + "  ".join(str(x).ljust(w) for x, w in zip(row, widths)) for row in [head, *body]]
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
 def decode_table(records: Sequence[Record], markdown: bool = False) -> str:
     """A table per decode case: a row per kernel at the split rule's count (the sweep's other
     counts left out) and per copy, a column per runtime and mode: GB/s of the K/V read, its share
@@ -251,36 +293,14 @@ def decode_table(records: Sequence[Record], markdown: bool = False) -> str:
     for r in records:
         if r.get("kind") == "copy" or r.get("rule", True) or str(r["impl"]).startswith("torch."):  # SDPA: no splits
             groups.setdefault(str(r["case"]), []).append(r)
-    out = []
-    for case, rows in groups.items():
-        modes = {(str(r.get("runtime", "native")), str(r["mode"])) for r in rows}
-        cols = [c for c in DECODE_COLUMNS if c in modes] + sorted(modes - set(DECODE_COLUMNS))
-        impls = list(dict.fromkeys(str(r["impl"]) for r in rows))
 
-        def cell(impl: str, col: Tuple[str, str]) -> str:
-            got = [r for r in rows if r["impl"] == impl and (str(r.get("runtime", "native")), str(r["mode"])) == col]
-            got.sort(key=lambda r: int(r.get("repeat", 0)))  # type: ignore[call-overload]
-            if not got:
-                return ""
-            r = got[0]
-            pct = f" ({float(r['pct_of_copy']):.0f}%)" if r.get("kind") != "copy" and r.get("pct_of_copy") else ""  # type: ignore[arg-type]
-            flag = "" if r.get("kind") == "copy" or "verified" not in r or r["verified"] else " unchecked"
-            more = "".join(f" / {float(x['gbps']):.4g}" for x in got[1:])  # type: ignore[arg-type]
-            return f"{float(r['gbps']):.4g}{pct} ±{100 * float(r['spread']):.1f}%{flag}{more}"  # type: ignore[arg-type]
+    def note(r: Record) -> str:
+        pct = f" ({float(r['pct_of_copy']):.0f}%)" if r.get("kind") != "copy" and r.get("pct_of_copy") else ""  # type: ignore[arg-type]
+        flag = "" if r.get("kind") == "copy" or "verified" not in r or r["verified"] else " unchecked"
+        return f"{pct} ±{100 * float(r['spread']):.1f}%{flag}"  # type: ignore[arg-type]
 
-        head = ["impl", *(f"{c[0]} {c[1]}".strip() for c in cols)]
-        body = [[i, *(cell(i, c) for c in cols)] for i in impls]
-        body = [b for b in body if any(b[1:])]
-        title = f"decode {case}: GB/s (% of the same series' WGSL copy) ±IQR"
-        if markdown:
-            out += [f"**{title}**\n", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-            out += ["| " + " | ".join(b) + " |" for b in body]
-        else:
-            widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
-            out.append(title)
-            out += ["  " + "  ".join(str(x).ljust(w) for x, w in zip(row, widths)) for row in [head, *body]]
-        out.append("")
-    return "\n".join(out).rstrip()
+    title = "decode {}: GB/s (% of the same series' WGSL copy) ±IQR".format
+    return _case_tables(groups, "native", "gbps", note, title, markdown, drop_empty=True)
 
 
 def prefill_table(records: Sequence[Record], markdown: bool = False) -> str:
@@ -292,35 +312,14 @@ def prefill_table(records: Sequence[Record], markdown: bool = False) -> str:
     for r in records:
         if r.get("kind") == "prefill":
             groups.setdefault(str(r["case"]), []).append(r)
-    out = []
-    for case, rows in groups.items():
-        modes = {(str(r.get("runtime", "")), str(r["mode"])) for r in rows}
-        cols = [c for c in DECODE_COLUMNS if c in modes] + sorted(modes - set(DECODE_COLUMNS))
-        impls = list(dict.fromkeys(str(r["impl"]) for r in rows))
 
-        def cell(impl: str, col: Tuple[str, str]) -> str:
-            got = [r for r in rows if r["impl"] == impl and (str(r.get("runtime", "")), str(r["mode"])) == col]
-            got.sort(key=lambda r: int(r.get("repeat", 0)))  # type: ignore[call-overload]
-            if not got:
-                return ""
-            r = got[0]
-            pct = f" ({float(r['pct_of_yardstick']):.0f}%)" if not r.get("yardstick") and r.get("pct_of_yardstick") else ""  # type: ignore[arg-type]
-            flag = "" if r.get("yardstick") or r.get("verified") else " unchecked"
-            more = "".join(f" / {float(x['tflops']):.4g}" for x in got[1:])  # type: ignore[arg-type]
-            return f"{float(r['tflops']):.4g}{pct} ±{100 * float(r['spread']):.1f}%{flag}{more}"  # type: ignore[arg-type]
+    def note(r: Record) -> str:
+        pct = f" ({float(r['pct_of_yardstick']):.0f}%)" if not r.get("yardstick") and r.get("pct_of_yardstick") else ""  # type: ignore[arg-type]
+        flag = "" if r.get("yardstick") or r.get("verified") else " unchecked"
+        return f"{pct} ±{100 * float(r['spread']):.1f}%{flag}"  # type: ignore[arg-type]
 
-        head = ["impl", *(f"{c[0]} {c[1]}".strip() for c in cols)]
-        body = [[i, *(cell(i, c) for c in cols)] for i in impls]
-        title = f"prefill {case}: TFLOP/s (% of the same series' yardstick, flash_fwd on the same work unpaged) ±IQR"
-        if markdown:
-            out += [f"**{title}**\n", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-            out += ["| " + " | ".join(b) + " |" for b in body]
-        else:
-            widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
-            out.append(title)
-            out += ["  " + "  ".join(str(x).ljust(w) for x, w in zip(row, widths)) for row in [head, *body]]
-        out.append("")
-    return "\n".join(out).rstrip()
+    title = "prefill {}: TFLOP/s (% of the same series' yardstick, flash_fwd on the same work unpaged) ±IQR".format
+    return _case_tables(groups, "", "tflops", note, title, markdown)
 
 
 def gemm_table(records: Sequence[Record], markdown: bool = False) -> str:
