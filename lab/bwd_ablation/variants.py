@@ -17,83 +17,46 @@ any kernel. Nothing in the product reads this folder; the variants exist only in
 
 from __future__ import annotations
 
-import argparse
-import copy
-import json
 import sys
 from pathlib import Path
-from typing import Callable, Dict, List, Tuple
+from typing import Dict, List, Tuple
+
+from lab import ablation as ab
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = "varlen_bwd.smx"
-PREFIX = BASE + "_abl_"
 RANK0 = 21  # variants take ranks RANK0, RANK0 + 1, ...: below varlen_bwd.smx (60), above .tiled (20)
 
 # Regions of the kernel an edit is confined to: (first marker, end marker).
-REGIONS = {
+REGIONS: ab.Regions = {
     "dkdv": ("for (var t0 = qlo; t0 < qhi; t0 += i32(BT)) {", "// dk, then dv"),
     "dq": ("for (var t0 = band.x; t0 < band.y; t0 += i32(BT)) {", "// dq through ra"),
     "dkdv_fn": ("fn bwd_dkdv(", "fn bwd_dq("),
     "dq_fn": ("fn bwd_dq(", "\x00end"),
     "pre_fn": ("fn bwd_preprocess(", "fn bwd_dkdv("),
 }
-BARRIER = "workgroupBarrier();"
-
-
-def region(text: str, name: str) -> Tuple[int, int]:
-    first, end = REGIONS[name]
-    a = text.find(first)
-    if a < 0 or text.find(first, a + 1) >= 0:
-        raise SystemExit(f"variants: the region marker {first!r} is not in the kernel exactly once")
-    b = len(text) if end == "\x00end" else text.find(end, a)
-    if b < 0:
-        raise SystemExit(f"variants: the region end {end!r} does not follow {first!r}")
-    return a, b
 
 
 def sub(text: str, where: str, old: str, new: str) -> str:
-    """`old` replaced by `new` inside region `where`, where it must occur exactly once."""
-    a, b = region(text, where)
-    n = text.count(old, a, b)
-    if n != 1:
-        raise SystemExit(f"variants: {old.strip()!r} occurs {n} times in region {where}, not once")
-    i = text.find(old, a, b)
-    return text[:i] + new + text[i + len(old) :]
+    return ab.sub(text, REGIONS, where, old, new)
 
 
 def drop_lines(text: str, where: str, *lines: str) -> str:
-    """Each line (its text without indentation) deleted from region `where` (once each)."""
-    for line in lines:
-        a, b = region(text, where)
-        rows = text[a:b].split("\n")
-        hits = [i for i, r in enumerate(rows) if r.strip() == line]
-        if len(hits) != 1:
-            raise SystemExit(f"variants: the line {line!r} occurs {len(hits)} times in region {where}, not once")
-        del rows[hits[0]]
-        text = text[:a] + "\n".join(rows) + text[b:]
-    return text
+    return ab.drop_lines(text, REGIONS, where, *lines)
 
 
 def drop_barrier(text: str, where: str, k: int) -> str:
-    """The k-th (1-based) `workgroupBarrier();` line of region `where` deleted."""
-    a, b = region(text, where)
-    rows = text[a:b].split("\n")
-    hits = [i for i, r in enumerate(rows) if r.strip() == BARRIER]
-    if k > len(hits):
-        raise SystemExit(f"variants: region {where} has {len(hits)} barriers, not {k}")
-    del rows[hits[k - 1]]
-    return text[:a] + "\n".join(rows) + text[b:]
+    return ab.drop_barrier(text, REGIONS, where, k)
+
+
+def all_barriers(text: str, where: str) -> str:
+    return ab.all_barriers(text, REGIONS, where)
 
 
 def empty_loop(text: str, where: str) -> str:
     """The tile loop of region `where` with an empty body (the pass's set-up, its register loads
     and its final stores remain)."""
-    a, b = region(text, where)
-    head = REGIONS[where][0]
-    body_end = text.rfind("\n    }\n", a, b) if where == "dkdv" else text.rfind("\n  }\n", a, b)
-    if body_end < 0:
-        raise SystemExit(f"variants: no end of the tile loop in region {where}")
-    return text[: a + len(head)] + text[body_end:]
+    return ab.empty_loop(text, REGIONS, where, "\n    }\n" if where == "dkdv" else "\n  }\n")
 
 
 def early_return(text: str, where: str, first_line: str) -> str:
@@ -132,17 +95,8 @@ def no_loads(text: str, where: str, calls: Tuple[str, ...]) -> str:
     return text
 
 
-def all_barriers(text: str, where: str) -> str:
-    a, b = region(text, where)
-    n = sum(1 for r in text[a:b].split("\n") if r.strip() == BARRIER)
-    for _ in range(n):
-        text = drop_barrier(text, where, 1)
-    return text
-
-
 # part -> (what is removed, edit)
-Variant = Tuple[str, Callable[[str], str]]
-PARTS: Dict[str, Variant] = {
+PARTS: Dict[str, ab.Variant] = {
     # bwd_dkdv: a workgroup per key block, the tile loop over query tiles
     "dkdv_noload": (
         "dkdv: Q, dout, lse, delta not read from memory (tiles still written)",
@@ -212,87 +166,12 @@ GROUPS: List[List[str]] = [
     ],
     ["dq_no_dq", "dkdv_bar1", "dkdv_bar2", "dkdv_bar3", "dkdv_bar4", "dq_bar1", "dq_bar2", "dq_bar3", "dq_bar4"],
 ]
-assert sorted(p for g in GROUPS for p in g) == sorted(PARTS), "every part in exactly one group"
-
-
-def manifest_path(root: Path) -> Path:
-    return root / "shaders" / "manifest.json"
-
-
-def load(root: Path) -> dict:
-    return json.loads(manifest_path(root).read_text())
-
-
-def dump(root: Path, manifest: dict) -> None:
-    manifest_path(root).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
-
-
-def variants(text: str) -> Dict[str, str]:
-    """part -> the kernel's text with that part removed (SystemExit when an edit misses)."""
-    out = {}
-    for part, (_, edit) in PARTS.items():
-        changed = edit(text)
-        if changed == text:
-            raise SystemExit(f"variants: {part} changed nothing")
-        out[part] = changed
-    return out
-
-
-def apply(root: Path) -> List[str]:
-    revert(root)
-    text = (root / "shaders" / f"{BASE}.wgsl").read_text()
-    manifest = load(root)
-    base = manifest["kernels"][BASE]
-    ranks = {k["rank"] for k in manifest["kernels"].values() if k["interface"] == base["interface"]}
-    bodies = variants(text)
-    taken = ranks & set(range(RANK0, RANK0 + len(bodies)))
-    if taken:
-        raise SystemExit(f"variants: ranks {sorted(taken)} are taken; move RANK0")
-    ids = []
-    for i, (part, body) in enumerate(bodies.items()):
-        kid = PREFIX + part
-        rank = RANK0 + i
-        note = f"// LAB VARIANT (lab/bwd_ablation/variants.py, outputs wrong: speed only): {PARTS[part][0]} removed.\n"
-        (root / "shaders" / f"{kid}.wgsl").write_text(note + body)
-        entry = copy.deepcopy(base)
-        entry["rank"] = rank
-        entry["summary"] = f"Lab ablation of {BASE}, outputs wrong: {PARTS[part][0]} removed."
-        manifest["kernels"][kid] = entry
-        ids.append(kid)
-    dump(root, manifest)
-    return ids
-
-
-def revert(root: Path) -> List[str]:
-    manifest = load(root)
-    gone = [k for k in manifest["kernels"] if k.startswith(PREFIX)]
-    for k in gone:
-        del manifest["kernels"][k]
-    if gone:
-        dump(root, manifest)
-    for f in (root / "shaders").glob(f"{PREFIX}*.wgsl"):
-        f.unlink()
-    return gone
+ABLATION = ab.Ablation(BASE, "lab/bwd_ablation/variants.py", RANK0, PARTS, GROUPS)
+PREFIX = ABLATION.prefix
 
 
 def main(argv: List[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("command", choices=("apply", "revert", "groups", "list"))
-    ap.add_argument("--root", default=str(ROOT), help="the working tree (default: this checkout)")
-    args = ap.parse_args(argv)
-    root = Path(args.root)
-    if args.command == "apply":
-        ids = apply(root)
-        print(f"variants: {len(ids)} variants of {BASE} registered in {manifest_path(root)}")
-    elif args.command == "revert":
-        print(f"variants: {len(revert(root))} variants removed")
-    elif args.command == "groups":
-        for g in GROUPS:
-            print(",".join([BASE] + [PREFIX + p for p in g]))
-    else:
-        for part, (what, _) in PARTS.items():
-            print(f"{PREFIX + part}: {what}")
-    return 0
+    return ABLATION.main(argv, ROOT)
 
 
 if __name__ == "__main__":

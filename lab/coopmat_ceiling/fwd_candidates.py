@@ -1,12 +1,13 @@
 """flash_fwd.smx's candidates for one device call, written into a working tree as extra registered
 kernels so that the benchmark suite times them beside the kernel as registered:
 
-    python3 -m lab.coopmat_ceiling.fwd_candidates apply     # shaders/ files + manifest entries
-    python3 -m lab.coopmat_ceiling.fwd_candidates kernels   # the comma-separated ids to time
-    python3 -m lab.coopmat_ceiling.fwd_candidates revert    # removes both again
+    python3 -m lab.coopmat_ceiling.fwd_candidates apply [--set s3|s4]   # shaders/ files + manifest entries
+    python3 -m lab.coopmat_ceiling.fwd_candidates kernels [--set s3|s4] # the comma-separated ids to time
+    python3 -m lab.coopmat_ceiling.fwd_candidates revert                # removes both again
 
-The candidates (each at both benchmark shapes; the first tile that fits the adapter is taken, so
-the later ones are for smaller adapters, lavapipe's 32 KiB among them):
+The candidates of the S3 run (each at both benchmark shapes; the first tile that fits the adapter
+is taken, so the later ones are for smaller adapters, lavapipe's 32 KiB among them; the S4 run's
+are tile shapes of flash_fwd.smx itself, SETS says which):
     flash_fwd.smx_r2     flash_fwd.smx with two row blocks a matrix subgroup (RPS = 2: each Kᵀ and V
                          fragment loaded feeds two products, the GEMM's reuse) and every subgroup on
                          matrix work: the softmax's invocations per row halved with it (TPR), so the
@@ -57,21 +58,33 @@ PIPED = [  # 8 row blocks where they fit (D = 64 on the H100), else 4; then smal
     {"RB": 2, "BC": 16},
 ]
 LAST = [{"RB": 8, "BC": 16}, {"RB": 2, "BC": 16}]  # one row block a subgroup: every other head dim gets a plan
-CANDIDATES = {  # id -> (template, tiles, the softmax's TPR or None for the registered rule)
-    f"{BASE}_r2": (BASE, R2 + LAST, TPR_ALL),
-    PIPE: (PIPE, PIPED + LAST, None),
-    f"{PIPE}_r2": (PIPE, [R2[0], {"RB": 4, "BC": 32, "DS": 2, "RPS": 2}, R2[1], *LAST], TPR_ALL),
+SETS = {  # set -> {id -> (template, tiles, the softmax's TPR or None for the registered rule)}
+    "s3": {
+        f"{BASE}_r2": (BASE, R2 + LAST, TPR_ALL),
+        PIPE: (PIPE, PIPED + LAST, None),
+        f"{PIPE}_r2": (PIPE, [R2[0], {"RB": 4, "BC": 32, "DS": 2, "RPS": 2}, R2[1], *LAST], TPR_ALL),
+    },
+    # S4: more keys a tile at D = 64, where the registered 16 leave 8 products a subgroup between
+    # four barriers (19 KiB of workgroup memory in use); at D = 128 the first two are the
+    # registered tile with one and two subgroups a row block, the others do not fit (LAST).
+    "s4": {
+        f"{BASE}_b32": (BASE, [{"RB": 8, "BC": 32}, *LAST], None),
+        f"{BASE}_b32d2": (BASE, [{"RB": 8, "BC": 32, "DS": 2}, *LAST], None),
+        f"{BASE}_b64r4": (BASE, [{"RB": 4, "BC": 64}, *LAST], None),
+        f"{BASE}_b64r4d2": (BASE, [{"RB": 4, "BC": 64, "DS": 2}, *LAST], None),
+    },
 }
+CANDIDATES = SETS["s4"]
 RANK0 = 51  # below flash_fwd.smx (60), above flash_fwd.blocked_f16 (50)
 MARK = "lab/coopmat_ceiling/fwd_candidates.py"  # in each entry's summary: what revert removes
 TPR_CONSTRAINT = "max(0, 1 - TPR)"  # a softmax row needs an invocation (TPR_ALL can reach 0)
 
 
-def candidates(manifest: Dict) -> Dict[str, Dict]:
-    """{id: manifest entry} of every candidate (flash_fwd.smx as registered is not one)."""
+def candidates(manifest: Dict, which: str) -> Dict[str, Dict]:
+    """{id: manifest entry} of every candidate of set `which` (flash_fwd.smx as registered is not one)."""
     base = manifest["kernels"][BASE]
     out: Dict[str, Dict] = {}
-    for i, (kid, (template, tiles, tpr)) in enumerate(CANDIDATES.items()):
+    for i, (kid, (template, tiles, tpr)) in enumerate(SETS[which].items()):
         e = copy.deepcopy(base)
         e["template"] = template
         e["tiles"] = copy.deepcopy(tiles)
@@ -84,9 +97,9 @@ def candidates(manifest: Dict) -> Dict[str, Dict]:
     return out
 
 
-def apply() -> None:
+def apply(which: str) -> None:
     manifest = json.loads(MANIFEST.read_text())
-    made = candidates(manifest)
+    made = candidates(manifest, which)
     clash = sorted(set(made) & set(manifest["kernels"]))
     if clash:
         raise SystemExit(f"fwd_candidates: {clash} are registered already: revert first")
@@ -106,20 +119,21 @@ def revert() -> None:
     print(f"fwd_candidates: removed {', '.join(mine) or 'nothing'}")
 
 
-def kernels() -> List[str]:
-    return [BASE, *candidates(json.loads(MANIFEST.read_text()))]
+def kernels(which: str) -> List[str]:
+    return [BASE, *candidates(json.loads(MANIFEST.read_text()), which)]
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("verb", choices=["apply", "revert", "kernels"])
+    ap.add_argument("--set", default="s4", choices=sorted(SETS), help="the device run's candidates (default s4)")
     args = ap.parse_args(argv)
     if args.verb == "apply":
-        apply()
+        apply(args.set)
     elif args.verb == "revert":
         revert()
     else:
-        print(",".join(kernels()))
+        print(",".join(kernels(args.set)))
     return 0
 
 

@@ -3,8 +3,10 @@ test bed, bench/smx_testbed), so that none fails on the GPU for a silly reason: 
 each, all in one job file, one Node process. Outputs are wrong by design; what must not happen is
 an error (a shader that does not compile, a pipeline that fails, a device lost).
 
-    python3 -m lab.bwd_ablation.variants apply
-    .venv/bin/python -m lab.bwd_ablation.testbed_check [--case window-0-0-tl-d64-empty-rows]
+    python3 -m lab.fwd_ablation.variants apply
+    .venv/bin/python -m lab.ablation.testbed_check --base flash_fwd.smx --case CASE
+
+(for the backward's: --base varlen_bwd.smx --case window-0-0-tl-d64-empty-rows)
 """
 
 from __future__ import annotations
@@ -24,17 +26,18 @@ TESTBED = ROOT / "bench" / "smx_testbed"
 
 def main(argv) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--case", default="window-0-0-tl-d64-empty-rows", help="a varlen_bwd grid case (name prefix)")
+    ap.add_argument("--base", required=True, help="the registered kernel the variants were made of")
+    ap.add_argument("--case", required=True, help="a grid case of the kernel's interface (name prefix)")
     ap.add_argument("--kernels", default="", help="comma-separated ids (default: every applied variant and the base)")
-    ap.add_argument("--prefix", default="varlen_bwd.smx_abl_", help="the applied variants' id prefix")
     args = ap.parse_args(argv)
+    reg = registry.load()
     ids = [k.strip() for k in args.kernels.split(",") if k.strip()] or [
-        k for k in registry.load().kernels if k == "varlen_bwd.smx" or k.startswith(args.prefix)
+        k for k in reg.kernels if k == args.base or k.startswith(args.base + "_abl_")
     ]
     out = TESTBED / "out"
     subprocess.run(["bash", str(TESTBED / "testbed.sh"), "target"], check=True)
     target = json.loads((out / "target.json").read_text())
-    jobs.QUICK["varlen_bwd"] = (args.case,)
+    jobs.QUICK[reg.kernels[args.base].interface] = (args.case,)
     merged = None
     for kid in ids:
         got = jobs.build(target, kid, "quick")

@@ -2,7 +2,7 @@
 series (same suite run, same shape, same browser pass), and the share of the kernel's time the
 removed part accounts for.
 
-    python3 -m lab.bwd_ablation.summary RECORDS.jsonl [--md]
+    python3 -m lab.ablation.summary RECORDS.jsonl --base KERNEL [--md]
 
 RECORDS.jsonl: the suite's records of every group run (device.sh gathers them), one a line.
 """
@@ -15,16 +15,12 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-BASE = "varlen_bwd.smx"
-PREFIX = BASE + "_abl_"
-
-
-def rows(records: List[dict]) -> List[Tuple[str, str, str, float, float, float, float, bool]]:
+def rows(records: List[dict], base_id: str) -> List[Tuple[str, str, str, float, float, float, float, bool]]:
     """(part, shape, mode, ms, TFLOP/s, base ms, share of base time saved, wide) per variant record;
     the base is the registered kernel of the same group, shape and mode."""
     base: Dict[Tuple[int, str, str], dict] = {}
     for r in records:
-        if r["impl"] == BASE:
+        if r["impl"] == base_id:
             base[(r["group"], ",".join(map(str, r["shape"])), r["mode"])] = r
     out = []
     for r in records:
@@ -32,14 +28,14 @@ def rows(records: List[dict]) -> List[Tuple[str, str, str, float, float, float, 
         b = base.get((r["group"], shape, r["mode"]))
         if b is None:
             continue
-        part = "as registered" if r["impl"] == BASE else r["impl"][len(PREFIX) :]
+        part = "as registered" if r["impl"] == base_id else r["impl"][len(base_id + "_abl_") :]
         saved = (b["median_ms"] - r["median_ms"]) / b["median_ms"]
         out.append((part, shape, r["mode"], r["median_ms"], r["tflops"], b["median_ms"], saved, bool(r["wide"] or b["wide"])))
     return out
 
 
-def table(records: List[dict], md: bool = False) -> str:
-    got = rows(records)
+def table(records: List[dict], base_id: str, md: bool = False) -> str:
+    got = rows(records, base_id)
     shapes = sorted({s for _, s, *_ in got}, key=lambda s: [int(x) for x in s.split(",")][::-1])  # by head dim
     modes = [m for m in ("checked", "trusted") if any(r[2] == m for r in got)]  # the passes that ran
     cells: Dict[Tuple[str, str, str], Tuple[float, float, float, bool]] = {}
@@ -79,10 +75,11 @@ def table(records: List[dict], md: bool = False) -> str:
 def main(argv: List[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("records")
+    ap.add_argument("--base", required=True, help="the registered kernel the variants were made of")
     ap.add_argument("--md", action="store_true", help="a Markdown table")
     args = ap.parse_args(argv)
     records = [json.loads(line) for line in Path(args.records).read_text().splitlines() if line.strip()]
-    print(table(records, args.md))
+    print(table(records, args.base, args.md))
     return 0
 
 
