@@ -71,6 +71,12 @@ def flash_fwd_extra(seed: int = 1) -> List[Case]:
     v = np.zeros_like(t["v"])
     v[np.arange(v.shape[0]), 0, np.arange(v.shape[0]) % 16] = 1.0
     cases.append(ff.case_from_reference(t["q"], t["k"], v, t["cu_seqlens_q"], t["cu_seqlens_k"], name="smx-onehot-v-d16"))
+    # Rising scores at D = 512, where a rescale takes O through workgroup memory in many chunks.
+    t = ff.grid_case(rs, "rising", [(40, 80)], 2, 1, 512, {}, 1.0).inputs
+    ramp = (np.arange(t["k"].shape[0], dtype=np.float32) * 0.03)[:, None, None]
+    k = (ramp * rs.uniform(0.9, 1.1, size=t["k"].shape)).astype(np.float32)
+    q = np.ones_like(t["q"])
+    cases.append(ff.case_from_reference(q, k, t["v"], t["cu_seqlens_q"], t["cu_seqlens_k"], name="smx-rising-scores-d512"))
     return cases
 
 
@@ -124,6 +130,10 @@ QUICK = {
         "smx-rising-scores-d64",
         "smx-d128-causal-tl-gqa2",
         "smx-onehot-v-d16",
+        "alibi-sinks-softcap-causal-br-d512",
+        "d512-window-both-tl-gqa2",
+        "d510-dense-gqa3",
+        "smx-rising-scores-d512",
     ),
     "paged_prefill": (
         "whole-cache-gqa4-bs16-idle",
