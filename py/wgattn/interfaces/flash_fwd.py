@@ -214,7 +214,9 @@ class FlashFwd(PackedInterface):
         *SOFTCAP_ROWS,
         dict(row("near-tie-big-scores-d4-gqa2", [(32, 3), (9, 5)], 4, 2, 4), near_tie=True),
         *ALIBI_SINK_ROWS,
-        row("d512-window-both-tl-gqa2", [(100, 150), (0, 9), (64, 64)], 4, 2, 512, {"window": (37, 5), "causal_align": "top_left"}),
+        row(
+            "d512-window-both-tl-gqa2", [(100, 150), (0, 9), (64, 64)], 4, 2, 512, {"window": (37, 5), "causal_align": "top_left"}
+        ),
         row("d300-causal-tl-mqa-unequal", [(50, 120), (90, 30)], 3, 1, 300, {"causal": True, "causal_align": "top_left"}),
         row("d510-dense-gqa3", [(33, 70)], 3, 1, 510),
     ]
