@@ -147,32 +147,8 @@ var<workgroup> sf: array<array<vec4<f32>, SM * SP4>, RB * SB>;  // S of the tile
 // workgroup variable a multiple of 16 bytes, each fragment array starts 16-byte aligned.
 var<workgroup> rescale: array<atomic<u32>, 4>;
 
-// Vec4 column c of token-major row `row` of q (k, v: from_v picks) with zeros past head_dim.
-#if VEC4
-fn load_q(row: u32, c: u32, dim: u32) -> vec4<f32> {
-  if (c * 4u >= dim) {
-    return vec4<f32>(0.0);
-  }
-  return q[row * (dim / 4u) + c];
-}
-fn load_kv(from_v: bool, row: u32, c: u32, dim: u32) -> vec4<f32> {
-  if (c * 4u >= dim) {
-    return vec4<f32>(0.0);
-  }
-  if (from_v) {
-    return v[row * (dim / 4u) + c];
-  }
-  return k[row * (dim / 4u) + c];
-}
-#else
-#include "lib/flash_fwd_loads.wgsl"
-#endif
-
-// Element (row, col) of a block of fragments of `cols` columns and `w`-wide fragments with row
-// stride `p4` vec4: (fragment, vec4 index in it) for the 4 columns col..col+3 (col % 4 == 0).
-fn frag_at(row: u32, col: u32, h: u32, w: u32, p4: u32, per_row_block: u32) -> vec2<u32> {
-  return vec2<u32>((row / h) * per_row_block + col / w, (row % h) * p4 + (col % w) / 4u);
-}
+// load_q, load_kv (zeros past head_dim) and frag_at.
+#include "lib/flash_fwd_smx_loads.wgsl"
 
 // This invocation's share of the K and V tile of BC keys from t0 (vec4 lid + WG * f of the tile
 // is key (lid + WG * f) / (DP / 4)): f32, converted to f16 when stored (so that the prefetch does

@@ -156,3 +156,51 @@ def test_an_adapter_without_what_it_needs_is_told_why():
         assert why in target.lacks(REGISTERED)
         plan = flash_fwd.plan(REGISTERED, case, target)
         assert not plan.dispatches and why in plan.unavailable
+
+
+WIDE = registry.load().kernel("flash_fwd.smx_wide")
+
+
+@pytest.mark.parametrize("cfg", [(16, 16, 16), (16, 8, 16), (8, 8, 8)])
+@pytest.mark.parametrize("head_dim", [59, 300, 512])
+def test_the_wide_kernels_storage_is_what_the_wgsl_declares(cfg, head_dim):
+    """flash_fwd.smx_wide (head dims to 512): the plan's workgroup bytes are the WGSL's (its key or
+    value tile, DS partial S per row block, P), each variable a multiple of 16 bytes."""
+    target = _adapter(_only(cfg), (32, 32) if cfg[0] == 16 else (8, 8), storage=1 << 20)
+    sizes = {"head_dim": head_dim}
+    fit = WIDE.fit(sizes, target)
+    kn = dict(fit.knobs)
+    kn.update(SB=kn["BC"] // cfg[1], PB=kn["BC"] // cfg[2], DK=kn["DP"] // cfg[2], DN=kn["DP"] // cfg[1])
+    kn["KVN"] = max(kn["SB"] * kn["DK"], kn["PB"] * kn["DN"])
+    declared = _workgroup_vars(WIDE.source(sizes, target, knobs=fit.knobs), kn)
+    assert fit.storage == sum(declared.values())
+    assert {v: b for v, b in declared.items() if b % 16} == {}
+
+
+def test_head_dim_512_on_the_h100_takes_the_wide_kernel_in_48_kib():
+    """On the H100 (48 KiB, 32-wide subgroups, 16x16x16) flash_fwd.smx refuses D = 512 and the
+    wide kernel, ranked next, takes 4 row blocks of 16 rows, 4 head-dim parts each (512
+    invocations) and 16 keys a tile: 24 KiB of K or V, 20 KiB of partial S, 3 KiB of P. At D <= 256
+    flash_fwd.smx stays first."""
+    flash_fwd = interfaces.get("flash_fwd")
+    target = _adapter(H100)
+    ranked = registry.load().ranked("varlen_attention_fwd")
+    assert [k.id for k in ranked[:2]] == ["flash_fwd.smx", "flash_fwd.smx_wide"]
+    for case in flash_fwd.conformance_cases():
+        d = case.inputs["q"].shape[2]
+        plans = [(k.id, flash_fwd.plan(k, judged_case(k, case), target)) for k in ranked[:2]]
+        first = next(kid for kid, p in plans if not p.unavailable)
+        assert first == ("flash_fwd.smx" if d <= 256 else "flash_fwd.smx_wide"), (case.name, plans[0][1].unavailable)
+    fit = WIDE.fit({"head_dim": 512}, target)
+    assert (fit.knobs["RB"], fit.knobs["BC"], fit.knobs["DS"], fit.storage, fit.invocations) == (4, 16, 4, 48144, 512)
+
+
+def test_the_wide_kernel_refuses_an_adapter_too_small_for_its_smallest_tile_with_the_numbers():
+    """A D = 512 tile needs its key tile whole (16 keys x 512 dims of f16 fragments, 24 KiB): an
+    adapter with 16 KiB of workgroup storage is refused, every tile tried and its bytes named."""
+    flash_fwd = interfaces.get("flash_fwd")
+    case = next(c for c in flash_fwd.conformance_cases() if c.inputs["q"].shape[2] == 512)
+    plan = flash_fwd.plan(WIDE, judged_case(WIDE, case), _adapter(H100, storage=16384))
+    assert not plan.dispatches
+    assert "no tile shape fits an adapter with 16384 bytes" in plan.unavailable
+    assert "{'RB': 1, 'BC': 16}: 30480 bytes" in plan.unavailable

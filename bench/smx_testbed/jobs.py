@@ -71,6 +71,15 @@ def flash_fwd_extra(seed: int = 1) -> List[Case]:
     v = np.zeros_like(t["v"])
     v[np.arange(v.shape[0]), 0, np.arange(v.shape[0]) % 16] = 1.0
     cases.append(ff.case_from_reference(t["q"], t["k"], v, t["cu_seqlens_q"], t["cu_seqlens_k"], name="smx-onehot-v-d16"))
+    # Scores falling along the keys at D = 512: the tiles are walked from the band's last, so each
+    # raises the row max by more than TAU (9 a tile of 8 keys) and O is rescaled, in chunks
+    # through workgroup memory, at every tile.
+    t = ff.grid_case(rs, "falling", [(40, 80)], 2, 1, 512, {}, 1.0).inputs
+    n = t["k"].shape[0]
+    ramp = ((n - 1 - np.arange(n, dtype=np.float32)) * 0.05)[:, None, None]
+    k = (ramp * rs.uniform(0.9, 1.1, size=t["k"].shape)).astype(np.float32)
+    q = np.ones_like(t["q"])
+    cases.append(ff.case_from_reference(q, k, t["v"], t["cu_seqlens_q"], t["cu_seqlens_k"], name="smx-falling-scores-d512"))
     return cases
 
 
@@ -124,6 +133,10 @@ QUICK = {
         "smx-rising-scores-d64",
         "smx-d128-causal-tl-gqa2",
         "smx-onehot-v-d16",
+        "alibi-sinks-softcap-causal-br-d512",
+        "d512-window-both-tl-gqa2",
+        "d510-dense-gqa3",
+        "smx-falling-scores-d512",
     ),
     "paged_prefill": (
         "whole-cache-gqa4-bs16-idle",

@@ -199,8 +199,9 @@ class FlashFwd(PackedInterface):
     # all-to-one; empty sequences; unequal lengths both ways; causal in both alignments
     # (bottom-right with len_q > len_k leaves rows with no key); windows left, right, both, the 0
     # edges; softcap; a negative scale; long rows: 1023 x 1024 causal, 160 x 2048 dense, 300 x 700
-    # windowed; large nearly tied scores (sdpa_arena.near_tie_big_scores). Rows appended last keep
-    # the draws of the ones before.
+    # windowed; large nearly tied scores (sdpa_arena.near_tie_big_scores); head dims past 256: a
+    # window in the top-left alignment at 512, causal at 300, 510 (not a multiple of 4). Rows
+    # appended last keep the draws of the ones before.
     GRID = [
         row("dense-d1", [(5, 147)], 2, 2, 1),
         *MASK_ROWS,
@@ -213,6 +214,11 @@ class FlashFwd(PackedInterface):
         *SOFTCAP_ROWS,
         dict(row("near-tie-big-scores-d4-gqa2", [(32, 3), (9, 5)], 4, 2, 4), near_tie=True),
         *ALIBI_SINK_ROWS,
+        row(
+            "d512-window-both-tl-gqa2", [(100, 150), (0, 9), (64, 64)], 4, 2, 512, {"window": (37, 5), "causal_align": "top_left"}
+        ),
+        row("d300-causal-tl-mqa-unequal", [(50, 120), (90, 30)], 3, 1, 300, {"causal": True, "causal_align": "top_left"}),
+        row("d510-dense-gqa3", [(33, 70)], 3, 1, 510),
     ]
 
     def grid_case(self, rng, name, seqs, hq, hkv, d, options, amp, alibi=False, sinks=False, near_tie=False) -> Case:
