@@ -62,25 +62,29 @@ def flash_fwd_extra(seed: int = 1) -> List[Case]:
         case = ff.grid_case(rs, name, seqs, hq, hkv, d, opts, amp)  # drawn as the grid's rows are
         cases.append(Case(name, case.inputs, case.options))
     # q = 1, k_j = j * 0.08 (times noise in (0.9, 1.1)): s_ij grows by ~0.08 * D / sqrt(D) a key.
-    t = ff.grid_case(rs, "rising", [(96, 256)], 2, 1, 64, {}, 1.0).inputs
-    ramp = (np.arange(t["k"].shape[0], dtype=np.float32) * 0.08)[:, None, None]
-    k = (ramp * rs.uniform(0.9, 1.1, size=t["k"].shape)).astype(np.float32)
-    q = np.ones_like(t["q"])
-    cases.append(ff.case_from_reference(q, k, t["v"], t["cu_seqlens_q"], t["cu_seqlens_k"], name="smx-rising-scores-d64"))
+    # The tiles are walked from the band's last, so rising scores set the row max at once (the
+    # common path) and falling ones raise it by more than TAU at every tile: O is rescaled through
+    # workgroup memory (in chunks at D = 512) again and again.
+    cases.append(ramp_case(rs, "smx-rising-scores-d64", [(96, 256)], 64, 0.08, rising=True))
+    cases.append(ramp_case(rs, "smx-falling-scores-d64", [(96, 256)], 64, 0.08, rising=False))
     t = ff.grid_case(rs, "onehot", [(40, 32)], 1, 1, 16, {}, 1.0).inputs
     v = np.zeros_like(t["v"])
     v[np.arange(v.shape[0]), 0, np.arange(v.shape[0]) % 16] = 1.0
     cases.append(ff.case_from_reference(t["q"], t["k"], v, t["cu_seqlens_q"], t["cu_seqlens_k"], name="smx-onehot-v-d16"))
-    # Scores falling along the keys at D = 512: the tiles are walked from the band's last, so each
-    # raises the row max by more than TAU (9 a tile of 8 keys) and O is rescaled, in chunks
-    # through workgroup memory, at every tile.
-    t = ff.grid_case(rs, "falling", [(40, 80)], 2, 1, 512, {}, 1.0).inputs
-    n = t["k"].shape[0]
-    ramp = ((n - 1 - np.arange(n, dtype=np.float32)) * 0.05)[:, None, None]
-    k = (ramp * rs.uniform(0.9, 1.1, size=t["k"].shape)).astype(np.float32)
-    q = np.ones_like(t["q"])
-    cases.append(ff.case_from_reference(q, k, t["v"], t["cu_seqlens_q"], t["cu_seqlens_k"], name="smx-falling-scores-d512"))
+    cases.append(ramp_case(rs, "smx-falling-scores-d512", [(40, 80)], 512, 0.05, rising=False))
     return cases
+
+
+def ramp_case(rs, name: str, seqs, d: int, step: float, rising: bool) -> Case:
+    """q = 1 and k_j = step * j (rising) or step * (n - 1 - j) (falling), times noise in (0.9,
+    1.1), over the packed keys: scores that change by ~step * sqrt(D) a key."""
+    ff = interfaces.get("flash_fwd")
+    t = ff.grid_case(rs, name, seqs, 2, 1, d, {}, 1.0).inputs
+    n = t["k"].shape[0]
+    j = np.arange(n, dtype=np.float32)
+    ramp = ((j if rising else n - 1 - j) * step)[:, None, None]
+    k = (ramp * rs.uniform(0.9, 1.1, size=t["k"].shape)).astype(np.float32)
+    return ff.case_from_reference(np.ones_like(t["q"]), k, t["v"], t["cu_seqlens_q"], t["cu_seqlens_k"], name=name)
 
 
 def varlen_bwd_extra(seed: int = 1) -> List[Case]:
@@ -131,6 +135,7 @@ QUICK = {
         "alibi-dense-tl-d59-unequal",
         "sinks-window-softcap-tl-d111-gqa2",
         "smx-rising-scores-d64",
+        "smx-falling-scores-d64",
         "smx-d128-causal-tl-gqa2",
         "smx-onehot-v-d16",
         "alibi-sinks-softcap-causal-br-d512",

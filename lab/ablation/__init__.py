@@ -25,6 +25,8 @@ BARRIER = "workgroupBarrier();"
 def is_barrier(line: str) -> bool:
     """A barrier line, with or without a comment after it."""
     return line.strip().split("//")[0].strip() == BARRIER
+
+
 Regions = Dict[str, Tuple[str, str]]  # name -> (first marker, end marker; "\x00end": the text's end)
 
 

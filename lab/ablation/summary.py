@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Tuple
 
+
 def rows(records: List[dict], base_id: str) -> List[Tuple[str, str, str, float, float, float, float, bool]]:
     """(part, shape, mode, ms, TFLOP/s, base ms, share of base time saved, wide) per variant record;
     the base is the registered kernel of the same group, shape and mode."""
