@@ -269,7 +269,7 @@ class BrowserPass:
         call, state_of = ("caseBench", "cases") if req["op"] in CASE_OPS else ("benchRun", "bench")
         recs = await self.browser.eval(f"window.wgattn.{call}({json.dumps(req)})", timeout)
         state = await self.browser.eval(
-            f"(({{status, skipped, failed, checks}}) => ({{status, skipped, failed, checks}}))(window.wgattn.{state_of})"
+            f"(({{status, skipped, failed, checks, error}}) => ({{status, skipped, failed, checks, error}}))(window.wgattn.{state_of})"
         )
         commit = bench.git_commit()
         for r in recs:
@@ -277,6 +277,8 @@ class BrowserPass:
             if self.browser.version:  # the full version ("HeadlessChrome/156.0.8078.79" or "156.0.8078.79")
                 r["browser"] = "Chromium " + self.browser.version.split("/")[-1]
         log(f"[chromium {self.name}] {what}: {len(recs)} records in {time.time() - t0:.0f} s ({state['status']})")
+        if state.get("error"):
+            log(f"  error: {state['error']}")
         for s in state["skipped"]:
             log(f"  skipped {s['impl']}: {s['reason']}")
         for f in state["failed"]:

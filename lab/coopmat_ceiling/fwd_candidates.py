@@ -74,6 +74,13 @@ SETS = {  # set -> {id -> (template, tiles, the softmax's TPR or None for the re
         f"{BASE}_b64r4d2": (BASE, [{"RB": 4, "BC": 64, "DS": 2}, *LAST], None),
     },
 }
+# flash_fwd.smx_wide (head dims past 256) with 2 row blocks (256 invocations: up to 255
+# registers a lane, where 4 row blocks hold 512 at 128; 32 keys a tile do not fit 48 KiB).
+WIDE = "flash_fwd.smx_wide"
+WIDE_LAST = [{"RB": 1, "BC": 16}, {"RB": 2, "BC": 8}, {"RB": 1, "BC": 8}]
+SETS["s4w"] = {
+    f"{WIDE}_r2": (WIDE, [{"RB": 2, "BC": 16}, *WIDE_LAST], None),
+}
 CANDIDATES = SETS["s4"]
 RANK0 = 51  # below flash_fwd.smx (60), above flash_fwd.blocked_f16 (50)
 MARK = "lab/coopmat_ceiling/fwd_candidates.py"  # in each entry's summary: what revert removes
@@ -82,17 +89,16 @@ TPR_CONSTRAINT = "max(0, 1 - TPR)"  # a softmax row needs an invocation (TPR_ALL
 
 def candidates(manifest: Dict, which: str) -> Dict[str, Dict]:
     """{id: manifest entry} of every candidate of set `which` (flash_fwd.smx as registered is not one)."""
-    base = manifest["kernels"][BASE]
     out: Dict[str, Dict] = {}
     for i, (kid, (template, tiles, tpr)) in enumerate(SETS[which].items()):
-        e = copy.deepcopy(base)
+        e = copy.deepcopy(manifest["kernels"][template if template in manifest["kernels"] else BASE])
         e["template"] = template
         e["tiles"] = copy.deepcopy(tiles)
         if tpr:
             e["overrides"]["TPR"] = tpr
             e["constraints"] = [*e["constraints"], TPR_CONSTRAINT]
         e["rank"] = RANK0 + i
-        e["summary"] = f"A candidate of {BASE} ({MARK}): {kid}."
+        e["summary"] = f"A candidate of {template} ({MARK}): {kid}."
         out[kid] = e
     return out
 
@@ -120,7 +126,8 @@ def revert() -> None:
 
 
 def kernels(which: str) -> List[str]:
-    return [BASE, *candidates(json.loads(MANIFEST.read_text()), which)]
+    made = candidates(json.loads(MANIFEST.read_text()), which)
+    return [*dict.fromkeys(template for template, _, _ in SETS[which].values()), *made]
 
 
 def main(argv=None) -> int:
