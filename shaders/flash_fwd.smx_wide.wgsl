@@ -22,7 +22,7 @@
 // subgroup's shuffles stay uniform) and writes nothing there; in the O rescale and the final
 // write, where each of a row's WG / BR invocations takes its own columns, it works too.
 //
-// Per key tile of BC keys (the band's last tile first, 4 barriers + one uniform load). One set of
+// Per key tile of BC keys (the band's last tile first, 3 barriers + one uniform load). One set of
 // registers prefetches K and V in turn, each load in flight behind the matrix work of a phase:
 //   store K (f32 -> f16, prefetched), fetch this tile's V | partial S = Q Kᵀ over this part's dims,
 //   stored (f32) | V stored where K was (K is dead), fetch the next tile's K; softmax: sum of the DS
@@ -312,9 +312,10 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     }
 #endfor
     l = l * alpha + sum;
-    workgroupBarrier();  // P and V are in workgroup memory; the partial S are no longer read
 
     // O *= alpha per row, through sf in chunks of OC fragments a row block (rare: see flash_fwd.smx).
+    // The flag's uniform load is a barrier first: P and V are then in workgroup memory, and the
+    // partial S no longer read.
     if (workgroupUniformLoad(&rescale[0]) != 0u) {
       for (var ch = 0u; ch < (DN + OC - 1u) / OC; ch++) {
         if (mx) {
