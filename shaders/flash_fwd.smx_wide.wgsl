@@ -22,19 +22,24 @@
 // subgroup's shuffles stay uniform) and writes nothing there; in the O rescale and the final
 // write, where each of a row's WG / BR invocations takes its own columns, it works too.
 //
-// Per key tile of BC keys (the band's last tile first, 3 barriers + one uniform load). One set of
-// registers prefetches K and V in turn, each load in flight behind the matrix work of a phase:
-//   store K (f32 -> f16, prefetched), fetch this tile's V | partial S = Q Kᵀ over this part's dims,
-//   stored (f32) | V stored where K was (K is dead), fetch the next tile's K; softmax: sum of the DS
+// Per key tile of BC keys (the band's last tile first, 3 barriers + one uniform load), the next
+// tile's K and V in flight in registers (k{f}, v{f}) while this one is computed:
+//   store K (f32 -> f16), fetch the next tile's | partial S = Q Kᵀ over this part's dims, stored
+//   (f32) | V stored where K was (K is dead), fetch the next tile's; softmax: sum of the DS
 //   partials, scale, softcap, ALiBi, mask, running max, P (f16) | rescale O if needed (rare)
 //   | O += P V over this part's dims.
+// V's fetch a tile ahead, not behind this tile's S alone: at D = 512 a tile's S phase does not
+// hide the load, and the barrier after the softmax waited for it (on the H100 that barrier cost
+// 40% of the time with V fetched during S; lab/fwd_ablation). Both prefetches take 2 * BC * DP /
+// WG floats a lane (64 at 256 invocations), which is why the first tile has 2 row blocks: up to
+// 255 registers a lane, where 4 row blocks (512 invocations) allow 128.
 // The lazy rescale (threshold TAU), the sink at the end, O's rescale and final write through
 // workgroup memory in chunks, and the robustness and alignment rules (fragment arrays, a matrix
 // load or store takes a pointer to one inner array at offset 0 with a constant stride, every
 // workgroup variable a multiple of 16 bytes; everything written out with #for, no register
 // array) are flash_fwd.smx's: its header says why.
 // Workgroup memory at D = 512, M = N = K = 16, BC = 16, RB = 4: K or V 24 KiB, partial S
-// 20 KiB, P 3 KiB (48,144 bytes of the H100's 49,152); RB = 2 needs 36,368.
+// 20 KiB, P 3 KiB (48,144 bytes of the H100's 49,152); RB = 2 (the first tile) needs 36,368.
 // Reference: wgattn.reference.varlen_attention_fwd, keywords mapped in wgattn/interfaces/flash_fwd.py.
 #include "lib/subgroup_matrix.wgsl"
 
@@ -226,14 +231,15 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   // The key tiles from the band's last down to its first (flash_fwd.smx says why).
   let last = band.x + max((band.y - band.x + i32(BC) - 1) / i32(BC) - 1, 0) * i32(BC);
 #for f MAX_KVPI
-  var x{f} = fetch_one(last, band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, false);  // K, then V, in flight
+  var k{f} = fetch_one(last, band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, false);
+  var v{f} = fetch_one(last, band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, true);
 #endfor
   for (var t0 = last; t0 < band.y && t0 >= band.x; t0 -= i32(BC)) {
     let next = t0 - i32(BC);
     let next_hi = select(band.y, next, next < band.x);  // past the first tile: nothing to fetch
 #for f MAX_KVPI
-    store_one(lid + WG * {f}u, x{f}, false);
-    x{f} = fetch_one(t0, band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, true);  // in flight during S
+    store_one(lid + WG * {f}u, k{f}, false);
+    k{f} = fetch_one(next, next_hi, k_start, hkv, kvh, dim, lid + WG * {f}u, false);  // in flight until the next tile
 #endfor
     workgroupBarrier();  // K staged
 
@@ -255,8 +261,8 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     workgroupBarrier();  // the partial S are in workgroup memory; K is no longer read
 
 #for f MAX_KVPI
-    store_one(lid + WG * {f}u, x{f}, true);
-    x{f} = fetch_one(next, next_hi, k_start, hkv, kvh, dim, lid + WG * {f}u, false);  // in flight until the next tile
+    store_one(lid + WG * {f}u, v{f}, true);
+    v{f} = fetch_one(next, next_hi, k_start, hkv, kvh, dim, lid + WG * {f}u, true);  // in flight until the next tile
 #endfor
 
     // Softmax over this invocation's columns of row r: S is the sum of the DS partials.

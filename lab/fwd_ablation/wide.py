@@ -18,10 +18,10 @@ BASE = "flash_fwd.smx_wide"
 RANK0 = -40  # below every registered flash_fwd kernel and flash_fwd.smx's variants
 
 REGIONS: ab.Regions = {"loop": ("for (var t0 = last; t0 < band.y && t0 >= band.x; t0 -= i32(BC)) {", "// Row sums, the sink")}
-STORE = ("store_one(lid + WG * {f}u, x{f}, false);", "store_one(lid + WG * {f}u, x{f}, true);")
+STORE = ("store_one(lid + WG * {f}u, k{f}, false);", "store_one(lid + WG * {f}u, v{f}, true);")
 FETCH = (
-    "x{f} = fetch_one(t0, band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, true);  // in flight during S",
-    "x{f} = fetch_one(next, next_hi, k_start, hkv, kvh, dim, lid + WG * {f}u, false);  // in flight until the next tile",
+    "k{f} = fetch_one(next, next_hi, k_start, hkv, kvh, dim, lid + WG * {f}u, false);  // in flight until the next tile",
+    "v{f} = fetch_one(next, next_hi, k_start, hkv, kvh, dim, lid + WG * {f}u, true);  // in flight until the next tile",
 )
 S_MMA = "acc = subgroupMatrixMultiplyAccumulate(q{c}, kt, acc);"
 S_STORE = "subgroupMatrixStore<row_major>(&sf[(part * RB + fb) * SB + {n}u], 0u, acc, SP4);"
@@ -48,11 +48,7 @@ def no_flag(text: str) -> str:
 PARTS: Dict[str, ab.Variant] = {
     "noload": (
         "K and V not read from memory (zeros staged)",
-        lambda t: sub(
-            sub(t, "x{f} = fetch_one(t0, band.y,", "x{f} = fetch_one(t0, t0,"),
-            "select(band.y, next, next < band.x);",
-            "next;",
-        ),
+        lambda t: sub(t, "select(band.y, next, next < band.x);", "next;"),
     ),
     "nostage": ("the staging of K and V (fetch and store)", lambda t: drop(t, *STORE, *FETCH)),
     "no_s": ("the products of the partial S (stored as zeros)", lambda t: drop(t, S_MMA)),
