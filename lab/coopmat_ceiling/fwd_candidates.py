@@ -74,13 +74,13 @@ SETS = {  # set -> {id -> (template, tiles, the softmax's TPR or None for the re
         f"{BASE}_b64r4d2": (BASE, [{"RB": 4, "BC": 64, "DS": 2}, *LAST], None),
     },
 }
-# flash_fwd.smx_wide (head dims past 256) with 2 row blocks (256 invocations: up to 255
-# registers a lane, where 4 row blocks hold 512 at 128; 32 keys a tile do not fit 48 KiB).
+# flash_fwd.smx_wide (head dims past 256) with its other row-block count: 2 (256 invocations, up
+# to 255 registers a lane) where it had 4 (512 at 128), then 4 where it has 2 (32 keys a tile do
+# not fit 48 KiB).
 WIDE = "flash_fwd.smx_wide"
 WIDE_LAST = [{"RB": 1, "BC": 16}, {"RB": 2, "BC": 8}, {"RB": 1, "BC": 8}]
-SETS["s4w"] = {
-    f"{WIDE}_r2": (WIDE, [{"RB": 2, "BC": 16}, *WIDE_LAST], None),
-}
+SETS["s4w"] = {f"{WIDE}_r2": (WIDE, [{"RB": 2, "BC": 16}, *WIDE_LAST], None)}
+SETS["s5w"] = {f"{WIDE}_r4": (WIDE, [{"RB": 4, "BC": 16}, *WIDE_LAST], None)}
 CANDIDATES = SETS["s4"]
 RANK0 = 51  # below flash_fwd.smx (60), above flash_fwd.blocked_f16 (50)
 MARK = "lab/coopmat_ceiling/fwd_candidates.py"  # in each entry's summary: what revert removes
