@@ -45,6 +45,12 @@
 // out = o * exp(m - M) / z, lse = M + log z, with exponentials clamped (no infinity is formed).
 // Robustness and alignment: flash_fwd.smx's rules (fragment arrays, one clamped outer index, every
 // workgroup variable a multiple of 16 bytes).
+// Straight-line, as flash_fwd.smx is (it says why): every loop over fragments, over head-dim
+// chunks, over a tile's K/V share and over a row's columns is written out with wgsl.py's #for
+// (q{ch}_{c}, o{ch}_{cl}, acc{nl}, k{f}/v{f} with their block-table entries blk{f}, x{c4}), so no
+// register array exists and nothing in registers is indexed by a loop counter. What stays a loop
+// (the key tiles, Q's staging, O's trips through sf) picks its fragments with constant names
+// under conditions on the counter.
 // Reference: wgattn.reference.decode_attention (wgattn/interfaces/paged_prefill.py).
 #include "lib/subgroup_matrix.wgsl"
 // The interface: Params and bindings (its f16 directive, with F16, among the directives above).
@@ -72,15 +78,21 @@ const PADH: u32 = 8u;               // f16 row padding of a fragment: rows start
 const KP4: u32 = (SK + PADH) / 4u;  // vec4 stride of a fragment row of K halves (Q, Kᵀ, P)
 const NP4: u32 = (SN + PADH) / 4u;  // vec4 stride of a fragment row of N halves (V)
 const SP4: u32 = (SN + 4u) / 4u;    // vec4 stride of a fragment row of N floats (S, O)
-// Register arrays sized exactly by the plan's defines (flash_fwd.smx says why): MAX_DK Q fragments
-// (DP / K); MAX_ON O fragments a subgroup holds (NCH * DNC / DS); MAX_SBS S fragments a subgroup
-// computes (SB / DS); MAX_CPI4 vec4 columns of a tile one invocation holds in the softmax; MAX_KVPI
-// vec4 of a K (and V) chunk it prefetches.
+// The counts the written-out code repeats, from the plan's defines (for this head_dim, subgroup
+// size and tile): MAX_DK = DP / K Q fragments; NCH head-dim chunks of DCH dims, DKC = DCH / K Q
+// (and Kᵀ) fragments a chunk (the last chunk may hold fewer: DP need not be a multiple of DCH);
+// DNS = DCH / N / DS O fragments of a chunk a subgroup holds; SBD = BC / N / DS S fragments a
+// subgroup computes, PBK = BC / K P fragments; MAX_CPI4 vec4 columns of a tile one invocation
+// holds in the softmax (BC / TPR / 4); MAX_KVPI vec4 of a K (and V) chunk it prefetches.
 #const MAX_DK
-#const MAX_ON
-#const MAX_SBS
+#const NCH
+#const DKC
+#const DNS
+#const SBD
+#const PBK
 #const MAX_CPI4
 #const MAX_KVPI
+// DS: subgroups per row block (a tile knob: 1, or 2 where DNC and SB are even).
 #const DS
 const LOWEST: f32 = -3.4028234663852886e38;  // stands for -inf in the running max
 const LOG2E: f32 = 1.4426950408889634;
@@ -102,10 +114,7 @@ override TAU: f32 = 5.5;   // lazy-rescale threshold (natural log): p <= exp(TAU
 override BR: u32 = RB * SM;               // new tokens (query rows) per workgroup
 override DK: u32 = DP / SK;               // Q fragments along the head dim
 override DN: u32 = DP / SN;               // O fragments along the head dim
-override NCH: u32 = (DP + DCH - 1u) / DCH;  // head-dim chunks
-override DKC: u32 = DCH / SK;             // Kᵀ fragments of a chunk along the head dim
 override DNC: u32 = DCH / SN;             // V and O fragments of a chunk along the head dim
-override DNS: u32 = DNC / DS;             // O fragments of a chunk a subgroup holds
 override SB: u32 = BC / SN;               // S fragments per row block
 override PB: u32 = BC / SK;               // P fragments per row block
 override CPI: u32 = BC / TPR;             // tile columns per invocation in the softmax
@@ -167,11 +176,7 @@ fn load_cache(from_v: bool, row: u32, c: u32, dim: u32) -> vec4<T> {
 }
 #endif
 
-// Element (row, col) of a block of fragments of `cols` columns and `w`-wide fragments with row
-// stride `p4` vec4: (fragment, vec4 index in it) for the 4 columns col..col+3 (col % 4 == 0).
-fn frag_at(row: u32, col: u32, h: u32, w: u32, p4: u32, per_row_block: u32) -> vec2<u32> {
-  return vec2<u32>((row / h) * per_row_block + col / w, (row % h) * p4 + (col % w) / 4u);
-}
+#include "lib/frag_at.wgsl"
 
 // Which sequence, kv head and band of keys a workgroup fetches for (its `band` ends the keys).
 struct Seq {
@@ -180,19 +185,14 @@ struct Seq {
   hi: u32,
 }
 
-// The block-table entry of this invocation's fetch slot f of the tile from t0 (slot f holds vec4
-// lid + WG * f of a chunk: key t0 + (lid + WG * f) / C4), -1 past the band.
-fn slot_blocks(s: Seq, t0: u32, lid: u32) -> array<i32, MAX_KVPI> {
-  var blks: array<i32, MAX_KVPI>;
-  for (var f = 0u; f < KVPI; f++) {
-    blks[f] = -1;
-    let e = lid + WG * f;
-    let j = t0 + e / C4;
-    if (e < BC * C4 && j < s.hi) {
-      blks[f] = block_table[s.b * params.max_blocks + j / BS];
-    }
+// The block-table entry of the key that vec4 e of a chunk of the tile from t0 belongs to (key
+// t0 + e / C4), -1 past the band. Invocation lid's fetch slot f is e = lid + WG * f.
+fn slot_block(s: Seq, t0: u32, e: u32) -> i32 {
+  let j = t0 + e / C4;
+  if (e < BC * C4 && j < s.hi) {
+    return block_table[s.b * params.max_blocks + j / BS];
   }
-  return blks;
+  return -1;
 }
 
 // The cache row (block * BS + slot) * Hkv + g of key j in block `blk`; NONE for -1 and for a block
@@ -204,28 +204,17 @@ fn cache_row(blk: i32, j: u32, g: u32) -> u32 {
   return (u32(blk) * BS + j % BS) * params.heads_kv + g;
 }
 
-// This invocation's share of head-dim chunk ch of K (or V) of the tile from t0, keys looked up in
-// `blks` (slot_blocks' of that tile): zeros past the band, past head_dim and for invalid blocks.
-struct KVShare {
-  k: array<vec4<T>, MAX_KVPI>,
-  v: array<vec4<T>, MAX_KVPI>,
-}
-
-fn fetch_chunk(from_v: bool, s: Seq, blks: array<i32, MAX_KVPI>, t0: u32, ch: u32, lid: u32) -> array<vec4<T>, MAX_KVPI> {
-  var r: array<vec4<T>, MAX_KVPI>;
-  for (var f = 0u; f < KVPI; f++) {
-    let e = lid + WG * f;
-    let j = t0 + e / C4;
-    let row = cache_row(blks[f], j, s.g);
-    r[f] = vec4<T>(0.0);
-    if (row != NONE) {
-      r[f] = load_cache(from_v, row, ch * C4 + e % C4, params.head_dim);
-    }
+// Vec4 e of head-dim chunk ch of K (or V) of the tile from t0, its key's block `blk` (slot_block's
+// of that tile): zeros past the band, past head_dim and for invalid blocks.
+fn fetch_one(from_v: bool, s: Seq, blk: i32, t0: u32, ch: u32, e: u32) -> vec4<T> {
+  let row = cache_row(blk, t0 + e / C4, s.g);
+  if (row == NONE) {
+    return vec4<T>(0.0);
   }
-  return r;
+  return load_cache(from_v, row, ch * C4 + e % C4, params.head_dim);
 }
 
-// Stores vec4 e of a chunk (fetch_chunk's) into the fragments of kf (Kᵀ) or vf (V).
+// Stores vec4 e of a chunk (fetch_one's) into the fragments of kf (Kᵀ) or vf (V).
 fn store_one(e: u32, x: vec4<T>, to_v: bool) {
   if (e < BC * C4) {
     let j = e / C4;
@@ -240,21 +229,9 @@ fn store_one(e: u32, x: vec4<T>, to_v: bool) {
   }
 }
 
-fn store_chunk(x: array<vec4<T>, MAX_KVPI>, to_v: bool, lid: u32) {
-  for (var f = 0u; f < KVPI; f++) {
-    store_one(lid + WG * f, x[f], to_v);
-  }
-}
-
 // exp(d) for d <= 0, through exp2; d is clamped so that no infinity is formed.
 fn exp_le0(d: f32) -> f32 {
   return exp2(max(d, -1000.0) * LOG2E);
-}
-
-// O fragment (of the head dim) that a subgroup of part `part` holds at index oi of its o array:
-// fragments part * DNS .. of each chunk's DNC.
-fn o_frag(oi: u32, part: u32) -> u32 {
-  return (oi / DNS) * DNC + part * DNS + oi % DNS;
 }
 
 @compute @workgroup_size(WG)
@@ -310,9 +287,14 @@ fn prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
   }
   let hp = head_params[h];  // (ALiBi slope, sink)
 
-  // Q: staged as f16 through kf in chunks of BC dims, loaded into registers.
-  var qf: array<LF, MAX_DK>;  // row block fb's
-  for (var ch = 0u; ch < (DK + PB - 1u) / PB; ch++) {
+  // Q: staged as f16 through kf in chunks of BC dims, loaded into registers: q{ch}_{c} is row
+  // block fb's fragment ch * DKC + c (in head-dim chunk ch).
+#for ch NCH
+#for c min(DKC, MAX_DK - {ch} * DKC)
+  var q{ch}_{c}: LF;
+#endfor
+#endfor
+  for (var qc = 0u; qc < (DK + PB - 1u) / PB; qc++) {
     for (var f = 0u; f < QPI; f++) {
       let e = lid + WG * f;
       if (e < BR * BC / 4u) {
@@ -320,7 +302,7 @@ fn prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
         let col = (e % (BC / 4u)) * 4u;
         var x = vec4<f32>(0.0);
         if (rr < nrows) {
-          x = load_q(q_row0 + rr * hq, (ch * BC + col) / 4u, dim);
+          x = load_q(q_row0 + rr * hq, (qc * BC + col) / 4u, dim);
         }
         let at = frag_at(rr, col, SM, SK, KP4, PB);
         kf[at.x][at.y] = vec4<f16>(x);
@@ -328,11 +310,13 @@ fn prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
     }
     workgroupBarrier();
     if (mx) {
-      for (var c = 0u; c < MAX_DK; c++) {  // a constant index into qf
-        if (c / PB == ch) {
-          qf[c] = subgroupMatrixLoad<LF, row_major>(&kf[fb * PB + c % PB], 0u, KP4);
-        }
+#for ch NCH
+#for c min(DKC, MAX_DK - {ch} * DKC)
+      if (({ch}u * DKC + {c}u) / PB == qc) {
+        q{ch}_{c} = subgroupMatrixLoad<LF, row_major>(&kf[fb * PB + ({ch}u * DKC + {c}u) % PB], 0u, KP4);
       }
+#endfor
+#endfor
     }
     workgroupBarrier();
   }
@@ -344,69 +328,78 @@ fn prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
   let scale = params.scale;
   var m = LOWEST;  // the row's running max (the one p was taken against)
   var l = 0.0;     // this invocation's share of the row sum
-  var o: array<AF, MAX_ON>;  // this subgroup's O fragments (o_frag)
-  for (var c = 0u; c < MAX_ON; c++) {
-    o[c] = AF();
-  }
+#for ch NCH
+#for cl DNS
+  var o{ch}_{cl}: AF;  // O fragment {ch} * DNC + part * DNS + {cl} of row block fb (zeros)
+#endfor
+#endfor
 
-  // The first tile's (first chunk of) K and V in flight, the next tile's table entries read.
-  var blk = slot_blocks(seq, lo, lid);
-  var next: KVShare;
-  next.k = fetch_chunk(false, seq, blk, lo, 0u, lid);
+  // Fetch slot f (vec4 lid + WG * f of a chunk): the first tile's (first chunk of) K and V in
+  // flight in k{f} (and v{f}); with one chunk, blk{f} then holds the next tile's table entry.
+#for f MAX_KVPI
+  var blk{f} = slot_block(seq, lo, lid + WG * {f}u);
+  var k{f} = fetch_one(false, seq, blk{f}, lo, 0u, lid + WG * {f}u);
+  var v{f}: vec4<T>;  // one chunk only: several share k{f} between K and V
   if (NCH == 1u) {
-    next.v = fetch_chunk(true, seq, blk, lo, 0u, lid);
-    blk = slot_blocks(seq, lo + BC, lid);
+    v{f} = fetch_one(true, seq, blk{f}, lo, 0u, lid + WG * {f}u);
+    blk{f} = slot_block(seq, lo + BC, lid + WG * {f}u);
   }
+#endfor
   for (var t0 = lo; t0 < hi; t0 += BC) {
-    // S = Q Kᵀ for row block fb, this subgroup's SB / DS fragments, chunk by chunk.
-    var acc: array<AF, MAX_SBS>;
-    for (var nl = 0u; nl < MAX_SBS; nl++) {
-      acc[nl] = AF();
+    // S = Q Kᵀ for row block fb, this subgroup's SBD fragments, chunk by chunk.
+#for nl SBD
+    var acc{nl} = AF();
+#endfor
+    if (NCH > 1u) {  // several chunks: this tile's entries (one chunk: blk{f} is the next tile's)
+#for f MAX_KVPI
+      blk{f} = slot_block(seq, t0, lid + WG * {f}u);
+#endfor
     }
-    var tile_blk = blk;  // several chunks: this tile's entries (one chunk: the next tile's)
-    if (NCH > 1u) {
-      tile_blk = slot_blocks(seq, t0, lid);
+#for ch NCH
+#for f MAX_KVPI
+    store_one(lid + WG * {f}u, k{f}, false);
+    if (NCH == 1u) {  // flash_fwd.smx's tile: K and V together, the next tile's in flight
+      store_one(lid + WG * {f}u, v{f}, true);
+      k{f} = fetch_one(false, seq, blk{f}, t0 + BC, 0u, lid + WG * {f}u);
+      v{f} = fetch_one(true, seq, blk{f}, t0 + BC, 0u, lid + WG * {f}u);
+      blk{f} = slot_block(seq, t0 + 2u * BC, lid + WG * {f}u);
+    } else if ({ch}u + 1u < NCH) {
+      k{f} = fetch_one(false, seq, blk{f}, t0, {ch}u + 1u, lid + WG * {f}u);
+    } else {
+      k{f} = fetch_one(true, seq, blk{f}, t0, 0u, lid + WG * {f}u);  // V's first chunk, the next stage
     }
-    for (var ch = 0u; ch < NCH; ch++) {
-      store_chunk(next.k, false, lid);
-      if (NCH == 1u) {  // flash_fwd.smx's tile: K and V together, the next tile's in flight
-        store_chunk(next.v, true, lid);
-        next.k = fetch_chunk(false, seq, blk, t0 + BC, 0u, lid);
-        next.v = fetch_chunk(true, seq, blk, t0 + BC, 0u, lid);
-        blk = slot_blocks(seq, t0 + 2u * BC, lid);
-      } else if (ch + 1u < NCH) {
-        next.k = fetch_chunk(false, seq, tile_blk, t0, ch + 1u, lid);
-      } else {
-        next.k = fetch_chunk(true, seq, tile_blk, t0, 0u, lid);  // V's first chunk, the next stage
-      }
-      workgroupBarrier();  // the chunk of K (and V) is staged
-      if (mx) {
-        for (var nl = 0u; nl < MAX_SBS; nl++) {
-          let nn = part * MAX_SBS + nl;
-          for (var c = 0u; c < MAX_DK; c++) {  // a constant index into qf: this chunk's
-            if (c / DKC == ch) {
-              let kt = subgroupMatrixLoad<RF, col_major>(&kf[nn * DKC + c % DKC], 0u, KP4);
-              acc[nl] = subgroupMatrixMultiplyAccumulate(qf[c], kt, acc[nl]);
-            }
-          }
-        }
-      }
-      if (NCH > 1u) {
-        workgroupBarrier();  // the chunk is no longer read
-      }
-    }
+#endfor
+    workgroupBarrier();  // chunk {ch} of K (and V) is staged
     if (mx) {
-      for (var nl = 0u; nl < MAX_SBS; nl++) {
-        subgroupMatrixStore<row_major>(&sf[fb * SB + part * MAX_SBS + nl], 0u, acc[nl], SP4);
+#for nl SBD
+      {
+        let nn = part * SBD + {nl}u;
+#for c min(DKC, MAX_DK - {ch} * DKC)
+        {
+          let kt = subgroupMatrixLoad<RF, col_major>(&kf[nn * DKC + {c}u], 0u, KP4);
+          acc{nl} = subgroupMatrixMultiplyAccumulate(q{ch}_{c}, kt, acc{nl});
+        }
+#endfor
       }
+#endfor
+    }
+    if (NCH > 1u) {
+      workgroupBarrier();  // the chunk is no longer read
+    }
+#endfor
+    if (mx) {
+#for nl SBD
+      subgroupMatrixStore<row_major>(&sf[fb * SB + part * SBD + {nl}u], 0u, acc{nl}, SP4);
+#endfor
     }
     workgroupBarrier();  // S is in workgroup memory
 
     // Softmax over this invocation's columns of row r.
-    var x: array<vec4<f32>, MAX_CPI4>;
     var tile_max = LOWEST;
-    for (var c4 = 0u; c4 < CPI / 4u; c4++) {
-      let col = c0 + 4u * c4;
+#for c4 MAX_CPI4
+    var x{c4}: vec4<f32>;
+    {
+      let col = c0 + 4u * {c4}u;
       let at = frag_at(r, col, SM, SN, SP4, SB);
       var s = sf[at.x][at.y] * scale;
       if (cap > 0.0) {
@@ -416,9 +409,10 @@ fn prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
       let j = vec4<i32>(i32(t0 + col)) + vec4<i32>(0, 1, 2, 3);
       s += hp.x * vec4<f32>(j - vec4<i32>(pos));
       s = select(vec4<f32>(LOWEST), s, (j >= vec4<i32>(row_lo)) & (j < vec4<i32>(row_hi)));
-      x[c4] = s;
+      x{c4} = s;
       tile_max = max(tile_max, max(max(s.x, s.y), max(s.z, s.w)));
     }
+#endfor
     if (TPR > 1u) {
       tile_max = max(tile_max, subgroupShuffleXor(tile_max, 1u));
     }
@@ -436,40 +430,51 @@ fn prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
       }
     }
     var sum = 0.0;
-    for (var c4 = 0u; c4 < CPI / 4u; c4++) {
-      let s = x[c4];
-      let d = clamp(s - m, vec4<f32>(-1000.0), vec4<f32>(TAU));  // <= TAU where visible; no infinity formed
-      let p = select(vec4<f32>(0.0), exp2(d * LOG2E), s > vec4<f32>(LOWEST));
+#for c4 MAX_CPI4
+    {
+      let d = clamp(x{c4} - m, vec4<f32>(-1000.0), vec4<f32>(TAU));  // <= TAU where visible; no infinity formed
+      let p = select(vec4<f32>(0.0), exp2(d * LOG2E), x{c4} > vec4<f32>(LOWEST));
       sum += (p.x + p.y) + (p.z + p.w);
-      let at = frag_at(r, c0 + 4u * c4, SM, SK, KP4, PB);
+      let at = frag_at(r, c0 + 4u * {c4}u, SM, SK, KP4, PB);
       kf[at.x][at.y] = vec4<f16>(p);
     }
+#endfor
     l = l * alpha + sum;
 
     // O *= alpha per row, through sf in chunks of SB fragments (rare: see flash_fwd.smx).
     if (workgroupUniformLoad(&rescale[0]) != 0u) {
       for (var sc = 0u; sc < (DN + SB - 1u) / SB; sc++) {
         if (mx) {
-          for (var oi = 0u; oi < MAX_ON; oi++) {  // a constant index into o
-            let c = o_frag(oi, part);
+#for ch NCH
+#for cl DNS
+          {
+            let c = {ch}u * DNC + part * DNS + {cl}u;
             if (c / SB == sc && c < DN) {
-              subgroupMatrixStore<row_major>(&sf[fb * SB + c % SB], 0u, o[oi], SP4);
+              subgroupMatrixStore<row_major>(&sf[fb * SB + c % SB], 0u, o{ch}_{cl}, SP4);
             }
           }
+#endfor
+#endfor
         }
         workgroupBarrier();
-        for (var c4 = 0u; c4 < CPI / 4u; c4++) {
-          let at = frag_at(r, c0 + 4u * c4, SM, SN, SP4, SB);
+#for c4 MAX_CPI4
+        {
+          let at = frag_at(r, c0 + 4u * {c4}u, SM, SN, SP4, SB);
           sf[at.x][at.y] *= alpha;
         }
+#endfor
         workgroupBarrier();
         if (mx) {
-          for (var oi = 0u; oi < MAX_ON; oi++) {  // a constant index into o
-            let c = o_frag(oi, part);
+#for ch NCH
+#for cl DNS
+          {
+            let c = {ch}u * DNC + part * DNS + {cl}u;
             if (c / SB == sc && c < DN) {
-              o[oi] = subgroupMatrixLoad<AF, row_major>(&sf[fb * SB + c % SB], 0u, SP4);
+              o{ch}_{cl} = subgroupMatrixLoad<AF, row_major>(&sf[fb * SB + c % SB], 0u, SP4);
             }
           }
+#endfor
+#endfor
         }
         workgroupBarrier();
       }
@@ -479,30 +484,33 @@ fn prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
     }
 
     // O += P V for this subgroup's head-dim fragments, chunk by chunk (one chunk: V is staged).
-    for (var ch = 0u; ch < NCH; ch++) {
-      if (NCH > 1u) {
-        store_chunk(next.k, true, lid);
-        if (ch + 1u < NCH) {
-          next.k = fetch_chunk(true, seq, tile_blk, t0, ch + 1u, lid);
-        } else {
-          let blk_next = slot_blocks(seq, t0 + BC, lid);
-          next.k = fetch_chunk(false, seq, blk_next, t0 + BC, 0u, lid);  // the next tile's first K chunk
-        }
-        workgroupBarrier();  // the chunk of V is staged
+#for ch NCH
+    if (NCH > 1u) {
+#for f MAX_KVPI
+      store_one(lid + WG * {f}u, k{f}, true);
+      if ({ch}u + 1u < NCH) {
+        k{f} = fetch_one(true, seq, blk{f}, t0, {ch}u + 1u, lid + WG * {f}u);
+      } else {  // the next tile's first K chunk
+        k{f} = fetch_one(false, seq, slot_block(seq, t0 + BC, lid + WG * {f}u), t0 + BC, 0u, lid + WG * {f}u);
       }
-      if (mx) {
-        for (var kk = 0u; kk < PB; kk++) {
-          let p = subgroupMatrixLoad<LF, row_major>(&kf[fb * PB + kk], 0u, KP4);
-          for (var oi = 0u; oi < MAX_ON; oi++) {  // a constant index into o: this chunk's
-            if (oi / DNS == ch) {
-              let vt = subgroupMatrixLoad<RF, row_major>(&vf[kk * DNC + part * DNS + oi % DNS], 0u, NP4);
-              o[oi] = subgroupMatrixMultiplyAccumulate(p, vt, o[oi]);
-            }
-          }
-        }
-      }
-      workgroupBarrier();  // P, V and S are no longer read
+#endfor
+      workgroupBarrier();  // chunk {ch} of V is staged
     }
+    if (mx) {
+#for kk PBK
+      {
+        let p = subgroupMatrixLoad<LF, row_major>(&kf[fb * PB + {kk}u], 0u, KP4);
+#for cl DNS
+        {
+          let vt = subgroupMatrixLoad<RF, row_major>(&vf[{kk}u * DNC + part * DNS + {cl}u], 0u, NP4);
+          o{ch}_{cl} = subgroupMatrixMultiplyAccumulate(p, vt, o{ch}_{cl});
+        }
+#endfor
+      }
+#endfor
+    }
+    workgroupBarrier();  // P, V and S are no longer read
+#endfor
   }
 
   // Row sums, the sink, then O * f / z through sf in chunks of SB fragments (BC columns).
@@ -528,17 +536,22 @@ fn prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
   let row = q_row0 + r * hq;
   for (var sc = 0u; sc < (DN + SB - 1u) / SB; sc++) {
     if (mx) {
-      for (var oi = 0u; oi < MAX_ON; oi++) {  // a constant index into o
-        let c = o_frag(oi, part);
+#for ch NCH
+#for cl DNS
+      {
+        let c = {ch}u * DNC + part * DNS + {cl}u;
         if (c / SB == sc && c < DN) {
-          subgroupMatrixStore<row_major>(&sf[fb * SB + c % SB], 0u, o[oi], SP4);
+          subgroupMatrixStore<row_major>(&sf[fb * SB + c % SB], 0u, o{ch}_{cl}, SP4);
         }
       }
+#endfor
+#endfor
     }
     workgroupBarrier();
     if (r < nrows) {
-      for (var c4 = 0u; c4 < CPI / 4u; c4++) {
-        let col = c0 + 4u * c4;
+#for c4 MAX_CPI4
+      {
+        let col = c0 + 4u * {c4}u;
         let d = sc * BC + col;  // head-dim column of O
         if (d < dim) {
           let at = frag_at(r, col, SM, SN, SP4, SB);
@@ -554,6 +567,7 @@ fn prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
 #endif
         }
       }
+#endfor
     }
     workgroupBarrier();
   }
