@@ -268,9 +268,8 @@ class BrowserPass:
         t0 = time.time()
         call, state_of = ("caseBench", "cases") if req["op"] in CASE_OPS else ("benchRun", "bench")
         recs = await self.browser.eval(f"window.wgattn.{call}({json.dumps(req)})", timeout)
-        state = await self.browser.eval(
-            f"(({{status, skipped, failed, checks, error}}) => ({{status, skipped, failed, checks, error}}))(window.wgattn.{state_of})"
-        )
+        fields = "{status, skipped, failed, checks, error}"
+        state = await self.browser.eval(f"(({fields}) => ({fields}))(window.wgattn.{state_of})")
         commit = bench.git_commit()
         for r in recs:
             r.update(mode=self.mode, flags=self.flags, commit=commit)
