@@ -81,6 +81,10 @@ WIDE = "flash_fwd.smx_wide"
 WIDE_LAST = [{"RB": 1, "BC": 16}, {"RB": 2, "BC": 8}, {"RB": 1, "BC": 8}]
 SETS["s4w"] = {f"{WIDE}_r2": (WIDE, [{"RB": 2, "BC": 16}, *WIDE_LAST], None)}
 SETS["s5w"] = {f"{WIDE}_r4": (WIDE, [{"RB": 4, "BC": 16}, *WIDE_LAST], None)}
+# 3 row blocks (384 invocations, up to 168 registers a lane): half again the rows that share a
+# staged tile at 2 (at D = 512 the K and V a tile brings in from L2 per FLOP bound the kernel),
+# without 4's 128 registers; 8 keys a tile on lavapipe (32 KiB), so that the bed runs it.
+SETS["s6w"] = {f"{WIDE}_r3": (WIDE, [{"RB": 3, "BC": 16}, {"RB": 3, "BC": 8}, *WIDE_LAST], None)}
 CANDIDATES = SETS["s4"]
 RANK0 = 51  # below flash_fwd.smx (60), above flash_fwd.blocked_f16 (50)
 MARK = "lab/coopmat_ceiling/fwd_candidates.py"  # in each entry's summary: what revert removes
