@@ -69,25 +69,7 @@
 #include "lib/varlen.wgsl"
 #include "lib/softcap.wgsl"
 
-#if SMX_M16
-const SM: u32 = 16u;  // M: query rows of a fragment
-#else
-const SM: u32 = 8u;
-#endif
-#if SMX_N16
-const SN: u32 = 16u;  // N: keys of an S fragment, head-dim columns of an O fragment
-#else
-const SN: u32 = 8u;
-#endif
-#if SMX_K16
-const SK: u32 = 16u;  // K: head-dim chunk of Q·Kᵀ, key chunk of P·V
-#else
-const SK: u32 = 8u;
-#endif
-const PADH: u32 = 8u;               // f16 row padding of a fragment: rows start 16 bytes apart mod 128
-const KP4: u32 = (SK + PADH) / 4u;  // vec4 stride of a fragment row of K halves (Q, Kᵀ, P)
-const NP4: u32 = (SN + PADH) / 4u;  // vec4 stride of a fragment row of N halves (V)
-const SP4: u32 = (SN + 4u) / 4u;    // vec4 stride of a fragment row of N floats (S, O)
+#include "lib/smx_fragments.wgsl"
 // The counts the written-out code repeats, from the plan's defines (for this head_dim, subgroup
 // size and tile): MAX_DK = DP / K Q fragments; MAX_DN = DP / N O fragments, DNS = MAX_DN / DS of
 // them a subgroup; SBD = BC / N / DS S fragments a subgroup computes, PBK = BC / K P fragments;
