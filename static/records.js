@@ -54,12 +54,19 @@ function runtimesOf(recs) {
   return [...seen.values()].join(", ");
 }
 
-/** The committed source of `kind` charted first: the one with the most runtimes, then the newest,
- * then the one with the most records.
+/** The committed source of `kind` charted first: the one with the most runtimes, then the most cases
+ * (shapes, decode's cases: a file of one case draws points, not lines), then the newest, then the one
+ * with the most records.
  * @param {"bench" | "bandwidth"} kind */
 function firstFile(kind) {
   const files = recordsState.origins.filter((o) => o.kind === "committed" && o[kind].length);
-  const score = (/** @type {Origin} */ o) => [new Set(o[kind].map((r) => r.runtime)).size, o.date, o[kind].length];
+  const caseOf = (/** @type {BenchRecord | BandwidthRecord} */ r) => ("case" in r ? String(r.case) : JSON.stringify(r.shape));
+  const score = (/** @type {Origin} */ o) => [
+    new Set(o[kind].map((r) => r.runtime)).size,
+    new Set(o[kind].map(caseOf)).size,
+    o.date,
+    o[kind].length,
+  ];
   files.sort((a, b) => {
     const [x, y] = [score(a), score(b)];
     for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return x[i] > y[i] ? -1 : 1;
