@@ -272,22 +272,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
       tile_max = max(tile_max, max(max(s.x, s.y), max(s.z, s.w)));
     }
 #endfor
-    if (TPR > 1u) {
-      tile_max = max(tile_max, subgroupShuffleXor(tile_max, 1u));
-    }
-    if (TPR > 2u) {
-      tile_max = max(tile_max, subgroupShuffleXor(tile_max, 2u));
-    }
-    var alpha = 1.0;
-    if (tile_max > LOWEST) {
-      if (m == LOWEST) {
-        m = tile_max;  // the row's first visible keys: its O is still zero
-      } else if (tile_max > m + TAU) {
-        alpha = exp2((m - tile_max) * LOG2E);
-        m = tile_max;
-        atomicOr(&rescale[0], 1u);
-      }
-    }
+#include "lib/smx_running_max.wgsl"
     var sum = 0.0;
 #for c4 MAX_CPI4
     {
