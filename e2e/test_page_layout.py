@@ -9,6 +9,7 @@ explained beside Run with its field focused; axe-core finds no violation while l
 running, or stale. Screenshots go to test-results/screenshots/."""
 
 import re
+import time
 
 import pytest
 
@@ -53,6 +54,11 @@ def sized(request, browser, server):
     pyodide = Held(page, "**/pyodide/*/pyodide.js")
     page.goto(server + "/", wait_until="commit")
     page.wait_for_function("document.getElementById('kernel').options.length > 1 && document.querySelector('#bench-chart svg')")
+    # The catalogue and the chart can come before the page asks for Pyodide at all (they race on a
+    # loaded machine): wait, up to a minute, until the held route has caught that request.
+    deadline = time.monotonic() + 60
+    while not pyodide.routes and time.monotonic() < deadline:
+        page.wait_for_timeout(50)
     early = page.evaluate("""() => ({ python: window.wgattn.ctx.page !== null, status: document.body.dataset.status,
         options: document.getElementById('kernel').options.length,
         rows: document.querySelectorAll('#kernel-table tr[data-kernel]').length,
