@@ -68,6 +68,7 @@
 
 #include "lib/varlen.wgsl"
 #include "lib/softcap.wgsl"
+#include "lib/key_offsets.wgsl"
 
 #include "lib/smx_fragments.wgsl"
 // The counts the written-out code repeats, from the plan's defines (for this head_dim, subgroup
@@ -235,7 +236,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   let scale = params.scale;
   let alibi = params.alibi_on != 0u;
   let slope = alibi_sinks[head];  // 0 without ALiBi
-  let pos = vec4<i32>(i + offset);  // the row's diagonal position
+  let pos = i + offset;  // the row's diagonal position
   var m = LOWEST;  // the row's running max (the one p was taken against)
   var l = 0.0;     // this invocation's share of the row sum
 #for rr RPS
@@ -302,7 +303,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
       }
       let j = vec4<i32>(t0 + i32(col)) + vec4<i32>(0, 1, 2, 3);
       if (alibi) {
-        s -= slope * vec4<f32>(abs(j - pos));  // i32 difference first: exact at 64k positions
+        s -= slope * abs(key_offsets4(t0 + i32(col), pos));
       }
       s = select(vec4<f32>(LOWEST), s, (j >= vec4<i32>(lo)) & (j < vec4<i32>(hi)));
       x{c4} = s;

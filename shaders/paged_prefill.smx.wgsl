@@ -58,6 +58,7 @@
 
 #include "lib/varlen.wgsl"
 #include "lib/softcap.wgsl"
+#include "lib/key_offsets.wgsl"
 
 #include "lib/smx_fragments.wgsl"
 // The counts the written-out code repeats, from the plan's defines (for this head_dim, subgroup
@@ -389,7 +390,7 @@ fn prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
                       softcap_apply(s.w, cap));
       }
       let j = vec4<i32>(i32(t0 + col)) + vec4<i32>(0, 1, 2, 3);
-      s += hp.x * vec4<f32>(j - vec4<i32>(pos));
+      s += hp.x * key_offsets4(i32(t0 + col), pos);
       s = select(vec4<f32>(LOWEST), s, (j >= vec4<i32>(row_lo)) & (j < vec4<i32>(row_hi)));
       x{c4} = s;
       tile_max = max(tile_max, max(max(s.x, s.y), max(s.z, s.w)));

@@ -85,6 +85,18 @@ SETS["s5w"] = {f"{WIDE}_r4": (WIDE, [{"RB": 4, "BC": 16}, *WIDE_LAST], None)}
 # staged tile at 2 (at D = 512 the K and V a tile brings in from L2 per FLOP bound the kernel),
 # without 4's 128 registers; 8 keys a tile on lavapipe (32 KiB), so that the bed runs it.
 SETS["s6w"] = {f"{WIDE}_r3": (WIDE, [{"RB": 3, "BC": 16}, {"RB": 3, "BC": 8}, *WIDE_LAST], None)}
+# S9: the registered kernel on other row-block counts with 16-key tiles: 4 (128 invocations at
+# D = 64: smaller workgroups, more of them an SM to cover each other's barriers) and 16 (512: a
+# staged tile shared by twice the rows).
+SETS["s9"] = {
+    f"{BASE}_r4b16": (BASE, [{"RB": 4, "BC": 16}, *LAST], None),
+    f"{BASE}_r16b16": (BASE, [{"RB": 16, "BC": 16}, *LAST], None),
+}
+# 8 subgroups a row block, each 64 of the head dim (DS = 8): half the O, Q and prefetch registers a
+# lane of DS = 4, so 2 row blocks take 512 invocations (16 warps an SM to hide a phase's latency,
+# not 8); the softmax sums 8 partial S instead of 4. 46,608 bytes at D = 512: the 8 partial S of
+# 3 or 4 row blocks do not fit 48 KiB.
+SETS["s9w"] = {f"{WIDE}_d8": (WIDE, [{"RB": 2, "BC": 16, "DS": 8}, *WIDE_LAST], None)}
 CANDIDATES = SETS["s4"]
 RANK0 = 51  # below flash_fwd.smx (60), above flash_fwd.blocked_f16 (50)
 MARK = "lab/coopmat_ceiling/fwd_candidates.py"  # in each entry's summary: what revert removes
