@@ -97,6 +97,23 @@ SETS["s9"] = {
 # not 8); the softmax sums 8 partial S instead of 4. 46,608 bytes at D = 512: the 8 partial S of
 # 3 or 4 row blocks do not fit 48 KiB.
 SETS["s9w"] = {f"{WIDE}_d8": (WIDE, [{"RB": 2, "BC": 16, "DS": 8}, *WIDE_LAST], None)}
+# S10: the fragment arrays that K and V are staged into, each fragment padded by 32 bytes. A
+# fragment of 16 rows of 48 bytes is 768 bytes, a multiple of the 128 bytes of workgroup memory's
+# 32 banks, so every fragment starts at bank 0, and the staging's stores, whose lanes run along
+# the head dim (a warp's 32 vec4 columns: 8 fragments, 4 columns each), put the 16 lanes of a
+# store's half-warp on 8 banks: a 4-way conflict. 32 bytes more a fragment start them 8 banks
+# apart: 16 lanes on 32 banks. The same values in the same places otherwise.
+PAD = "FR * FP4 + 4u"
+SETS["s10"] = {
+    f"{WIDE}_pad": (WIDE, [{"RB": 2, "BC": 16}, *WIDE_LAST], None,
+                    [("var<workgroup> kv: array<array<vec4<f16>, FR * FP4>, KVN>;",
+                      "var<workgroup> kv: array<array<vec4<f16>, FR * FP4 + 4u>, KVN>;")]),
+    f"{BASE}_pad": (BASE, None, None,
+                    [("var<workgroup> vf: array<array<vec4<f16>, SK * NP4>, PB * DN>;",
+                      "var<workgroup> vf: array<array<vec4<f16>, SK * NP4 + 4u>, PB * DN>;"),
+                     ("var<workgroup> kf: array<array<vec4<f16>, max(SM, SN) * KP4>, KPF>;",
+                      "var<workgroup> kf: array<array<vec4<f16>, max(SM, SN) * KP4 + 4u>, KPF>;")]),
+}
 CANDIDATES = SETS["s4"]
 RANK0 = 51  # below flash_fwd.smx (60), above flash_fwd.blocked_f16 (50)
 MARK = "lab/coopmat_ceiling/fwd_candidates.py"  # in each entry's summary: what revert removes
@@ -106,10 +123,11 @@ TPR_CONSTRAINT = "max(0, 1 - TPR)"  # a softmax row needs an invocation (TPR_ALL
 def candidates(manifest: Dict, which: str) -> Dict[str, Dict]:
     """{id: manifest entry} of every candidate of set `which` (flash_fwd.smx as registered is not one)."""
     out: Dict[str, Dict] = {}
-    for i, (kid, (template, tiles, tpr)) in enumerate(SETS[which].items()):
+    for i, (kid, (template, tiles, tpr, *edits)) in enumerate(SETS[which].items()):
         e = copy.deepcopy(manifest["kernels"][template if template in manifest["kernels"] else BASE])
-        e["template"] = template
-        e["tiles"] = copy.deepcopy(tiles)
+        e["template"] = kid if edits else template  # an edited copy: shaders/<kid>.wgsl (apply writes it)
+        if tiles is not None:
+            e["tiles"] = copy.deepcopy(tiles)
         if tpr:
             e["overrides"]["TPR"] = tpr
             e["constraints"] = [*e["constraints"], TPR_CONSTRAINT]
@@ -126,6 +144,14 @@ def apply(which: str) -> None:
     if clash:
         raise SystemExit(f"fwd_candidates: {clash} are registered already: revert first")
     shutil.copyfile(HERE / f"{PIPE}.wgsl", SHADERS / f"{PIPE}.wgsl")
+    for kid, (template, _, _, *edits) in SETS[which].items():
+        if edits:
+            text = (SHADERS / f"{template}.wgsl").read_text()
+            for old, new in edits[0]:
+                if text.count(old) != 1:
+                    raise SystemExit(f"fwd_candidates: {old!r} is not in {template}.wgsl exactly once")
+                text = text.replace(old, new)
+            (SHADERS / f"{kid}.wgsl").write_text(text)
     manifest["kernels"].update(made)
     MANIFEST.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     print(f"fwd_candidates: registered {', '.join(made)}")
@@ -136,6 +162,7 @@ def revert() -> None:
     mine = [k for k, e in manifest["kernels"].items() if MARK in str(e.get("summary", ""))]
     for k in mine:
         del manifest["kernels"][k]
+        (SHADERS / f"{k}.wgsl").unlink(missing_ok=True)  # an edited copy, where apply wrote one
     MANIFEST.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     (SHADERS / f"{PIPE}.wgsl").unlink(missing_ok=True)
     print(f"fwd_candidates: removed {', '.join(mine) or 'nothing'}")
@@ -143,7 +170,7 @@ def revert() -> None:
 
 def kernels(which: str) -> List[str]:
     made = candidates(json.loads(MANIFEST.read_text()), which)
-    return [*dict.fromkeys(template for template, _, _ in SETS[which].values()), *made]
+    return [*dict.fromkeys(template for template, *_ in SETS[which].values()), *made]
 
 
 def main(argv=None) -> int:
