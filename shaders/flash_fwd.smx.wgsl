@@ -53,7 +53,8 @@
 //
 // Robustness: every operand in workgroup memory lives in an array of fragments (one inner array
 // per M x K, K x N or M x N block, rows padded by PADH halves so the 16-byte rows of a fragment
-// fall in different banks); a matrix load or store takes a pointer to one inner array, offset 0
+// fall in different banks, the fragments of K and V by FRAG_PAD4: lib/smx_fragments.wgsl says
+// why); a matrix load or store takes a pointer to one inner array, offset 0
 // and a constant stride, so Dawn's robustness transform proves it in bounds and adds no
 // predicate to it; only the outer index gets a clamp (min), which keeps the address aligned.
 // (Robustness's check of a computed offset makes the stride a runtime value: NVIDIA's own GEMM
@@ -120,8 +121,8 @@ override QPI: u32 = (BR * BC / 4u + WG - 1u) / WG;   // vec4 of a Q chunk each i
 // Kᵀ's place: kf holds Kᵀ, then P (and Q's chunks before the first tile). That leaves room for 32
 // keys a tile at D = 128 in 48 KiB (measured faster on the H100 than 16).
 override KPF: u32 = max(SB * DK, RB * PB);  // fragments of kf: Kᵀ or P
-var<workgroup> vf: array<array<vec4<f16>, SK * NP4>, PB * DN>;  // V of the tile
-var<workgroup> kf: array<array<vec4<f16>, max(SM, SN) * KP4>, KPF>;  // Kᵀ of the tile, then P
+var<workgroup> vf: array<array<vec4<f16>, SK * NP4 + FRAG_PAD4>, PB * DN>;  // V of the tile
+var<workgroup> kf: array<array<vec4<f16>, max(SM, SN) * KP4 + FRAG_PAD4>, KPF>;  // Kᵀ of the tile, then P
 var<workgroup> sf: array<array<vec4<f32>, SM * SP4>, RB * SB>;  // S of the tile; O on its way out
 // [0] = 1: some row's max grew by more than TAU in this tile. Four words, not one: NVIDIA's driver
 // reads a subgroup matrix from its address rounded down to 16 bytes, and a 4-byte variable laid

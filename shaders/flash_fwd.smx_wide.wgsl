@@ -38,8 +38,9 @@
 // load or store takes a pointer to one inner array at offset 0 with a constant stride, every
 // workgroup variable a multiple of 16 bytes; everything written out with #for, no register
 // array) are flash_fwd.smx's: its header says why.
-// Workgroup memory at D = 512, M = N = K = 16, BC = 16, RB = 4: K or V 24 KiB, partial S
-// 20 KiB, P 3 KiB (48,144 bytes of the H100's 49,152); RB = 2 (the first tile) needs 36,368.
+// Workgroup memory at D = 512, M = N = K = 16, BC = 16: RB = 2 (the first tile) needs 37,392
+// bytes of the H100's 49,152 (K or V 25 KiB with the fragments' padding, partial S 10 KiB); RB = 4
+// would need 49,168.
 // Reference: wgattn.reference.varlen_attention_fwd, keywords mapped in wgattn/interfaces/flash_fwd.py.
 #include "lib/subgroup_matrix.wgsl"
 
@@ -96,7 +97,7 @@ override QPI: u32 = (BR * QC * SK / 4u + WG - 1u) / WG;  // vec4 of a Q chunk ea
 // c*N..; P fragment (s, n) the rows of row block s; partial S fragment ((p * RB + s) * SB + n) part
 // p's share of S fragment (s, n). kv holds Kᵀ, then V (and Q's chunks before the first tile); sf
 // the partial S, and O's chunks on their way through a rescale or out.
-var<workgroup> kv: array<array<vec4<f16>, FR * FP4>, KVN>;
+var<workgroup> kv: array<array<vec4<f16>, FR * FP4 + FRAG_PAD4>, KVN>;
 var<workgroup> pf: array<array<vec4<f16>, SM * KP4>, RB * PB>;
 var<workgroup> sf: array<array<vec4<f32>, SM * SP4>, DS * RB * SB>;
 // [0] = 1: some row's max grew by more than TAU in this tile (four words: flash_fwd.smx says why).

@@ -110,8 +110,8 @@ override QPI: u32 = (BR * BC / 4u + WG - 1u) / WG;  // vec4 of a Q chunk each in
 // kk*K.., dims c*N.. of the chunk; S/P/Q fragment (s, n) the rows of row block s. Q is staged once
 // through kf; P takes Kᵀ's place once S is whole (flash_fwd.smx).
 override KPF: u32 = max(SB * DKC, RB * PB);  // fragments of kf: a chunk of Kᵀ, or P
-var<workgroup> vf: array<array<vec4<f16>, SK * NP4>, PB * DNC>;  // a chunk of V of the tile
-var<workgroup> kf: array<array<vec4<f16>, max(SM, SN) * KP4>, KPF>;  // a chunk of Kᵀ, then P
+var<workgroup> vf: array<array<vec4<f16>, SK * NP4 + FRAG_PAD4>, PB * DNC>;  // a chunk of V of the tile
+var<workgroup> kf: array<array<vec4<f16>, max(SM, SN) * KP4 + FRAG_PAD4>, KPF>;  // a chunk of Kᵀ, then P
 var<workgroup> sf: array<array<vec4<f32>, SM * SP4>, RB * SB>;  // S of the tile; O on its way out
 // [0] = 1: some row's max grew by more than TAU in this tile (four words: flash_fwd.smx says why).
 var<workgroup> rescale: array<atomic<u32>, 4>;
