@@ -105,14 +105,64 @@ SETS["s9w"] = {f"{WIDE}_d8": (WIDE, [{"RB": 2, "BC": 16, "DS": 8}, *WIDE_LAST], 
 # apart: 16 lanes on 32 banks. The same values in the same places otherwise.
 PAD = "FR * FP4 + 4u"
 SETS["s10"] = {
-    f"{WIDE}_pad": (WIDE, [{"RB": 2, "BC": 16}, *WIDE_LAST], None,
-                    [("var<workgroup> kv: array<array<vec4<f16>, FR * FP4>, KVN>;",
-                      "var<workgroup> kv: array<array<vec4<f16>, FR * FP4 + 4u>, KVN>;")]),
-    f"{BASE}_pad": (BASE, None, None,
-                    [("var<workgroup> vf: array<array<vec4<f16>, SK * NP4>, PB * DN>;",
-                      "var<workgroup> vf: array<array<vec4<f16>, SK * NP4 + 4u>, PB * DN>;"),
-                     ("var<workgroup> kf: array<array<vec4<f16>, max(SM, SN) * KP4>, KPF>;",
-                      "var<workgroup> kf: array<array<vec4<f16>, max(SM, SN) * KP4 + 4u>, KPF>;")]),
+    f"{WIDE}_pad": (
+        WIDE,
+        [{"RB": 2, "BC": 16}, *WIDE_LAST],
+        None,
+        [
+            (
+                "var<workgroup> kv: array<array<vec4<f16>, FR * FP4>, KVN>;",
+                "var<workgroup> kv: array<array<vec4<f16>, FR * FP4 + 4u>, KVN>;",
+            )
+        ],
+    ),
+    f"{BASE}_pad": (
+        BASE,
+        None,
+        None,
+        [
+            (
+                "var<workgroup> vf: array<array<vec4<f16>, SK * NP4>, PB * DN>;",
+                "var<workgroup> vf: array<array<vec4<f16>, SK * NP4 + 4u>, PB * DN>;",
+            ),
+            (
+                "var<workgroup> kf: array<array<vec4<f16>, max(SM, SN) * KP4>, KPF>;",
+                "var<workgroup> kf: array<array<vec4<f16>, max(SM, SN) * KP4 + 4u>, KPF>;",
+            ),
+        ],
+    ),
+}
+# S12: the same padding where else a fragment array is 128-byte aligned: flash_fwd.smx's S (f32
+# fragments of 16 rows of 80 bytes, 1,280 bytes), read by the softmax's lanes across two
+# fragments at D = 128; the backward's staged tiles (its f16 fragments, 768 bytes, stored as
+# flash_fwd's K and V were) and its f32 score fragments.
+SETS["s12"] = {
+    f"{BASE}_spad": (
+        BASE,
+        None,
+        None,
+        [
+            (
+                "var<workgroup> sf: array<array<vec4<f32>, SM * SP4>, RB * SB>;",
+                "var<workgroup> sf: array<array<vec4<f32>, SM * SP4 + 4u>, RB * SB>;",
+            )
+        ],
+    ),
+    "varlen_bwd.smx_pad": (
+        "varlen_bwd.smx",
+        None,
+        None,
+        [("alias FragH = array<vec4<f16>, S * P4>;", "alias FragH = array<vec4<f16>, S * P4 + 4u>;")],
+    ),
+    "varlen_bwd.smx_pad2": (
+        "varlen_bwd.smx",
+        None,
+        None,
+        [
+            ("alias FragH = array<vec4<f16>, S * P4>;", "alias FragH = array<vec4<f16>, S * P4 + 4u>;"),
+            ("alias FragF = array<vec4<f32>, S * F4>;", "alias FragF = array<vec4<f32>, S * F4 + 4u>;"),
+        ],
+    ),
 }
 CANDIDATES = SETS["s4"]
 RANK0 = 51  # below flash_fwd.smx (60), above flash_fwd.blocked_f16 (50)
