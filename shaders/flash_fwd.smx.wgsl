@@ -53,7 +53,7 @@
 //
 // Robustness: every operand in workgroup memory lives in an array of fragments (one inner array
 // per M x K, K x N or M x N block, rows padded by PADH halves so the 16-byte rows of a fragment
-// fall in different banks, the fragments of K and V by FRAG_PAD4: lib/smx_fragments.wgsl says
+// fall in different banks, the fragments of K and V by FRAG_PAD4: lib/frag_pad.wgsl says
 // why); a matrix load or store takes a pointer to one inner array, offset 0
 // and a constant stride, so Dawn's robustness transform proves it in bounds and adds no
 // predicate to it; only the outer index gets a clamp (min), which keeps the address aligned.

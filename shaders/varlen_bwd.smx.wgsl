@@ -63,6 +63,7 @@
 #include "interfaces/varlen_bwd.wgsl"
 #include "lib/varlen.wgsl"
 #include "lib/softcap.wgsl"
+#include "lib/frag_pad.wgsl"
 
 #if SMX_M16
 const S: u32 = 16u;  // the fragments' side
@@ -89,7 +90,7 @@ const EMPTY_LSE: f32 = 1.0e30;  // stands for a non-finite lse: exp(s - EMPTY_LS
 alias LF = subgroup_matrix_left<f16, S, S>;
 alias RF = subgroup_matrix_right<f16, S, S>;
 alias AF = subgroup_matrix_result<f32, S, S>;
-alias FragH = array<vec4<f16>, S * P4>;  // one f16 fragment in workgroup memory, rows padded
+alias FragH = array<vec4<f16>, S * P4 + FRAG_PAD4>;  // one f16 fragment in workgroup memory, rows padded
 alias FragF = array<vec4<f32>, S * F4>;  // one f32 fragment
 
 override WG: u32;   // invocations per workgroup: RB * DS subgroups

@@ -21,12 +21,4 @@ const PADH: u32 = 8u;               // f16 row padding of a fragment: rows start
 const KP4: u32 = (SK + PADH) / 4u;  // vec4 stride of a fragment row of K halves (Q, Kᵀ, P)
 const NP4: u32 = (SN + PADH) / 4u;  // vec4 stride of a fragment row of N halves (V)
 const SP4: u32 = (SN + 4u) / 4u;    // vec4 stride of a fragment row of N floats (S, O)
-// vec4<f16> after each fragment of the arrays K and V are staged into. A fragment of 16 rows of
-// KP4 vec4 is 768 bytes (8 x 32 = 256 on 8x8x8 fragments), a multiple of the 128 bytes that
-// workgroup memory's 32 banks span, so unpadded every fragment starts at bank 0; the staging's
-// stores, whose lanes run along the head dim across fragments at the same row, then put a
-// half-warp's 16 lanes on 8 banks (4-way conflicts). 32 bytes more start successive fragments 8
-// banks apart: the 16 lanes on 32 banks. On the H100 (Chromium, same series) it took
-// flash_fwd.smx from 104 to 110 TFLOP/s at D = 128 and flash_fwd.smx_wide from 58.1 to 61.7 at
-// D = 512.
-const FRAG_PAD4: u32 = 4u;
+#include "lib/frag_pad.wgsl"
