@@ -1,9 +1,13 @@
 """flash_fwd.smx's candidates for one device call, written into a working tree as extra registered
 kernels so that the benchmark suite times them beside the kernel as registered:
 
-    python3 -m lab.coopmat_ceiling.fwd_candidates apply [--set s3|s4]   # shaders/ files + manifest entries
-    python3 -m lab.coopmat_ceiling.fwd_candidates kernels [--set s3|s4] # the comma-separated ids to time
-    python3 -m lab.coopmat_ceiling.fwd_candidates revert                # removes both again
+    python3 -m lab.coopmat_ceiling.fwd_candidates apply [--set SET]   # shaders/ files + manifest entries
+    python3 -m lab.coopmat_ceiling.fwd_candidates kernels [--set SET] # the comma-separated ids to time
+    python3 -m lab.coopmat_ceiling.fwd_candidates revert              # removes both again
+
+SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12). A candidate is the
+registered kernel with other tiles, or an edited copy of its text; a set whose edits no longer
+match the kernel (S10's and S12's padding, since taken into the kernels) stops `apply` untouched.
 
 The candidates of the S3 run (each at both benchmark shapes; the first tile that fits the adapter
 is taken, so the later ones are for smaller adapters, lavapipe's 32 KiB among them; the S4 run's
@@ -193,7 +197,9 @@ def apply(which: str) -> None:
     clash = sorted(set(made) & set(manifest["kernels"]))
     if clash:
         raise SystemExit(f"fwd_candidates: {clash} are registered already: revert first")
-    shutil.copyfile(HERE / f"{PIPE}.wgsl", SHADERS / f"{PIPE}.wgsl")
+    # Every edit checked before anything is written: an edit that no longer matches (the kernel
+    # has changed since, e.g. took the candidate's change) stops `apply` with the tree untouched.
+    copies: Dict[str, str] = {}
     for kid, (template, _, _, *edits) in SETS[which].items():
         if edits:
             text = (SHADERS / f"{template}.wgsl").read_text()
@@ -201,7 +207,11 @@ def apply(which: str) -> None:
                 if text.count(old) != 1:
                     raise SystemExit(f"fwd_candidates: {old!r} is not in {template}.wgsl exactly once")
                 text = text.replace(old, new)
-            (SHADERS / f"{kid}.wgsl").write_text(text)
+            copies[kid] = text
+    if any(template == PIPE for template, *_ in SETS[which].values()):  # only S3 times the pipelined kernel
+        shutil.copyfile(HERE / f"{PIPE}.wgsl", SHADERS / f"{PIPE}.wgsl")
+    for kid, text in copies.items():
+        (SHADERS / f"{kid}.wgsl").write_text(text)
     manifest["kernels"].update(made)
     MANIFEST.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     print(f"fwd_candidates: registered {', '.join(made)}")
