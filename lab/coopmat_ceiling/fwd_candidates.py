@@ -18,12 +18,9 @@ are tile shapes of flash_fwd.smx itself, SETS says which):
                          workgroup is 256 invocations, not 512 (S2's RPS = 2 left half the subgroups
                          idle and capped every invocation at 128 registers). 8 row blocks, 32 keys a
                          tile, two subgroups a row block, at both head dims.
-    flash_fwd.smx_pipe   flash_fwd.smx_pipe.wgsl (here): the key tiles software-pipelined, three
-                         barriers a tile instead of five (O += P V of the last tile beside S = Q Kᵀ of
-                         this one; the softmax beside the staging); P in its own array. 8 row blocks
-                         of 32 keys at D = 64 (45 KiB), 4 at D = 128 (8 do not fit 48 KiB; S2's
-                         flash_fwd.smx_t4x32 is the same tile unpipelined: 74.1 TFLOP/s there).
-    flash_fwd.smx_pipe_r2  both: pipelined, two row blocks a subgroup, every subgroup on matrix work.
+    (S3's other two, flash_fwd.smx_pipe and _pipe_r2, the key tiles software-pipelined, had a
+    kernel of their own, flash_fwd.smx_pipe.wgsl; it lost 30-40% and predates ALiBi, sinks and the
+    padding, so it is gone: git show e38eab3:lab/coopmat_ceiling/flash_fwd.smx_pipe.wgsl.)
 
 Each is a copy of flash_fwd.smx's manifest entry under its own id, ranked below it (the page and
 the API never prefer it). Only entries and files this script made are removed by `revert`, so
@@ -38,35 +35,23 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import shutil
 import sys
 from pathlib import Path
 from typing import Dict, List
 
 ROOT = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
 SHADERS = ROOT / "shaders"
 MANIFEST = SHADERS / "manifest.json"
 BASE = "flash_fwd.smx"
-PIPE = f"{BASE}_pipe"  # its template: HERE/flash_fwd.smx_pipe.wgsl, copied into shaders/
-DS = "min(2, ceil_div(head_dim, 64))"  # as registered: two subgroups a row block where D > 64
 TPR_ALL = "DS * SUBGROUP_SIZE // SGM_M // RPS"  # every subgroup on matrix work, RPS row blocks each
 R2 = [  # two row blocks a subgroup; the 16-key tile for lavapipe (8-wide fragments: 2 of them)
     {"RB": 8, "BC": 32, "DS": 2, "RPS": 2},
     {"RB": 4, "BC": 16, "DS": 2, "RPS": 2},
 ]
-PIPED = [  # 8 row blocks where they fit (D = 64 on the H100), else 4; then smaller
-    {"RB": 8, "BC": 32, "DS": DS},
-    {"RB": 4, "BC": 32, "DS": DS},
-    {"RB": 4, "BC": 16},
-    {"RB": 2, "BC": 16},
-]
 LAST = [{"RB": 8, "BC": 16}, {"RB": 2, "BC": 16}]  # one row block a subgroup: every other head dim gets a plan
 SETS = {  # set -> {id -> (template, tiles, the softmax's TPR or None for the registered rule)}
     "s3": {
         f"{BASE}_r2": (BASE, R2 + LAST, TPR_ALL),
-        PIPE: (PIPE, PIPED + LAST, None),
-        f"{PIPE}_r2": (PIPE, [R2[0], {"RB": 4, "BC": 32, "DS": 2, "RPS": 2}, R2[1], *LAST], TPR_ALL),
     },
     # S4: more keys a tile at D = 64, where the registered 16 leave 8 products a subgroup between
     # four barriers (19 KiB of workgroup memory in use); at D = 128 the first two are the
@@ -208,8 +193,6 @@ def apply(which: str) -> None:
                     raise SystemExit(f"fwd_candidates: {old!r} is not in {template}.wgsl exactly once")
                 text = text.replace(old, new)
             copies[kid] = text
-    if any(template == PIPE for template, *_ in SETS[which].values()):  # only S3 times the pipelined kernel
-        shutil.copyfile(HERE / f"{PIPE}.wgsl", SHADERS / f"{PIPE}.wgsl")
     for kid, text in copies.items():
         (SHADERS / f"{kid}.wgsl").write_text(text)
     manifest["kernels"].update(made)
@@ -224,7 +207,6 @@ def revert() -> None:
         del manifest["kernels"][k]
         (SHADERS / f"{k}.wgsl").unlink(missing_ok=True)  # an edited copy, where apply wrote one
     MANIFEST.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
-    (SHADERS / f"{PIPE}.wgsl").unlink(missing_ok=True)
     print(f"fwd_candidates: removed {', '.join(mine) or 'nothing'}")
 
 
