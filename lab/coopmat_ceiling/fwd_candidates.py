@@ -5,7 +5,7 @@ kernels so that the benchmark suite times them beside the kernel as registered:
     python3 -m lab.coopmat_ceiling.fwd_candidates kernels [--set SET] # the comma-separated ids to time
     python3 -m lab.coopmat_ceiling.fwd_candidates revert              # removes both again
 
-SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12). A candidate is the
+SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14). A candidate is the
 registered kernel with other tiles, or an edited copy of its text; a set whose edits no longer
 match the kernel (S10's and S12's padding, since taken into the kernels) stops `apply` untouched.
 
@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Dict, List
 
 ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
 SHADERS = ROOT / "shaders"
 MANIFEST = SHADERS / "manifest.json"
 BASE = "flash_fwd.smx"
@@ -153,18 +154,75 @@ SETS["s12"] = {
         ],
     ),
 }
+# S14: the round trip of S through workgroup memory without bank conflicts. flash_fwd.smx stores
+# S row-major (rows of 20 floats) from the accumulator's layout (a lane holds 2 neighbouring
+# floats of a row; 4 lanes a row), and two of the 4 rows a half-warp stores share banks; its
+# softmax's vec4 reads of a row meet the same. `_cm` (flash_fwd.smx_cm.wgsl in this folder) stores
+# S column-major and reads it as scalars, each lane of a row G = 8 / TPR neighbouring columns of
+# every 8, so that both the store and the reads meet each bank once a warp, and writes P as before
+# (G = 2 at D = 128: four 2-byte stores for two pairs of columns); `_cm4` keeps 4 neighbouring
+# columns (P's vec4 stores) at D = 128 too. `_il` keeps S row-major and only interleaves the
+# softmax's vec4 columns (a row's lanes on neighbouring 16 bytes).
+CM_FILE = "flash_fwd.smx_cm.wgsl"
+SETS["s14"] = {
+    f"{BASE}_il": (
+        BASE,
+        None,
+        None,
+        [
+            ("  let c0 = (lid % TPR) * CPI;\n", "  let c0 = (lid % TPR) * 4u;\n"),
+            (
+                "      let col = c0 + 4u * {c4}u;\n      let at = frag_at(r, col, SM, SN, SP4, SB);",
+                "      let col = c0 + 4u * TPR * {c4}u;\n      let at = frag_at(r, col, SM, SN, SP4, SB);",
+            ),
+            (
+                "      let at = frag_at(r, c0 + 4u * {c4}u, SM, SK, KP4, PB);",
+                "      let at = frag_at(r, c0 + 4u * TPR * {c4}u, SM, SK, KP4, PB);",
+            ),
+            (
+                "          let at = frag_at(r, c0 + 4u * {c4}u, SM, SN, SP4, SB);\n          sf[at.x][at.y] *= alpha;",
+                "          let at = frag_at(r, c0 + 4u * TPR * {c4}u, SM, SN, SP4, SB);\n          sf[at.x][at.y] *= alpha;",
+            ),
+            (
+                "        let col = c0 + 4u * c4;\n        let d = ch * BC + col;",
+                "        let col = c0 + 4u * TPR * c4;\n        let d = ch * BC + col;",
+            ),
+        ],
+    ),
+    f"{BASE}_cm": (BASE, None, None, CM_FILE),
+    f"{BASE}_cm4": (
+        BASE,
+        None,
+        None,
+        [("override G: u32 = max(1u, 8u / TPR);", "override G: u32 = max(4u, 8u / TPR);")],
+        CM_FILE,
+    ),
+}
 CANDIDATES = SETS["s4"]
 RANK0 = 51  # below flash_fwd.smx (60), above flash_fwd.blocked_f16 (50)
 MARK = "lab/coopmat_ceiling/fwd_candidates.py"  # in each entry's summary: what revert removes
 TPR_CONSTRAINT = "max(0, 1 - TPR)"  # a softmax row needs an invocation (TPR_ALL can reach 0)
 
 
+def _edits(rest: List) -> List:
+    """A candidate's text edits ([(old, new)]; none: the template's or the folder's text as it is)."""
+    return next((r for r in rest if isinstance(r, list)), [])
+
+
+def _text_file(rest: List) -> str:
+    """The kernel text of this folder a candidate starts from ("": its template's in shaders/)."""
+    return next((r for r in rest if isinstance(r, str)), "")
+
+
 def candidates(manifest: Dict, which: str) -> Dict[str, Dict]:
     """{id: manifest entry} of every candidate of set `which` (flash_fwd.smx as registered is not one)."""
     out: Dict[str, Dict] = {}
-    for i, (kid, (template, tiles, tpr, *edits)) in enumerate(SETS[which].items()):
+    for i, (kid, (template, tiles, tpr, *rest)) in enumerate(SETS[which].items()):
         e = copy.deepcopy(manifest["kernels"][template if template in manifest["kernels"] else BASE])
-        e["template"] = kid if edits else template  # an edited copy: shaders/<kid>.wgsl (apply writes it)
+        edits, text_file = _edits(rest), _text_file(rest)
+        # An edited copy is shaders/<kid>.wgsl, a kernel text of this folder shaders/<its name>
+        # (apply writes both).
+        e["template"] = kid if edits else text_file[: -len(".wgsl")] if text_file else template
         if tiles is not None:
             e["tiles"] = copy.deepcopy(tiles)
         if tpr:
@@ -185,12 +243,16 @@ def apply(which: str) -> None:
     # Every edit checked before anything is written: an edit that no longer matches (the kernel
     # has changed since, e.g. took the candidate's change) stops `apply` with the tree untouched.
     copies: Dict[str, str] = {}
-    for kid, (template, _, _, *edits) in SETS[which].items():
+    for kid, (template, _, _, *rest) in SETS[which].items():
+        edits, text_file = _edits(rest), _text_file(rest)
+        source = HERE / text_file if text_file else SHADERS / f"{template}.wgsl"
+        text = source.read_text()
+        if text_file:
+            copies[text_file[: -len(".wgsl")]] = text
         if edits:
-            text = (SHADERS / f"{template}.wgsl").read_text()
-            for old, new in edits[0]:
+            for old, new in edits:
                 if text.count(old) != 1:
-                    raise SystemExit(f"fwd_candidates: {old!r} is not in {template}.wgsl exactly once")
+                    raise SystemExit(f"fwd_candidates: {old!r} is not in {source.name} exactly once")
                 text = text.replace(old, new)
             copies[kid] = text
     for kid, text in copies.items():
@@ -204,8 +266,10 @@ def revert() -> None:
     manifest = json.loads(MANIFEST.read_text())
     mine = [k for k, e in manifest["kernels"].items() if MARK in str(e.get("summary", ""))]
     for k in mine:
-        del manifest["kernels"][k]
+        e = manifest["kernels"].pop(k)
         (SHADERS / f"{k}.wgsl").unlink(missing_ok=True)  # an edited copy, where apply wrote one
+        if (HERE / f"{e['template']}.wgsl").exists():
+            (SHADERS / f"{e['template']}.wgsl").unlink(missing_ok=True)  # a copy of this folder's kernel text
     MANIFEST.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     print(f"fwd_candidates: removed {', '.join(mine) or 'nothing'}")
 
