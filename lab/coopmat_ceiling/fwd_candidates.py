@@ -162,7 +162,8 @@ SETS["s12"] = {
 # every 8, so that both the store and the reads meet each bank once a warp, and writes P as before
 # (G = 2 at D = 128: four 2-byte stores for two pairs of columns); `_cm4` keeps 4 neighbouring
 # columns (P's vec4 stores) at D = 128 too. `_il` keeps S row-major and only interleaves the
-# softmax's vec4 columns (a row's lanes on neighbouring 16 bytes).
+# softmax's vec4 columns (a row's lanes on neighbouring 16 bytes). `_cmb32`: `_cm` with 32 keys a tile
+# at D = 64 too (its 16 would leave 8 products a subgroup between the tile's barriers).
 CM_FILE = "flash_fwd.smx_cm.wgsl"
 SETS["s14"] = {
     f"{BASE}_il": (
@@ -190,6 +191,7 @@ SETS["s14"] = {
         ],
     ),
     f"{BASE}_cm": (BASE, None, None, CM_FILE),
+    f"{BASE}_cmb32": (BASE, [{"RB": 8, "BC": 32, "DS": "min(2, ceil_div(head_dim, 64))"}, *LAST], None, CM_FILE),
     f"{BASE}_cm4": (
         BASE,
         None,
