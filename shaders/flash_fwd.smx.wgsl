@@ -31,9 +31,10 @@
 // takes (64 of them at D = 128) and doubles the subgroups a workgroup has to hide latency with:
 // measured faster on the H100 at D > 64, slower at D = 64, where the tiles keep DS = 1 (the
 // history holds the figures). The softmax is spread over all WG invocations independently of
-// the subgroup size: invocation t owns row t / TPR and the BC / TPR columns
-// (t % TPR) * BC / TPR .. of each key tile; the TPR invocations of a row are neighbouring lanes
-// of one subgroup and combine row maxima and sums with subgroupShuffleXor.
+// the subgroup size: invocation t owns row t / TPR and every TPR-th vec4 column of each key
+// tile from vec4 column t % TPR (lib/smx_fragments.wgsl says why); the TPR
+// invocations of a row are neighbouring lanes of one subgroup and combine row maxima and sums
+// with subgroupShuffleXor.
 // Subgroups are taken as WG / subgroup_size runs of consecutive local_invocation_index (every
 // Vulkan driver lays a 1-D workgroup out so); the conformance cases would fail loudly otherwise.
 //
@@ -183,9 +184,9 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   let fb = sg / DS * RPS;
   let part = sg % DS;
   let mx = sg < RB / RPS * DS;  // has matrix work
-  // Softmax role: row r of the block, columns c0 .. c0 + CPI of each tile.
+  // Softmax role: row r of the block, vec4 columns c0, c0 + 4 * TPR, .. of each tile.
   let r = lid / TPR;
-  let c0 = (lid % TPR) * CPI;
+  let c0 = (lid % TPR) * 4u;
   let i = row0 + i32(r);
   let row_ok = i <= row_last;
   var lo = 0;
@@ -295,7 +296,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
 #for c4 MAX_CPI4
     var x{c4}: vec4<f32>;
     {
-      let col = c0 + 4u * {c4}u;
+      let col = c0 + 4u * TPR * {c4}u;
       let at = frag_at(r, col, SM, SN, SP4, SB);
       var s = sf[at.x][at.y] * scale;
       if (cap > 0.0) {
@@ -317,7 +318,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     {
       let p = select(vec4<f32>(0.0), exp2((x{c4} - m) * LOG2E), x{c4} > vec4<f32>(LOWEST));
       sum += (p.x + p.y) + (p.z + p.w);
-      let at = frag_at(r, c0 + 4u * {c4}u, SM, SK, KP4, PB);
+      let at = frag_at(r, c0 + 4u * TPR * {c4}u, SM, SK, KP4, PB);
       kf[at.x][at.y] = vec4<f16>(p);
     }
 #endfor
@@ -338,7 +339,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         workgroupBarrier();
 #for c4 MAX_CPI4
         {
-          let at = frag_at(r, c0 + 4u * {c4}u, SM, SN, SP4, SB);
+          let at = frag_at(r, c0 + 4u * TPR * {c4}u, SM, SN, SP4, SB);
           sf[at.x][at.y] *= alpha;
         }
 #endfor
@@ -416,7 +417,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     workgroupBarrier();
     if (row_ok) {
       for (var c4 = 0u; c4 < CPI / 4u; c4++) {
-        let col = c0 + 4u * c4;
+        let col = c0 + 4u * TPR * c4;
         let d = ch * BC + col;  // head-dim column of O
         if (d < dim) {
           let at = frag_at(r, col, SM, SN, SP4, SB);

@@ -15,8 +15,8 @@
 // Matrix shapes, work split and grid: flash_fwd.smx's (M x N x K from the adapter; one workgroup
 // per (block of BR = RB * M query rows, sequence, query head), heads fastest, the longest causal
 // blocks first), with WG = RB * DS * subgroup size invocations: subgroup s has row block s / DS,
-// part s % DS. The softmax: invocation t < BR * TPR owns row t / TPR and columns
-// (t % TPR) * BC / TPR .. of each tile (TPR neighbouring lanes a row, combined by
+// part s % DS. The softmax: invocation t < BR * TPR owns row t / TPR and every TPR-th vec4
+// column of each tile from vec4 column t % TPR (TPR neighbouring lanes a row, combined by
 // subgroupShuffleXor); with BC = 16 keys a tile there are fewer vec4 columns than invocations, so
 // invocation t >= BR * TPR repeats the work of t % (BR * TPR) (same row, same values: its
 // subgroup's shuffles stay uniform) and writes nothing there; in the O rescale and the final
@@ -150,12 +150,12 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   let fb = sg / DS;
   let part = sg % DS;
   let mx = sg < RB * DS;  // has matrix work
-  // Softmax role: row r of the block, columns c0 .. c0 + CPI of each tile; `own` unless this
-  // invocation repeats another's row (see the header). In the O rescale and write, row r's
-  // columns u, u + RPI, ... (vec4) of a chunk.
+  // Softmax role: row r of the block, vec4 columns c0, c0 + 4 * TPR, .. of each tile; `own`
+  // unless this invocation repeats another's row (see the header). In the O rescale and write,
+  // row r's columns u, u + RPI, ... (vec4) of a chunk.
   let own = lid < BR * TPR;
   let r = (lid / TPR) % BR;
-  let c0 = (lid % TPR) * CPI;
+  let c0 = (lid % TPR) * 4u;
   let u = lid % TPR + TPR * (lid / (BR * TPR));
   let i = row0 + i32(r);
   let row_ok = i <= row_last;
@@ -254,7 +254,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
 #for c4 MAX_CPI4
     var s{c4}: vec4<f32>;
     {
-      let col = c0 + 4u * {c4}u;
+      let col = c0 + 4u * TPR * {c4}u;
       let at = frag_at(r, col, SM, SN, SP4, SB);
       var s = vec4<f32>(0.0);
 #for p DS
@@ -281,7 +281,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
       let p = select(vec4<f32>(0.0), exp2((s{c4} - m) * LOG2E), s{c4} > vec4<f32>(LOWEST));
       sum += (p.x + p.y) + (p.z + p.w);
       if (own) {
-        let at = frag_at(r, c0 + 4u * {c4}u, SM, SK, KP4, PB);
+        let at = frag_at(r, c0 + 4u * TPR * {c4}u, SM, SK, KP4, PB);
         pf[at.x][at.y] = vec4<f16>(p);
       }
     }

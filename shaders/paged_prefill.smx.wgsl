@@ -258,9 +258,10 @@ fn prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
   let fb = sg / DS;
   let part = sg % DS;
   let mx = sg < RB * DS;  // has matrix work
-  // Softmax role: row r of the block, columns c0 .. c0 + CPI of each tile.
+  // Softmax role: row r of the block, vec4 columns c0, c0 + 4 * TPR, .. of each tile (as
+  // flash_fwd.smx's).
   let r = lid / TPR;
-  let c0 = (lid % TPR) * CPI;
+  let c0 = (lid % TPR) * 4u;
   let row_ok = live && r < nrows;
   let pos = i32(select(0u, n - sq + i0 + r, live));
   let row_hi = select(0, pos + 1, row_ok);  // a row past the new tokens sees nothing
@@ -382,7 +383,7 @@ fn prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
 #for c4 MAX_CPI4
     var x{c4}: vec4<f32>;
     {
-      let col = c0 + 4u * {c4}u;
+      let col = c0 + 4u * TPR * {c4}u;
       let at = frag_at(r, col, SM, SN, SP4, SB);
       var s = sf[at.x][at.y] * scale;
       if (cap > 0.0) {
@@ -418,7 +419,7 @@ fn prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
       let d = clamp(x{c4} - m, vec4<f32>(-1000.0), vec4<f32>(TAU));  // <= TAU where visible; no infinity formed
       let p = select(vec4<f32>(0.0), exp2(d * LOG2E), x{c4} > vec4<f32>(LOWEST));
       sum += (p.x + p.y) + (p.z + p.w);
-      let at = frag_at(r, c0 + 4u * {c4}u, SM, SK, KP4, PB);
+      let at = frag_at(r, c0 + 4u * TPR * {c4}u, SM, SK, KP4, PB);
       kf[at.x][at.y] = vec4<f16>(p);
     }
 #endfor
@@ -442,7 +443,7 @@ fn prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
         workgroupBarrier();
 #for c4 MAX_CPI4
         {
-          let at = frag_at(r, c0 + 4u * {c4}u, SM, SN, SP4, SB);
+          let at = frag_at(r, c0 + 4u * TPR * {c4}u, SM, SN, SP4, SB);
           sf[at.x][at.y] *= alpha;
         }
 #endfor
@@ -534,7 +535,7 @@ fn prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
     if (r < nrows) {
 #for c4 MAX_CPI4
       {
-        let col = c0 + 4u * {c4}u;
+        let col = c0 + 4u * TPR * {c4}u;
         let d = sc * BC + col;  // head-dim column of O
         if (d < dim) {
           let at = frag_at(r, col, SM, SN, SP4, SB);

@@ -6,8 +6,9 @@ kernels so that the benchmark suite times them beside the kernel as registered:
     python3 -m lab.coopmat_ceiling.fwd_candidates revert              # removes both again
 
 SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14). A candidate is the
-registered kernel with other tiles, or an edited copy of its text; a set whose edits no longer
-match the kernel (S10's and S12's padding, since taken into the kernels) stops `apply` untouched.
+registered kernel with other tiles, an edited copy of its text, or a kernel text of this folder;
+a set whose edits no longer match the kernel (S10's and S12's padding and S14's interleaved
+softmax columns, since taken into the kernels) stops `apply` untouched.
 
 The candidates of the S3 run (each at both benchmark shapes; the first tile that fits the adapter
 is taken, so the later ones are for smaller adapters, lavapipe's 32 KiB among them; the S4 run's
@@ -160,10 +161,10 @@ SETS["s12"] = {
 # softmax's vec4 reads of a row meet the same. `_cm` (flash_fwd.smx_cm.wgsl in this folder) stores
 # S column-major and reads it as scalars, each lane of a row G = 8 / TPR neighbouring columns of
 # every 8, so that both the store and the reads meet each bank once a warp, and writes P as before
-# (G = 2 at D = 128: four 2-byte stores for two pairs of columns); `_cm4` keeps 4 neighbouring
-# columns (P's vec4 stores) at D = 128 too. `_il` keeps S row-major and only interleaves the
-# softmax's vec4 columns (a row's lanes on neighbouring 16 bytes). `_cmb32`: `_cm` with 32 keys a tile
-# at D = 64 too (its 16 would leave 8 products a subgroup between the tile's barriers).
+# (G = 2 at D = 128: four 2-byte stores for two pairs of columns). `_il` keeps S row-major and
+# only interleaves the softmax's vec4 columns (a row's lanes on neighbouring 16 bytes): since
+# taken into the kernels, so the set no longer applies. `_cmb32`: `_cm` with 32 keys a tile at
+# D = 64 too (its 16 leave 8 products a subgroup between the tile's barriers).
 CM_FILE = "flash_fwd.smx_cm.wgsl"
 SETS["s14"] = {
     f"{BASE}_il": (
@@ -192,13 +193,6 @@ SETS["s14"] = {
     ),
     f"{BASE}_cm": (BASE, None, None, CM_FILE),
     f"{BASE}_cmb32": (BASE, [{"RB": 8, "BC": 32, "DS": "min(2, ceil_div(head_dim, 64))"}, *LAST], None, CM_FILE),
-    f"{BASE}_cm4": (
-        BASE,
-        None,
-        None,
-        [("override G: u32 = max(1u, 8u / TPR);", "override G: u32 = max(4u, 8u / TPR);")],
-        CM_FILE,
-    ),
 }
 CANDIDATES = SETS["s4"]
 RANK0 = 51  # below flash_fwd.smx (60), above flash_fwd.blocked_f16 (50)
