@@ -5,7 +5,7 @@ kernels so that the benchmark suite times them beside the kernel as registered:
     python3 -m lab.coopmat_ceiling.fwd_candidates kernels [--set SET] # the comma-separated ids to time
     python3 -m lab.coopmat_ceiling.fwd_candidates revert              # removes both again
 
-SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14). A candidate is the
+SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14, s16). A candidate is the
 registered kernel with other tiles, an edited copy of its text, or a kernel text of this folder;
 a set whose edits no longer match the kernel (S10's and S12's padding and S14's interleaved
 softmax columns, since taken into the kernels) stops `apply` untouched.
@@ -193,6 +193,37 @@ SETS["s14"] = {
     ),
     f"{BASE}_cm": (BASE, None, None, CM_FILE),
     f"{BASE}_cmb32": (BASE, [{"RB": 8, "BC": 32, "DS": "min(2, ceil_div(head_dim, 64))"}, *LAST], None, CM_FILE),
+}
+# S16: K and V staged without the register prefetch (each tile's loads stored at once, their
+# latency no longer hidden behind the tile before): 8 registers fewer a lane at D = 64 (16 at
+# D = 128). Whether fewer registers let a third 256-invocation workgroup onto an SM at D = 64
+# (S4's 32 keys a tile lost 22%, as if the registers they add left one workgroup an SM); on the
+# registered tiles and on 32 keys a tile at D = 64.
+NO_PREFETCH = [
+    (
+        """#for f MAX_KVPI
+  var k{f} = fetch_one(last, band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, false);
+  var v{f} = fetch_one(last, band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, true);
+#endfor
+""",
+        "",
+    ),
+    (
+        """    store_one(lid + WG * {f}u, k{f}, false);
+    store_one(lid + WG * {f}u, v{f}, true);
+    k{f} = fetch_one(next, next_hi, k_start, hkv, kvh, dim, lid + WG * {f}u, false);  // in flight until the next tile
+    v{f} = fetch_one(next, next_hi, k_start, hkv, kvh, dim, lid + WG * {f}u, true);
+""",
+        """    let k{f} = fetch_one(t0, band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, false);
+    let v{f} = fetch_one(t0, band.y, k_start, hkv, kvh, dim, lid + WG * {f}u, true);
+    store_one(lid + WG * {f}u, k{f}, false);
+    store_one(lid + WG * {f}u, v{f}, true);
+""",
+    ),
+]
+SETS["s16"] = {
+    f"{BASE}_npf": (BASE, None, None, NO_PREFETCH),
+    f"{BASE}_npfb32": (BASE, [{"RB": 8, "BC": 32, "DS": "min(2, ceil_div(head_dim, 64))"}, *LAST], None, NO_PREFETCH),
 }
 CANDIDATES = SETS["s4"]
 RANK0 = 51  # below flash_fwd.smx (60), above flash_fwd.blocked_f16 (50)
