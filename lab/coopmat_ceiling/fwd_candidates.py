@@ -5,10 +5,10 @@ kernels so that the benchmark suite times them beside the kernel as registered:
     python3 -m lab.coopmat_ceiling.fwd_candidates kernels [--set SET] # the comma-separated ids to time
     python3 -m lab.coopmat_ceiling.fwd_candidates revert              # removes both again
 
-SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14, s16). A candidate is the
-registered kernel with other tiles, an edited copy of its text, or a kernel text of this folder;
-a set whose edits no longer match the kernel (S10's and S12's padding and S14's interleaved
-softmax columns, since taken into the kernels) stops `apply` untouched.
+SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14, s16). A candidate
+is the registered kernel with other tiles, or an edited copy of its text; a set whose edits no
+longer match the kernel (S10's and S12's padding and S14's interleaved softmax columns, since
+taken into the kernels) stops `apply` untouched.
 
 The candidates of the S3 run (each at both benchmark shapes; the first tile that fits the adapter
 is taken, so the later ones are for smaller adapters, lavapipe's 32 KiB among them; the S4 run's
@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Dict, List
 
 ROOT = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
 SHADERS = ROOT / "shaders"
 MANIFEST = SHADERS / "manifest.json"
 BASE = "flash_fwd.smx"
@@ -155,17 +154,11 @@ SETS["s12"] = {
         ],
     ),
 }
-# S14: the round trip of S through workgroup memory without bank conflicts. flash_fwd.smx stores
-# S row-major (rows of 20 floats) from the accumulator's layout (a lane holds 2 neighbouring
-# floats of a row; 4 lanes a row), and two of the 4 rows a half-warp stores share banks; its
-# softmax's vec4 reads of a row meet the same. `_cm` (flash_fwd.smx_cm.wgsl in this folder) stores
-# S column-major and reads it as scalars, each lane of a row G = 8 / TPR neighbouring columns of
-# every 8, so that both the store and the reads meet each bank once a warp, and writes P as before
-# (G = 2 at D = 128: four 2-byte stores for two pairs of columns). `_il` keeps S row-major and
-# only interleaves the softmax's vec4 columns (a row's lanes on neighbouring 16 bytes): since
-# taken into the kernels, so the set no longer applies. `_cmb32`: `_cm` with 32 keys a tile at
-# D = 64 too (its 16 leave 8 products a subgroup between the tile's barriers).
-CM_FILE = "flash_fwd.smx_cm.wgsl"
+# S14: the round trip of S through workgroup memory with fewer bank conflicts. `_il` keeps S
+# row-major and interleaves the softmax's vec4 columns (a row's lanes on neighbouring 16 bytes):
+# since taken into the kernels, so the set no longer applies. Its other candidates, S stored
+# column-major and read as scalars (`_cm`, `_cmb32`: lost 1-2%), had a kernel text of their own:
+# git show 2063500:lab/coopmat_ceiling/flash_fwd.smx_cm.wgsl.
 SETS["s14"] = {
     f"{BASE}_il": (
         BASE,
@@ -191,8 +184,6 @@ SETS["s14"] = {
             ),
         ],
     ),
-    f"{BASE}_cm": (BASE, None, None, CM_FILE),
-    f"{BASE}_cmb32": (BASE, [{"RB": 8, "BC": 32, "DS": "min(2, ceil_div(head_dim, 64))"}, *LAST], None, CM_FILE),
 }
 # S16: K and V staged without the register prefetch (each tile's loads stored at once, their
 # latency no longer hidden behind the tile before): 8 registers fewer a lane at D = 64 (16 at
@@ -231,25 +222,12 @@ MARK = "lab/coopmat_ceiling/fwd_candidates.py"  # in each entry's summary: what 
 TPR_CONSTRAINT = "max(0, 1 - TPR)"  # a softmax row needs an invocation (TPR_ALL can reach 0)
 
 
-def _edits(rest: List) -> List:
-    """A candidate's text edits ([(old, new)]; none: the template's or the folder's text as it is)."""
-    return next((r for r in rest if isinstance(r, list)), [])
-
-
-def _text_file(rest: List) -> str:
-    """The kernel text of this folder a candidate starts from ("": its template's in shaders/)."""
-    return next((r for r in rest if isinstance(r, str)), "")
-
-
 def candidates(manifest: Dict, which: str) -> Dict[str, Dict]:
     """{id: manifest entry} of every candidate of set `which` (flash_fwd.smx as registered is not one)."""
     out: Dict[str, Dict] = {}
-    for i, (kid, (template, tiles, tpr, *rest)) in enumerate(SETS[which].items()):
+    for i, (kid, (template, tiles, tpr, *edits)) in enumerate(SETS[which].items()):
         e = copy.deepcopy(manifest["kernels"][template if template in manifest["kernels"] else BASE])
-        edits, text_file = _edits(rest), _text_file(rest)
-        # An edited copy is shaders/<kid>.wgsl, a kernel text of this folder shaders/<its name>
-        # (apply writes both).
-        e["template"] = kid if edits else text_file[: -len(".wgsl")] if text_file else template
+        e["template"] = kid if edits else template  # an edited copy: shaders/<kid>.wgsl (apply writes it)
         if tiles is not None:
             e["tiles"] = copy.deepcopy(tiles)
         if tpr:
@@ -270,16 +248,12 @@ def apply(which: str) -> None:
     # Every edit checked before anything is written: an edit that no longer matches (the kernel
     # has changed since, e.g. took the candidate's change) stops `apply` with the tree untouched.
     copies: Dict[str, str] = {}
-    for kid, (template, _, _, *rest) in SETS[which].items():
-        edits, text_file = _edits(rest), _text_file(rest)
-        source = HERE / text_file if text_file else SHADERS / f"{template}.wgsl"
-        text = source.read_text()
-        if text_file:
-            copies[text_file[: -len(".wgsl")]] = text
+    for kid, (template, _, _, *edits) in SETS[which].items():
         if edits:
-            for old, new in edits:
+            text = (SHADERS / f"{template}.wgsl").read_text()
+            for old, new in edits[0]:
                 if text.count(old) != 1:
-                    raise SystemExit(f"fwd_candidates: {old!r} is not in {source.name} exactly once")
+                    raise SystemExit(f"fwd_candidates: {old!r} is not in {template}.wgsl exactly once")
                 text = text.replace(old, new)
             copies[kid] = text
     for kid, text in copies.items():
@@ -293,10 +267,8 @@ def revert() -> None:
     manifest = json.loads(MANIFEST.read_text())
     mine = [k for k, e in manifest["kernels"].items() if MARK in str(e.get("summary", ""))]
     for k in mine:
-        e = manifest["kernels"].pop(k)
+        del manifest["kernels"][k]
         (SHADERS / f"{k}.wgsl").unlink(missing_ok=True)  # an edited copy, where apply wrote one
-        if (HERE / f"{e['template']}.wgsl").exists():
-            (SHADERS / f"{e['template']}.wgsl").unlink(missing_ok=True)  # a copy of this folder's kernel text
     MANIFEST.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     print(f"fwd_candidates: removed {', '.join(mine) or 'nothing'}")
 
