@@ -5,10 +5,10 @@ kernels so that the benchmark suite times them beside the kernel as registered:
     python3 -m lab.coopmat_ceiling.fwd_candidates kernels [--set SET] # the comma-separated ids to time
     python3 -m lab.coopmat_ceiling.fwd_candidates revert              # removes both again
 
-SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14, s16). A candidate
-is the registered kernel with other tiles, or an edited copy of its text; a set whose edits no
-longer match the kernel (S10's and S12's padding and S14's interleaved softmax columns, since
-taken into the kernels) stops `apply` untouched.
+SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14, s16, s17). A
+candidate is the registered kernel with other tiles, or an edited copy of its text; a set whose
+edits no longer match the kernel (S10's and S12's padding and S14's interleaved softmax columns,
+since taken into the kernels) stops `apply` untouched.
 
 The candidates of the S3 run (each at both benchmark shapes; the first tile that fits the adapter
 is taken, so the later ones are for smaller adapters, lavapipe's 32 KiB among them; the S4 run's
@@ -216,6 +216,33 @@ SETS["s16"] = {
     f"{BASE}_npf": (BASE, None, None, NO_PREFETCH),
     f"{BASE}_npfb32": (BASE, [{"RB": 8, "BC": 32, "DS": "min(2, ceil_div(head_dim, 64))"}, *LAST], None, NO_PREFETCH),
 }
+# S17: the softmax's rows permuted within each aligned block of 8 so that the 16-byte reads of S
+# meet no bank twice. A quarter-warp's 8 lanes read 4 rows at D = 64 (TPR = 2) and 2 at D = 128
+# (TPR = 4), each row's lanes 8 or 16 neighbouring words of S's rows of 20 words: rows 0-3 start
+# at banks 0, 20, 8, 28 (rows 0 and 3 overlap), rows 0, 2, 4, 6 at 0, 8, 16, 24; at D = 128 rows g
+# and g + 1 overlap, g and g + 4 do not. P's 8-byte writes (a half-warp: 8 rows at D = 64, the
+# same 8 in another order) stay as they are.
+ROW_PERMUTATION = [
+    (
+        """#include "lib/flash_fwd_smx_loads.wgsl"
+""",
+        """#include "lib/flash_fwd_smx_loads.wgsl"
+
+// The softmax's row for its k-th group of TPR lanes: a permutation of each aligned block of 8.
+fn softmax_row(k: u32) -> u32 {
+  if (TPR == 2u) {  // quarter-warps on rows 0, 2, 4, 6 | 1, 3, 5, 7
+    return (k & ~7u) | ((k & 3u) << 1u) | ((k >> 2u) & 1u);
+  }
+  if (TPR == 4u) {  // quarter-warps on rows g, g + 4
+    return (k & ~7u) | ((k >> 1u) & 3u) | ((k & 1u) << 2u);
+  }
+  return k;
+}
+""",
+    ),
+    ("  let r = lid / TPR;\n", "  let r = softmax_row(lid / TPR);\n"),
+]
+SETS["s17"] = {f"{BASE}_perm": (BASE, None, None, ROW_PERMUTATION)}
 CANDIDATES = SETS["s4"]
 RANK0 = 51  # below flash_fwd.smx (60), above flash_fwd.blocked_f16 (50)
 MARK = "lab/coopmat_ceiling/fwd_candidates.py"  # in each entry's summary: what revert removes
