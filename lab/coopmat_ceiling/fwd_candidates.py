@@ -7,8 +7,8 @@ kernels so that the benchmark suite times them beside the kernel as registered:
 
 SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14, s16, s17). A
 candidate is the registered kernel with other tiles, or an edited copy of its text; a set whose
-edits no longer match the kernel (S10's and S12's padding and S14's interleaved softmax columns,
-since taken into the kernels) stops `apply` untouched.
+edits no longer match the kernel (S10's and S12's padding, S14's interleaved softmax columns and
+S17's permuted softmax rows, since taken into the kernels) stops `apply` untouched.
 
 The candidates of the S3 run (each at both benchmark shapes; the first tile that fits the adapter
 is taken, so the later ones are for smaller adapters, lavapipe's 32 KiB among them; the S4 run's
@@ -221,7 +221,7 @@ SETS["s16"] = {
 # (TPR = 4), each row's lanes 8 or 16 neighbouring words of S's rows of 20 words: rows 0-3 start
 # at banks 0, 20, 8, 28 (rows 0 and 3 overlap), rows 0, 2, 4, 6 at 0, 8, 16, 24; at D = 128 rows g
 # and g + 1 overlap, g and g + 4 do not. P's 8-byte writes (a half-warp: 8 rows at D = 64, the
-# same 8 in another order) stay as they are.
+# same 8 in another order) stay as they are. Since taken into flash_fwd.smx.
 ROW_PERMUTATION = [
     (
         """#include "lib/flash_fwd_smx_loads.wgsl"
