@@ -23,7 +23,8 @@ const NP4: u32 = (SN + PADH) / 4u;  // vec4 stride of a fragment row of N halves
 const SP4: u32 = (SN + 4u) / 4u;    // vec4 stride of a fragment row of N floats (S, O)
 // The softmax's TPR lanes of a row take its vec4 columns in turn (lane u: 4u, 4u + 4 TPR, ..),
 // not a run each: a row's lanes then read S and write P at neighbouring addresses, and at D = 64
-// on the H100 (TPR = 2) a half-warp's 8-byte writes of P (rows of 48 bytes) meet no bank twice,
-// a quarter-warp's reads of S (rows of 80 bytes) fewer. In one series in Chromium: flash_fwd.smx
-// 84.1 -> 86.3 TFLOP/s at (4,16,2048,64), 112 -> 114 at (2,16,4096,128) (causal).
+// on the H100 (TPR = 2) a half-warp's 8-byte writes of P (rows of 48 bytes) meet no bank twice
+// (a run each put row 0's second lane on the banks of row 3's first: rows 48 bytes apart). In one
+// series in Chromium: flash_fwd.smx 84.1 -> 86.3 TFLOP/s at (4,16,2048,64), 112 -> 114 at
+// (2,16,4096,128) (causal). S's reads: flash_fwd.smx's softmax_row.
 #include "lib/frag_pad.wgsl"
