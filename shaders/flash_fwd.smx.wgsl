@@ -31,10 +31,10 @@
 // takes (64 of them at D = 128) and doubles the subgroups a workgroup has to hide latency with:
 // measured faster on the H100 at D > 64, slower at D = 64, where the tiles keep DS = 1 (the
 // history holds the figures). The softmax is spread over all WG invocations independently of
-// the subgroup size: invocation t owns row softmax_row(t / TPR) (rows permuted within blocks of
-// 8: softmax_row says why) and every TPR-th vec4 column of each key tile from vec4 column t % TPR
-// (lib/smx_fragments.wgsl says why); the TPR invocations of a row are neighbouring lanes of one
-// subgroup and combine row maxima and sums with subgroupShuffleXor.
+// the subgroup size: invocation t owns row bank_row(t / TPR, TPR) (rows permuted within blocks
+// of 8: lib/bank_rows.wgsl says why) and every TPR-th vec4 column of each key tile from vec4
+// column t % TPR (lib/smx_fragments.wgsl says why); the TPR invocations of a row are
+// neighbouring lanes of one subgroup and combine row maxima and sums with subgroupShuffleXor.
 // Subgroups are taken as WG / subgroup_size runs of consecutive local_invocation_index (every
 // Vulkan driver lays a 1-D workgroup out so); the conformance cases would fail loudly otherwise.
 //
@@ -135,22 +135,7 @@ var<workgroup> rescale: array<atomic<u32>, 4>;
 // load_q, load_kv (zeros past head_dim) and frag_at.
 #include "lib/flash_fwd_smx_loads.wgsl"
 
-// The softmax's row for its k-th group of TPR lanes: a permutation of each aligned block of 8
-// rows, so that a quarter-warp's 16-byte reads of S (rows of 20 words) meet no bank twice. At
-// TPR = 2 a quarter-warp reads 8 words of each of 4 rows: rows 0-3 start at banks 0, 20, 8, 28
-// (0 and 3 overlap), rows 0, 2, 4, 6 at 0, 8, 16, 24. At TPR = 4 it reads 16 words of 2 rows:
-// rows g and g + 1 overlap, g and g + 4 do not. At TPR = 2, P's 8-byte writes (a half-warp's 8
-// rows, the same 8 either way) meet no bank twice. On the H100 (Chromium, one series): 86.4 ->
-// 87.4 TFLOP/s at (4,16,2048,64), unchanged at (2,16,4096,128) (causal).
-fn softmax_row(k: u32) -> u32 {
-  if (TPR == 2u) {  // quarter-warps on rows 0, 2, 4, 6 | 1, 3, 5, 7
-    return (k & ~7u) | ((k & 3u) << 1u) | ((k >> 2u) & 1u);
-  }
-  if (TPR == 4u) {  // quarter-warps on rows g, g + 4
-    return (k & ~7u) | ((k >> 1u) & 3u) | ((k & 1u) << 2u);
-  }
-  return k;
-}
+#include "lib/bank_rows.wgsl"
 
 // This invocation's share of the K and V tile of BC keys from t0 (vec4 lid + WG * f of the tile
 // is key (lid + WG * f) / (DP / 4)): f32, converted to f16 when stored (so that the prefetch does
@@ -202,7 +187,7 @@ fn flash_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
   let part = sg % DS;
   let mx = sg < RB / RPS * DS;  // has matrix work
   // Softmax role: row r of the block, vec4 columns c0, c0 + 4 * TPR, .. of each tile.
-  let r = softmax_row(lid / TPR);
+  let r = bank_row(lid / TPR, TPR);
   let c0 = (lid % TPR) * 4u;
   let i = row0 + i32(r);
   let row_ok = i <= row_last;

@@ -5,7 +5,7 @@ kernels so that the benchmark suite times them beside the kernel as registered:
     python3 -m lab.coopmat_ceiling.fwd_candidates kernels [--set SET] # the comma-separated ids to time
     python3 -m lab.coopmat_ceiling.fwd_candidates revert              # removes both again
 
-SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14, s16, s17). A
+SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14, s16, s17, s19). A
 candidate is the registered kernel with other tiles, or an edited copy of its text; a set whose
 edits no longer match the kernel (S10's and S12's padding, S14's interleaved softmax columns and
 S17's permuted softmax rows, since taken into the kernels) stops `apply` untouched.
@@ -243,6 +243,15 @@ fn softmax_row(k: u32) -> u32 {
     ("  let r = lid / TPR;\n", "  let r = softmax_row(lid / TPR);\n"),
 ]
 SETS["s17"] = {f"{BASE}_perm": (BASE, None, None, ROW_PERMUTATION)}
+# S19: the backward's elementwise passes (P and dS from the f32 Sᵀ and dPᵀ, dS from S and dP)
+# read their rows in lib/bank_rows.wgsl's order: 4 lanes a row of 16 columns, so that a
+# quarter-warp's two rows are g and g + 4 (rows g and g + 1 share 4 banks).
+BWD_ROWS = [
+    ('#include "lib/frag_pad.wgsl"\n', '#include "lib/frag_pad.wgsl"\n#include "lib/bank_rows.wgsl"\n'),
+    ("        let jj = e / (BT / 4u);\n", "        let jj = bank_row(e / (BT / 4u), BT / 4u);\n"),
+    ("        let ii = e / (BT / 4u);\n", "        let ii = bank_row(e / (BT / 4u), BT / 4u);\n"),
+]
+SETS["s19"] = {"varlen_bwd.smx_rows": ("varlen_bwd.smx", None, None, BWD_ROWS)}
 CANDIDATES = SETS["s4"]
 RANK0 = 51  # below flash_fwd.smx (60), above flash_fwd.blocked_f16 (50)
 MARK = "lab/coopmat_ceiling/fwd_candidates.py"  # in each entry's summary: what revert removes

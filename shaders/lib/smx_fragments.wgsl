@@ -26,5 +26,5 @@ const SP4: u32 = (SN + 4u) / 4u;    // vec4 stride of a fragment row of N floats
 // on the H100 (TPR = 2) a half-warp's 8-byte writes of P (rows of 48 bytes) meet no bank twice
 // (a run each put row 0's second lane on the banks of row 3's first: rows 48 bytes apart). In one
 // series in Chromium: flash_fwd.smx 84.1 -> 86.3 TFLOP/s at (4,16,2048,64), 112 -> 114 at
-// (2,16,4096,128) (causal). S's reads: flash_fwd.smx's softmax_row.
+// (2,16,4096,128) (causal). S's reads: lib/bank_rows.wgsl.
 #include "lib/frag_pad.wgsl"
