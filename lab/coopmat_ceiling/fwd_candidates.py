@@ -7,8 +7,8 @@ kernels so that the benchmark suite times them beside the kernel as registered:
 
 SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14, s16, s17, s19). A
 candidate is the registered kernel with other tiles, or an edited copy of its text; a set whose
-edits no longer match the kernel (S10's and S12's padding, S14's interleaved softmax columns and
-S17's permuted softmax rows, since taken into the kernels) stops `apply` untouched.
+edits no longer match the kernel (S10's and S12's padding, S14's interleaved softmax columns,
+S17's and S19's row orders, since taken into the kernels) stops `apply` untouched.
 
 The candidates of the S3 run (each at both benchmark shapes; the first tile that fits the adapter
 is taken, so the later ones are for smaller adapters, lavapipe's 32 KiB among them; the S4 run's
@@ -245,7 +245,8 @@ fn softmax_row(k: u32) -> u32 {
 SETS["s17"] = {f"{BASE}_perm": (BASE, None, None, ROW_PERMUTATION)}
 # S19: the backward's elementwise passes (P and dS from the f32 Sᵀ and dPᵀ, dS from S and dP)
 # read their rows in lib/bank_rows.wgsl's order: 4 lanes a row of 16 columns, so that a
-# quarter-warp's two rows are g and g + 4 (rows g and g + 1 share 4 banks).
+# quarter-warp's two rows are g and g + 4 (rows g and g + 1 share 4 banks). Since taken into
+# varlen_bwd.smx.
 BWD_ROWS = [
     ('#include "lib/frag_pad.wgsl"\n', '#include "lib/frag_pad.wgsl"\n#include "lib/bank_rows.wgsl"\n'),
     ("        let jj = e / (BT / 4u);\n", "        let jj = bank_row(e / (BT / 4u), BT / 4u);\n"),
