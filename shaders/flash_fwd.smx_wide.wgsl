@@ -81,7 +81,6 @@ override DK: u32 = DP / SK;               // Q and Kᵀ fragments along the head
 override DN: u32 = DP / SN;               // O and V fragments along the head dim
 override SB: u32 = BC / SN;               // S fragments per row block
 override PB: u32 = BC / SK;               // P fragments per row block
-override CPI: u32 = BC / TPR;             // tile columns per invocation in the softmax
 override RPI: u32 = WG / BR;              // invocations per row in the O rescale and write
 override KVN: u32 = max(SB * DK, PB * DN);  // fragments of kv: Kᵀ, or V, of a tile
 override QC: u32 = KVN / RB;              // Q fragments per row block of a staged chunk of Q

@@ -100,7 +100,6 @@ override DN: u32 = DP / SN;               // O fragments along the head dim
 override DNC: u32 = DCH / SN;             // V and O fragments of a chunk along the head dim
 override SB: u32 = BC / SN;               // S fragments per row block
 override PB: u32 = BC / SK;               // P fragments per row block
-override CPI: u32 = BC / TPR;             // tile columns per invocation in the softmax
 override C4: u32 = DCH / 4u;              // vec4 columns of a chunk
 override KVPI: u32 = (BC * C4 + WG - 1u) / WG;      // vec4 of a K (and V) chunk each invocation stages
 override QPI: u32 = (BR * BC / 4u + WG - 1u) / WG;  // vec4 of a Q chunk each invocation stages
