@@ -5,7 +5,7 @@ kernels so that the benchmark suite times them beside the kernel as registered:
     python3 -m lab.coopmat_ceiling.fwd_candidates kernels [--set SET] # the comma-separated ids to time
     python3 -m lab.coopmat_ceiling.fwd_candidates revert              # removes both again
 
-SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14, s16, s17, s19). A
+SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14, s16, s17, s19, s20). A
 candidate is the registered kernel with other tiles, or an edited copy of its text; a set whose
 edits no longer match the kernel (S10's and S12's padding, S14's interleaved softmax columns,
 S17's and S19's row orders, since taken into the kernels) stops `apply` untouched.
@@ -253,6 +253,11 @@ BWD_ROWS = [
     ("        let ii = e / (BT / 4u);\n", "        let ii = bank_row(e / (BT / 4u), BT / 4u);\n"),
 ]
 SETS["s19"] = {"varlen_bwd.smx_rows": ("varlen_bwd.smx", None, None, BWD_ROWS)}
+# S20: the key tiles software-pipelined at one barrier a tile (flash_fwd.smx_p1.wgsl, this folder:
+# its header says how); two buffers of Kᵀ, V, P and S fit 48 KiB at 8 row blocks of 16 keys at
+# D = 64 and at 4 row blocks (two subgroups each) at D = 128.
+P1_TILES = [{"RB": 8, "BC": 16}, {"RB": 4, "BC": 16, "DS": "min(2, ceil_div(head_dim, 64))"}, {"RB": 4, "BC": 16}, *LAST]
+SETS["s20"] = {f"{BASE}_p1": (BASE, P1_TILES, None, Path(__file__).with_name("flash_fwd.smx_p1.wgsl"))}
 CANDIDATES = SETS["s4"]
 RANK0 = 51  # below flash_fwd.smx (60), above flash_fwd.blocked_f16 (50)
 MARK = "lab/coopmat_ceiling/fwd_candidates.py"  # in each entry's summary: what revert removes
@@ -287,6 +292,9 @@ def apply(which: str) -> None:
     copies: Dict[str, str] = {}
     for kid, (template, _, _, *edits) in SETS[which].items():
         if edits:
+            if isinstance(edits[0], Path):  # a kernel text of its own, kept in this folder
+                copies[kid] = edits[0].read_text()
+                continue
             text = (SHADERS / f"{template}.wgsl").read_text()
             for old, new in edits[0]:
                 if text.count(old) != 1:
