@@ -30,11 +30,26 @@ for n, part in enumerate(parts):
     src = out / f"{name}.spvasm"
     spv = out / f"{name}.spv"
     src.write_text(asm)
-    run = [str(tools / "ld-linux-x86-64.so.2"), "--library-path", str(tools), str(tools / "spirv-as"),
-           "--target-env", "spv1.4", str(src), "-o", str(spv)]
+    run = [
+        str(tools / "ld-linux-x86-64.so.2"),
+        "--library-path",
+        str(tools),
+        str(tools / "spirv-as"),
+        "--target-env",
+        "spv1.4",
+        str(src),
+        "-o",
+        str(spv),
+    ]
     r = subprocess.run(run, capture_output=True, text=True)
-    rec = {"label": label, "module": n, "entry": entry.group(1), "local_size": size.groups() if size else None,
-           "workgroup": [f"{a} {b}" for a, b in wg], "asm_lines": len(lines)}
+    rec = {
+        "label": label,
+        "module": n,
+        "entry": entry.group(1),
+        "local_size": size.groups() if size else None,
+        "workgroup": [f"{a} {b}" for a, b in wg],
+        "asm_lines": len(lines),
+    }
     if r.returncode:
         rec["error"] = "spirv-as: " + r.stderr[-400:]
     else:
