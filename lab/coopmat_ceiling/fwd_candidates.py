@@ -5,7 +5,7 @@ kernels so that the benchmark suite times them beside the kernel as registered:
     python3 -m lab.coopmat_ceiling.fwd_candidates kernels [--set SET] # the comma-separated ids to time
     python3 -m lab.coopmat_ceiling.fwd_candidates revert              # removes both again
 
-SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14, s16, s17, s19, s20). A
+SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14, s16, s17, s19, s20, s21). A
 candidate is the registered kernel with other tiles, or an edited copy of its text; a set whose
 edits no longer match the kernel (S10's and S12's padding, S14's interleaved softmax columns,
 S17's and S19's row orders, since taken into the kernels) stops `apply` untouched.
@@ -258,6 +258,73 @@ SETS["s19"] = {"varlen_bwd.smx_rows": ("varlen_bwd.smx", None, None, BWD_ROWS)}
 # D = 64 and at 4 row blocks (two subgroups each) at D = 128.
 P1_TILES = [{"RB": 8, "BC": 16}, {"RB": 4, "BC": 16, "DS": "min(2, ceil_div(head_dim, 64))"}, {"RB": 4, "BC": 16}, *LAST]
 SETS["s20"] = {f"{BASE}_p1": (BASE, P1_TILES, None, Path(__file__).with_name("flash_fwd.smx_p1.wgsl"))}
+# S21: Q in workgroup memory for the whole kernel, its fragments loaded for each tile's S, not held
+# in registers (16 of them a lane at D = 64). vkstats (S20) read flash_fwd.smx at 113 registers a
+# lane at D = 64: two 256-invocation workgroups an SM; three need 80 or fewer. On 8 row blocks
+# (256 invocations) and 4 (128: five workgroups an SM at 96 registers or fewer).
+Q_SHARED = [
+    (
+        "var<workgroup> sf: array<array<vec4<f32>, SM * SP4>, RB * SB>;",
+        "var<workgroup> sf: array<array<vec4<f32>, SM * SP4>, RB * SB>;\n"
+        "var<workgroup> qf: array<array<vec4<f16>, SM * KP4 + FRAG_PAD4>, RB * DK>;  // Q, all of it",
+    ),
+    (
+        """#for rr RPS
+#for c MAX_DK
+  var q{rr}_{c}: LF;  // row block fb + {rr}'s fragment {c}
+#endfor
+#endfor
+  for (var ch = 0u; ch < (DK + PB - 1u) / PB; ch++) {
+    for (var f = 0u; f < QPI; f++) {
+      let e = lid + WG * f;
+      if (e < BR * BC / 4u) {
+        let rr = e / (BC / 4u);
+        let col = (e % (BC / 4u)) * 4u;
+        var x = vec4<f32>(0.0);
+        if (row0 + i32(rr) <= row_last) {
+          x = load_q(u32(q_start + row0 + i32(rr)) * hq + head, (ch * BC + col) / 4u, dim);
+        }
+        let at = frag_at(rr, col, SM, SK, KP4, PB);
+        kf[at.x][at.y] = vec4<f16>(x);
+      }
+    }
+    workgroupBarrier();
+    if (mx) {
+#for rr RPS
+#for c MAX_DK
+      if ({c}u / PB == ch) {
+        q{rr}_{c} = subgroupMatrixLoad<LF, row_major>(&kf[(fb + {rr}u) * PB + {c}u % PB], 0u, KP4);
+      }
+#endfor
+#endfor
+    }
+    workgroupBarrier();
+  }
+""",
+        """  for (var e = lid; e < BR * DP / 4u; e += WG) {
+    let rr = e / (DP / 4u);
+    let col = (e % (DP / 4u)) * 4u;
+    var x = vec4<f32>(0.0);
+    if (row0 + i32(rr) <= row_last) {
+      x = load_q(u32(q_start + row0 + i32(rr)) * hq + head, col / 4u, dim);
+    }
+    let at = frag_at(rr, col, SM, SK, KP4, DK);
+    qf[at.x][at.y] = vec4<f16>(x);
+  }
+""",
+    ),
+    (
+        "          acc{rr} = subgroupMatrixMultiplyAccumulate(q{rr}_{c}, kt, acc{rr});",
+        "          acc{rr} = subgroupMatrixMultiplyAccumulate("
+        "subgroupMatrixLoad<LF, row_major>(&qf[(fb + {rr}u) * DK + {c}u], 0u, KP4), kt, acc{rr});",
+    ),
+]
+Q_TILES = [{"RB": 8, "BC": 16}, *LAST]
+SETS["s21"] = {
+    f"{BASE}_qs": (BASE, Q_TILES, None, Q_SHARED),
+    f"{BASE}_qs4": (BASE, [{"RB": 4, "BC": 16}, *LAST], None, Q_SHARED),
+    f"{BASE}_qsnpf": (BASE, Q_TILES, None, Q_SHARED + NO_PREFETCH),  # and 8 registers fewer again
+}
 CANDIDATES = SETS["s4"]
 RANK0 = 51  # below flash_fwd.smx (60), above flash_fwd.blocked_f16 (50)
 MARK = "lab/coopmat_ceiling/fwd_candidates.py"  # in each entry's summary: what revert removes
