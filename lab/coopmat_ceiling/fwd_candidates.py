@@ -5,7 +5,7 @@ kernels so that the benchmark suite times them beside the kernel as registered:
     python3 -m lab.coopmat_ceiling.fwd_candidates kernels [--set SET] # the comma-separated ids to time
     python3 -m lab.coopmat_ceiling.fwd_candidates revert              # removes both again
 
-SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14, s16, s17, s19, s20, s21). A
+SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14, s16, s17, s19, s20, s21, s23). A
 candidate is the registered kernel with other tiles, or an edited copy of its text; a set whose
 edits no longer match the kernel (S10's and S12's padding, S14's interleaved softmax columns,
 S17's and S19's row orders, since taken into the kernels) stops `apply` untouched.
@@ -324,6 +324,69 @@ SETS["s21"] = {
     f"{BASE}_qs": (BASE, Q_TILES, None, Q_SHARED),
     f"{BASE}_qs4": (BASE, [{"RB": 4, "BC": 16}, *LAST], None, Q_SHARED),
     f"{BASE}_qsnpf": (BASE, Q_TILES, None, Q_SHARED + NO_PREFETCH),  # and 8 registers fewer again
+}
+
+
+# S23: is workgroup memory itself the cost? S20's and S21's candidates at D = 64 (pipelined, Q
+# shared, Q shared on 4 row blocks) each lost 35-40% with 2 (or 4) workgroups an SM as before, and
+# each took 91-97 KiB of workgroup memory an SM against the registered kernel's 40. The kernel as
+# registered with an unused workgroup array beside it (read once, never in practice: not removed)
+# of 26 KiB (45 KiB in all) and 12 KiB (32 KiB). And `_db`: Kᵀ/P and V in two buffers by tile
+# parity, so that the tile's last barrier goes (the next tile's staging writes the other buffer).
+def _pad(words: int) -> list:
+    return [
+        (
+            "var<workgroup> rescale: array<atomic<u32>, 4>;",
+            f"var<workgroup> rescale: array<atomic<u32>, 4>;\nvar<workgroup> unused: array<vec4<f32>, {words // 4}>;",
+        ),
+        (
+            "          out[row * (dim / 4u) + d / 4u] = y;",
+            f"          out[row * (dim / 4u) + d / 4u] = y + select(vec4<f32>(0.0), unused[lid % {words // 4}u], dim == 12345u);",
+        ),
+    ]
+
+
+DOUBLE = [
+    (
+        "var<workgroup> vf: array<array<vec4<f16>, SK * NP4 + FRAG_PAD4>, PB * DN>;",
+        "var<workgroup> vf: array<array<vec4<f16>, SK * NP4 + FRAG_PAD4>, 2 * PB * DN>;",
+    ),
+    (
+        "var<workgroup> kf: array<array<vec4<f16>, max(SM, SN) * KP4 + FRAG_PAD4>, KPF>;",
+        "var<workgroup> kf: array<array<vec4<f16>, max(SM, SN) * KP4 + FRAG_PAD4>, 2 * KPF>;",
+    ),
+    ("fn store_one(e: u32, x: KVT, to_v: bool) {", "fn store_one(e: u32, x: KVT, to_v: bool, par: u32) {"),
+    ("      vf[va.x][va.y] = vec4<f16>(x);", "      vf[par * PB * DN + va.x][va.y] = vec4<f16>(x);"),
+    ("      kf[ka.x][ka.y] = vec4<f16>(x);", "      kf[par * KPF + ka.x][ka.y] = vec4<f16>(x);"),
+    (
+        "    let next_hi = select(band.y, next, next < band.x);  // past the first tile: nothing to fetch\n",
+        "    let next_hi = select(band.y, next, next < band.x);  // past the first tile: nothing to fetch\n"
+        "    let par = u32((last - t0) / i32(BC)) % 2u;  // this tile's buffers\n",
+    ),
+    ("    store_one(lid + WG * {f}u, k{f}, false);", "    store_one(lid + WG * {f}u, k{f}, false, par);"),
+    ("    store_one(lid + WG * {f}u, v{f}, true);", "    store_one(lid + WG * {f}u, v{f}, true, par);"),
+    (
+        "          let kt = subgroupMatrixLoad<RF, col_major>(&kf[n * DK + {c}u], 0u, KP4);",
+        "          let kt = subgroupMatrixLoad<RF, col_major>(&kf[par * KPF + n * DK + {c}u], 0u, KP4);",
+    ),
+    ("      kf[at.x][at.y] = vec4<f16>(p);", "      kf[par * KPF + at.x][at.y] = vec4<f16>(p);"),
+    (
+        "        let p{rr} = subgroupMatrixLoad<LF, row_major>(&kf[(fb + {rr}u) * PB + {kk}u], 0u, KP4);",
+        "        let p{rr} = subgroupMatrixLoad<LF, row_major>(&kf[par * KPF + (fb + {rr}u) * PB + {kk}u], 0u, KP4);",
+    ),
+    (
+        "          let vt = subgroupMatrixLoad<RF, row_major>(&vf[{kk}u * DN + part * DNS + {cl}u], 0u, NP4);",
+        "          let vt = subgroupMatrixLoad<RF, row_major>(&vf[par * PB * DN + {kk}u * DN + part * DNS + {cl}u], 0u, NP4);",
+    ),
+    (
+        "    workgroupBarrier();  // P, V and S are no longer read\n  }\n",
+        "  }\n  workgroupBarrier();  // P and V are no longer read\n",
+    ),
+]
+SETS["s23"] = {
+    f"{BASE}_pad26": (BASE, None, None, _pad(26 * 256)),
+    f"{BASE}_pad12": (BASE, None, None, _pad(12 * 256)),
+    f"{BASE}_db": (BASE, [{"RB": 8, "BC": 16}, *LAST], None, DOUBLE),
 }
 CANDIDATES = SETS["s4"]
 RANK0 = 51  # below flash_fwd.smx (60), above flash_fwd.blocked_f16 (50)

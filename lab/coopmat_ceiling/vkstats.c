@@ -4,6 +4,10 @@
 // decoration: a Uniform variable is a uniform buffer, anything else a storage buffer; a
 // PushConstant block gets 128 bytes), every feature the device has is enabled, and the pipeline
 // asks for full subgroups, as Dawn's does for subgroup matrices.
+// With VKSTATS_IR=DIR, the driver's internal representations of each executable (where it gives
+// any: shader assembly) go to DIR/<module>.<executable>.<n>.txt (or .bin). With VKSTATS_CACHE=DIR,
+// each pipeline is made through a pipeline cache of its own, written to DIR/<module>.cache (the
+// driver's compiled code is inside, in the driver's format).
 //   vkstats FILE.spv [FILE.spv ...]     (VKSTATS_DEVICE=N picks the N-th physical device)
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,7 +175,9 @@ int main(int argc, char **argv) {
       i += len ? len : 1;
     }
     VkComputePipelineCreateInfo cpci = {VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+    const char *irdir = getenv("VKSTATS_IR");
     cpci.flags = stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0;
+    if (stats && irdir) cpci.flags |= VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR;
     cpci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
     cpci.stage.flags = f13.computeFullSubgroups ? VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT : 0;
     cpci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
@@ -179,7 +185,26 @@ int main(int argc, char **argv) {
     cpci.stage.pName = entry;
     cpci.layout = pl;
     VkPipeline pipe;
-    VkResult r = vkCreateComputePipelines(dev, VK_NULL_HANDLE, 1, &cpci, NULL, &pipe);
+    const char *cachedir = getenv("VKSTATS_CACHE");
+    VkPipelineCache cache = VK_NULL_HANDLE;
+    if (cachedir) {
+      VkPipelineCacheCreateInfo pcci = {VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+      CHECK(vkCreatePipelineCache(dev, &pcci, NULL, &cache));
+    }
+    VkResult r = vkCreateComputePipelines(dev, cache, 1, &cpci, NULL, &pipe);
+    if (cachedir && r == VK_SUCCESS) {
+      size_t size = 0;
+      CHECK(vkGetPipelineCacheData(dev, cache, &size, NULL));
+      void *data = malloc(size);
+      CHECK(vkGetPipelineCacheData(dev, cache, &size, data));
+      const char *base = strrchr(argv[a], '/') ? strrchr(argv[a], '/') + 1 : argv[a];
+      char path[1024];
+      snprintf(path, sizeof path, "%s/%s.cache", cachedir, base);
+      FILE *f = fopen(path, "wb");
+      if (f) { fwrite(data, 1, size, f); fclose(f); }
+      printf("pipeline cache: %zu bytes -> %s\n", size, path);
+      free(data);
+    }
     printf("== %s (entry %s, %d bindings%s): pipeline %d\n", argv[a], entry, nb, push ? ", push constants" : "", r);
     if (r != VK_SUCCESS || !stats) continue;
     VkPipelineInfoKHR pinfo = {VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
@@ -211,6 +236,24 @@ int main(int argc, char **argv) {
         printf("  (%s)\n", st[s].description);
       }
       free(st);
+      if (!irdir) continue;
+      PFN_vkGetPipelineExecutableInternalRepresentationsKHR getIR = (PFN_vkGetPipelineExecutableInternalRepresentationsKHR)vkGetDeviceProcAddr(dev, "vkGetPipelineExecutableInternalRepresentationsKHR");
+      uint32_t nir = 0;
+      CHECK(getIR(dev, &einfo, &nir, NULL));
+      VkPipelineExecutableInternalRepresentationKHR *ir = calloc(nir, sizeof *ir);
+      for (uint32_t s = 0; s < nir; s++) ir[s].sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR;
+      CHECK(getIR(dev, &einfo, &nir, ir));  // sizes
+      for (uint32_t s = 0; s < nir; s++) ir[s].pData = malloc(ir[s].dataSize + 1);
+      VkResult rr = getIR(dev, &einfo, &nir, ir);
+      const char *base = strrchr(argv[a], '/') ? strrchr(argv[a], '/') + 1 : argv[a];
+      for (uint32_t s = 0; s < nir; s++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s.%u.%u.%s", irdir, base, e, s, ir[s].isText ? "txt" : "bin");
+        FILE *f = fopen(path, "wb");
+        if (f) { fwrite(ir[s].pData, 1, ir[s].dataSize, f); fclose(f); }
+        printf("  representation %u: %s (%s), %zu bytes%s -> %s (%d)\n", s, ir[s].name, ir[s].description,
+               ir[s].dataSize, ir[s].isText ? ", text" : "", path, rr);
+      }
     }
     vkDestroyPipeline(dev, pipe, NULL);
   }
