@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds vkstats (vkstats.c) here into DEST (default .devcarry/vkstats; carry it), with the test
-# bed root's spirv-as and the trixie loader and libraries it needs (run as
-# DEST/ld-linux-x86-64.so.2 --library-path DEST DEST/spirv-as: the lent machine's own libc is older).
+# Builds vkstats (vkstats.c) here into DEST (default .devcarry/vkstats), with the test bed root's
+# spirv-as and the trixie loader and libraries it needs (run as DEST/ld-linux-x86-64.so.2
+# --library-path DEST DEST/spirv-as: the lent machine's own libc is older), and packs it into
+# .devcarry/vkx/vkstats.tar.xz (2 MiB: small enough to carry beside devcarry's first part, where
+# the 6.5 MiB folder is not; device_regs.sh unpacks it).
 #   bash lab/coopmat_ceiling/build_vkstats.sh [DEST]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,4 +16,6 @@ for f in lib64/ld-linux-x86-64.so.2 lib/x86_64-linux-gnu/libc.so.6 lib/x86_64-li
          lib/x86_64-linux-gnu/libstdc++.so.6 lib/x86_64-linux-gnu/libgcc_s.so.1 usr/bin/spirv-as; do
   cp -L "$root/$f" "$dest/"
 done
-ls "$dest"
+mkdir -p "$top/.devcarry/vkx"
+tar -cJf "$top/.devcarry/vkx/vkstats.tar.xz" -C "$(dirname "$dest")" "$(basename "$dest")"
+ls "$dest" "$top/.devcarry/vkx"
