@@ -5,7 +5,7 @@ kernels so that the benchmark suite times them beside the kernel as registered:
     python3 -m lab.coopmat_ceiling.fwd_candidates kernels [--set SET] # the comma-separated ids to time
     python3 -m lab.coopmat_ceiling.fwd_candidates revert              # removes both again
 
-SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14, s16, s17, s19, s20, s21, s23, s24). A
+SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14, s16, s17, s19, s20, s21, s23, s24, s25). A
 candidate is the registered kernel with other tiles, or an edited copy of its text; a set whose
 edits no longer match the kernel (S10's and S12's padding, S14's interleaved softmax columns,
 S17's and S19's row orders, since taken into the kernels) stops `apply` untouched.
@@ -383,6 +383,11 @@ DOUBLE = [
         "  }\n  workgroupBarrier();  // P and V are no longer read\n",
     ),
 ]
+# S25: the registered kernel on the H100's other fragment shapes, 16x8x16 and 16x8x8 (the GEMM's
+# 128 x 128 tile ran 8% and 16% faster on them than on 16x16x16). A plan takes the adapter's first
+# f16 -> f32 configuration, so device_s25.sh has these two ids take theirs on the lent machine.
+# At D = 64 they need 23,056 and 25,616 bytes (the registered 19,856); D = 128's tile does not fit.
+SETS["s25"] = {f"{BASE}_c16816": (BASE, None, None), f"{BASE}_c1688": (BASE, None, None)}
 # S24: where the step is: the registered kernel (19,856 bytes at D = 64) with 4, 8 and 10 KiB more.
 SETS["s24"] = {f"{BASE}_pad{kib}": (BASE, None, None, _pad(kib * 256)) for kib in (4, 8, 10)}
 SETS["s23"] = {
