@@ -5,7 +5,7 @@ kernels so that the benchmark suite times them beside the kernel as registered:
     python3 -m lab.coopmat_ceiling.fwd_candidates kernels [--set SET] # the comma-separated ids to time
     python3 -m lab.coopmat_ceiling.fwd_candidates revert              # removes both again
 
-SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14, s16, s17, s19, s20, s21, s23, s24, s25). A
+SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14, s16, s17, s19, s20, s21, s23, s24, s25, s26). A
 candidate is the registered kernel with other tiles, or an edited copy of its text; a set whose
 edits no longer match the kernel (S10's and S12's padding, S14's interleaved softmax columns,
 S17's and S19's row orders, since taken into the kernels) stops `apply` untouched.
@@ -388,6 +388,16 @@ DOUBLE = [
 # f16 -> f32 configuration, so device_s25.sh has these two ids take theirs on the lent machine.
 # At D = 64 they need 23,056 and 25,616 bytes (the registered 19,856); D = 128's tile does not fit.
 SETS["s25"] = {f"{BASE}_c16816": (BASE, None, None), f"{BASE}_c1688": (BASE, None, None)}
+# S26: varlen_bwd.smx's tiles under the step. Its registered tiles take 47,104 bytes and 135-255
+# registers a lane at 256 invocations (one workgroup an SM); with two subgroups a row block (each
+# keeps one role's fragments: fewer registers) on 4 row blocks and one tile buffer, 23,552 bytes
+# at D = 64 (29,952 at D = 128); on 2 row blocks, 128 invocations, 14,976 and 21,376.
+BWD = "varlen_bwd.smx"
+BWD_LAST = [{"RB": 2, "BT": "SGM_M"}, {"RB": 1, "BT": "SGM_M"}]
+SETS["s26"] = {
+    f"{BWD}_r4d2n1": (BWD, [{"RB": 4, "BT": "SGM_M", "DS": 2, "NB": 1}, *BWD_LAST], None),
+    f"{BWD}_r2d2n1": (BWD, [{"RB": 2, "BT": "SGM_M", "DS": 2, "NB": 1}, *BWD_LAST], None),
+}
 # S24: where the step is: the registered kernel (19,856 bytes at D = 64) with 4, 8 and 10 KiB more.
 SETS["s24"] = {f"{BASE}_pad{kib}": (BASE, None, None, _pad(kib * 256)) for kib in (4, 8, 10)}
 SETS["s23"] = {
