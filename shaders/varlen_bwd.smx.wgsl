@@ -47,6 +47,11 @@
 // keeps only that role's left fragments and accumulators (half the registers: at D = 128 one
 // subgroup holding both roles needs 8 + 8 left and 8 + 8 result fragments, 192 registers a lane,
 // more than 512 invocations a workgroup leave it); with DS = 1 one subgroup takes both.
+// The tile (the manifest's, best first) is 4 row blocks with DS = 2 and one tile buffer at head
+// dims up to 64: under 24 KiB of workgroup memory and 128 registers a lane, NVIDIA's driver runs
+// two workgroups an SM, where 8 row blocks with DS = 1 and two buffers (47 KiB, 177 registers)
+// got one (1.23x at D = 64 on the H100; docs/performance.md). Past 64 the fragments a role holds
+// take more than 128 registers, and 8 row blocks with DS = 1 win.
 // Staging. The next tile's rows (and in bwd_dkdv their lse and delta) are read into registers
 // while this tile is computed (f32, converted when stored, so nothing waits for the loads). With
 // NB = 2 tile buffers, a tile is stored while the last one's products still read the other
