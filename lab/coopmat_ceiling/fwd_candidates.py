@@ -5,7 +5,7 @@ kernels so that the benchmark suite times them beside the kernel as registered:
     python3 -m lab.coopmat_ceiling.fwd_candidates kernels [--set SET] # the comma-separated ids to time
     python3 -m lab.coopmat_ceiling.fwd_candidates revert              # removes both again
 
-SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14, s16, s17, s19, s20, s21, s23, s24, s25, s26). A
+SET is a device run's (SETS below: s3, s4, s4w-s6w, s9, s9w, s10, s12, s14, s16, s17, s19, s21, s23, s24, s25, s26). A
 candidate is the registered kernel with other tiles, or an edited copy of its text; a set whose
 edits no longer match the kernel (S10's and S12's padding, S14's interleaved softmax columns,
 S17's and S19's row orders, since taken into the kernels) stops `apply` untouched.
@@ -253,11 +253,9 @@ BWD_ROWS = [
     ("        let ii = e / (BT / 4u);\n", "        let ii = bank_row(e / (BT / 4u), BT / 4u);\n"),
 ]
 SETS["s19"] = {"varlen_bwd.smx_rows": ("varlen_bwd.smx", None, None, BWD_ROWS)}
-# S20: the key tiles software-pipelined at one barrier a tile (flash_fwd.smx_p1.wgsl, this folder:
-# its header says how); two buffers of Kᵀ, V, P and S fit 48 KiB at 8 row blocks of 16 keys at
-# D = 64 and at 4 row blocks (two subgroups each) at D = 128.
-P1_TILES = [{"RB": 8, "BC": 16}, {"RB": 4, "BC": 16, "DS": "min(2, ceil_div(head_dim, 64))"}, {"RB": 4, "BC": 16}, *LAST]
-SETS["s20"] = {f"{BASE}_p1": (BASE, P1_TILES, None, Path(__file__).with_name("flash_fwd.smx_p1.wgsl"))}
+# S20's candidate, the key tiles software-pipelined at one barrier a tile (two buffers of Kᵀ, V,
+# P and S: 46 KiB at D = 64, past the workgroup-memory step; 52.3 against 88.0), had a kernel text
+# of its own: git show a6f80d3:lab/coopmat_ceiling/flash_fwd.smx_p1.wgsl.
 # S21: Q in workgroup memory for the whole kernel, its fragments loaded for each tile's S, not held
 # in registers (16 of them a lane at D = 64). vkstats (S20) read flash_fwd.smx at 113 registers a
 # lane at D = 64: two 256-invocation workgroups an SM; three need 80 or fewer. On 8 row blocks
@@ -439,9 +437,6 @@ def apply(which: str) -> None:
     copies: Dict[str, str] = {}
     for kid, (template, _, _, *edits) in SETS[which].items():
         if edits:
-            if isinstance(edits[0], Path):  # a kernel text of its own, kept in this folder
-                copies[kid] = edits[0].read_text()
-                continue
             text = (SHADERS / f"{template}.wgsl").read_text()
             for old, new in edits[0]:
                 if text.count(old) != 1:
